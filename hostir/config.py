@@ -1,0 +1,83 @@
+"""All of hostir's configuration. The one module that reads environment variables.
+
+HOSTIR_DUMP      comma list of stages to print: fusion_ir, preseg, concretized,
+                 segments, kernels, host_ir, launch
+HOSTIR_ENABLE    comma list of optional features to turn on
+HOSTIR_DISABLE   comma list of features to turn off (e.g. concretize_resize)
+HOSTIR_CACHE_DIR where compiled kernels are kept (default ~/.cache/hostir)
+HOSTIR_TRACE     file to write a Chrome/Perfetto trace of host IR execution to
+HOSTIR_DEBUG     comma list of debug checks (e.g. fingerprint)
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DUMP_STAGES = frozenset({"fusion_ir", "preseg", "concretized", "segments", "kernels",
+                         "host_ir", "launch"})
+
+
+def _csv(name: str) -> frozenset[str]:
+    raw = os.environ.get(name, "")
+    return frozenset(p.strip() for p in raw.split(",") if p.strip())
+
+
+@dataclass(frozen=True)
+class Config:
+    dump: frozenset[str] = field(default_factory=frozenset)
+    enable: frozenset[str] = field(default_factory=frozenset)
+    disable: frozenset[str] = field(default_factory=frozenset)
+    debug: frozenset[str] = field(default_factory=frozenset)
+    cache_dir: Path = Path.home() / ".cache" / "hostir"
+    trace: str | None = None
+
+    @classmethod
+    def from_env(cls) -> "Config":
+        dump = _csv("HOSTIR_DUMP")
+        unknown = dump - DUMP_STAGES
+        if unknown:
+            print(f"hostir: ignoring unknown HOSTIR_DUMP stages {sorted(unknown)}; "
+                  f"known: {sorted(DUMP_STAGES)}", file=sys.stderr)
+        cache = os.environ.get("HOSTIR_CACHE_DIR")
+        return cls(
+            dump=dump & DUMP_STAGES,
+            enable=_csv("HOSTIR_ENABLE"),
+            disable=_csv("HOSTIR_DISABLE"),
+            debug=_csv("HOSTIR_DEBUG"),
+            cache_dir=Path(cache) if cache else Path.home() / ".cache" / "hostir",
+            trace=os.environ.get("HOSTIR_TRACE") or None,
+        )
+
+
+_current = Config.from_env()
+
+
+def get() -> Config:
+    return _current
+
+
+def reload() -> Config:
+    """Re-read the environment (tests change it)."""
+    global _current
+    _current = Config.from_env()
+    return _current
+
+
+def dumping(stage: str) -> bool:
+    return stage in _current.dump
+
+
+def enabled(feature: str) -> bool:
+    return feature in _current.enable
+
+
+def disabled(feature: str) -> bool:
+    return feature in _current.disable
+
+
+def dump(stage: str, text: str) -> None:
+    """Print a debug stage if HOSTIR_DUMP asks for it."""
+    if stage in _current.dump:
+        print(f"===== hostir {stage} =====\n{text}", file=sys.stdout, flush=True)

@@ -1,0 +1,469 @@
+"""The nvFuser-compatible Python frontend: FusionDefinition, Tensor, Scalar, fd.ops."""
+from __future__ import annotations
+
+import torch
+
+from . import config
+from .ir import ops as O
+from .ir import scalar as S
+from .ir.dtypes import DataType, from_torch, python_scalar_dtype
+from .ir.errors import DefinitionError, InputError
+from .ir.fusion import Fusion, Output, TensorInputArg, verify
+from .ir.inputs import strides_for, validate_inputs
+from .ir.node import Axis, AxisKind, Op, Val, const
+from .ir.printer import fusion_text
+from .ir.reference import evaluate
+
+
+class _Handle:
+    """A value being defined in a FusionDefinition (nvFuser's Tensor / Scalar)."""
+
+    __slots__ = ("val", "fd")
+
+    def __init__(self, val: Val, fd: "FusionDefinition"):
+        self.val = val
+        self.fd = fd
+
+    @property
+    def name(self) -> str:
+        return self.val.name
+
+    @property
+    def dtype(self) -> DataType:
+        return self.val.dtype
+
+    def __repr__(self) -> str:
+        from .ir.printer import type_text
+        return f"{self.val.name}: {type_text(self.val)}"
+
+    def _bin(self, op, other, reverse=False):
+        a, b = (other, self) if reverse else (self, other)
+        return self.fd.ops._pointwise(op, a, b)
+
+    def __add__(self, o): return self._bin(Op.ADD, o)
+    def __radd__(self, o): return self._bin(Op.ADD, o, True)
+    def __sub__(self, o): return self._bin(Op.SUB, o)
+    def __rsub__(self, o): return self._bin(Op.SUB, o, True)
+    def __mul__(self, o): return self._bin(Op.MUL, o)
+    def __rmul__(self, o): return self._bin(Op.MUL, o, True)
+    def __truediv__(self, o): return self._bin(Op.DIV, o)
+    def __rtruediv__(self, o): return self._bin(Op.DIV, o, True)
+    def __pow__(self, o): return self._bin(Op.POW, o)
+    def __neg__(self): return self.fd.ops._pointwise(Op.NEG, self)
+    def __abs__(self): return self.fd.ops._pointwise(Op.ABS, self)
+
+
+class Scalar(_Handle):
+    __slots__ = ()
+
+
+class Tensor(_Handle):
+    __slots__ = ()
+
+    @property
+    def ndim(self) -> int:
+        return self.val.ndim
+
+    def shape(self) -> list[Scalar]:
+        return [self.fd._scalar_handle(a.extent) for a in self.val.logical]
+
+    def size(self, dim: int) -> Scalar:
+        return self.fd.ops.size(self, dim)
+
+
+class FusionDefinition:
+    """Define a fusion once, execute it many times.
+
+    Either `with FusionDefinition() as fd: ...` or subclass it and override
+    `definition(self)`.
+    """
+
+    def __init__(self):
+        self._inputs: list[Val] = []
+        self._outputs: list[Output] = []
+        self._counter = 0
+        self._extent_counter = 0
+        self._defining = False
+        self._fusion: Fusion | None = None
+        self._dumped = False
+        self.ops = Ops(self)
+
+    # ------------------------------------------------------------ definition
+    def __enter__(self) -> "FusionDefinition":
+        if self._fusion is not None:
+            raise DefinitionError("this FusionDefinition is already defined; create a new one")
+        self._defining = True
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self._defining = False
+        if exc_type is None:
+            self._finalize()
+
+    def definition(self) -> None:
+        """Override in a subclass to define the fusion (class style)."""
+        raise DefinitionError(
+            "FusionDefinition has no definition: use `with FusionDefinition() as fd:` "
+            "or subclass it and override definition(self)")
+
+    def _finalize(self) -> None:
+        if not self._outputs:
+            raise DefinitionError("the fusion has no outputs: call fd.add_output(tensor)")
+        self._fusion = Fusion(tuple(self._inputs), tuple(self._outputs))
+        verify(self._fusion)
+
+    def _ensure_defined(self) -> Fusion:
+        if self._fusion is None:
+            if self._defining:
+                raise DefinitionError("execute() was called inside the `with` block; "
+                                      "finish the definition first")
+            if type(self).definition is FusionDefinition.definition:
+                raise DefinitionError("the fusion is empty: define it in a `with` block")
+            with self:
+                self.definition()
+        return self._fusion
+
+    def _check_defining(self, what: str) -> None:
+        if not self._defining:
+            raise DefinitionError(
+                f"{what}: this FusionDefinition is not being defined (use it inside its "
+                f"`with` block or definition())")
+
+    def _name(self, prefix: str) -> str:
+        name = f"{prefix}{self._counter}"
+        self._counter += 1
+        return name
+
+    def _tensor_handle(self, val: Val) -> Tensor:
+        return Tensor(val.renamed(self._name("T")) if val.name is None else val, self)
+
+    def _scalar_handle(self, val: Val) -> Scalar:
+        return Scalar(val, self)
+
+    def _unwrap(self, x, opname: str):
+        if isinstance(x, _Handle):
+            if x.fd is not self:
+                raise DefinitionError(f"{opname}: {x.name} belongs to another FusionDefinition")
+            return x.val
+        if isinstance(x, (list, tuple)):
+            return [self._unwrap(e, opname) for e in x]
+        if isinstance(x, torch.Tensor):
+            raise DefinitionError(
+                f"{opname}: got a torch.Tensor; define fusion inputs with fd.define_tensor "
+                f"or fd.from_pytorch and pass the data to execute()")
+        return x
+
+    def _wrap(self, val: Val):
+        if val.is_tensor:
+            return self._tensor_handle(val)
+        if val.op is Op.CONST or val.name is not None:
+            return Scalar(val, self)
+        return Scalar(val.renamed(self._name("S")), self)
+
+    def define_tensor(self, shape=None, contiguity=None, dtype: DataType = DataType.Float,
+                      is_cpu: bool = False, stride_order=None, symbolic_sizes=None,
+                      **unsupported) -> Tensor:
+        """A tensor input. shape: -1 symbolic, 1 broadcast, n static."""
+        self._check_defining("define_tensor")
+        if unsupported:
+            raise DefinitionError(f"define_tensor: unsupported arguments {sorted(unsupported)}")
+        if shape is None:
+            shape = symbolic_sizes
+        if shape is None or isinstance(shape, int):
+            raise DefinitionError(f"define_tensor: shape must be a list of ints, got {shape!r}")
+        shape = list(shape)
+        if not isinstance(dtype, DataType) or dtype is DataType.Null:
+            raise DefinitionError(f"define_tensor: dtype must be a DataType other than Null, got {dtype!r}")
+        for s in shape:
+            if not isinstance(s, int) or isinstance(s, bool) or s < -1:
+                raise DefinitionError(
+                    f"define_tensor: shape entries must be -1 (symbolic), 1 (broadcast) or a "
+                    f"non-negative static extent, got {shape}")
+        n = len(shape)
+        contig = self._contiguity(shape, contiguity)
+        if stride_order is not None:
+            stride_order = tuple(stride_order)
+            if sorted(stride_order) != list(range(n)):
+                raise DefinitionError(
+                    f"define_tensor: stride_order {list(stride_order)} is not a permutation of "
+                    f"0..{n - 1}")
+        index = len(self._inputs)
+        name = self._name("T")
+        axes = []
+        for d, s in enumerate(shape):
+            if s == -1:
+                ext = Val(Op.EXTENT, DataType.Int, arg=(index, d), name=f"i{self._extent_counter}")
+                self._extent_counter += 1
+                axes.append(Axis(ext, AxisKind.ITER))
+            else:
+                axes.append(Axis(const(s), AxisKind.BCAST if s == 1 else AxisKind.ITER))
+        arg = TensorInputArg(index, contig, stride_order, bool(is_cpu))
+        val = Val(Op.TENSOR_INPUT, dtype, arg=arg, axes=tuple(axes), name=name)
+        self._inputs.append(val)
+        return Tensor(val, self)
+
+    @staticmethod
+    def _contiguity(shape, contiguity) -> tuple:
+        n = len(shape)
+        if contiguity is None or isinstance(contiguity, bool):
+            flag = bool(contiguity)
+            return tuple(None if s == 1 else flag for s in shape)
+        contiguity = list(contiguity)
+        if len(contiguity) != n:
+            raise DefinitionError(
+                f"define_tensor: contiguity has {len(contiguity)} entries but shape {shape} has {n} dims")
+        out = []
+        for d, (s, c) in enumerate(zip(shape, contiguity)):
+            if s == 1:
+                out.append(None)
+            elif c is None:
+                raise DefinitionError(
+                    f"define_tensor: contiguity[{d}] is None but dim {d} (extent {s}) is not a "
+                    f"broadcast dim; use True or False")
+            else:
+                out.append(bool(c))
+        return tuple(out)
+
+    def from_pytorch(self, tensor: torch.Tensor, static_sizes: bool = False) -> Tensor:
+        """A tensor input shaped like `tensor`: symbolic sizes (size-1 dims broadcast),
+        contiguity and stride order read from its strides."""
+        if not isinstance(tensor, torch.Tensor):
+            raise DefinitionError(f"from_pytorch: expected a torch.Tensor, got {type(tensor).__name__}")
+        dtype = from_torch(tensor.dtype)
+        if dtype is None:
+            raise DefinitionError(f"from_pytorch: unsupported dtype {tensor.dtype}")
+        shape = [s if (static_sizes or s == 1) else -1 for s in tensor.shape]
+        n = tensor.ndim
+        order = sorted(range(n), key=lambda d: (tensor.stride(d), d), reverse=True)
+        stride_order = [0] * n
+        for rank, d in enumerate(reversed(order)):
+            stride_order[d] = rank
+        default = stride_order == list(range(n - 1, -1, -1))
+        dense = strides_for(list(tensor.shape), stride_order)
+        contiguity = [None if s == 1 else tensor.stride(d) == dense[d]
+                      for d, s in enumerate(tensor.shape)]
+        if not all(c in (True, None) for c in contiguity):
+            contiguity = self._contiguity_from_strides(tensor, order)
+        return self.define_tensor(shape=shape, contiguity=contiguity, dtype=dtype,
+                                  stride_order=None if default else stride_order)
+
+    @staticmethod
+    def _contiguity_from_strides(tensor, order) -> list:
+        out = [None] * tensor.ndim
+        expected = 1
+        for d in reversed(order):
+            if tensor.shape[d] == 1:
+                continue
+            out[d] = tensor.stride(d) == expected
+            expected = tensor.stride(d) * tensor.shape[d]
+        return out
+
+    def define_scalar(self, value=None, dtype: DataType | None = None) -> Scalar:
+        """A constant (value given) or a scalar input (value None)."""
+        self._check_defining("define_scalar")
+        if dtype is not None and (not isinstance(dtype, DataType) or dtype is DataType.Null):
+            raise DefinitionError(f"define_scalar: dtype must be a DataType other than Null, got {dtype!r}")
+        name = self._name("S")
+        if value is None:
+            if dtype is None:
+                raise DefinitionError("define_scalar: a scalar input (value=None) needs a dtype")
+            val = Val(Op.SCALAR_INPUT, dtype, arg=len(self._inputs), name=name)
+            self._inputs.append(val)
+            return Scalar(val, self)
+        if not isinstance(value, (bool, int, float)):
+            raise DefinitionError(f"define_scalar: value must be a Python number, got {value!r}")
+        dtype = dtype or python_scalar_dtype(value)
+        if dtype.is_int and isinstance(value, float) and not value.is_integer():
+            raise DefinitionError(f"define_scalar: {value!r} is not an integer but dtype is {dtype!r}")
+        return Scalar(const(value, dtype).renamed(name), self)
+
+    define_constant = define_scalar
+
+    def add_output(self, t: Tensor, alias_input: Tensor | None = None, stride_order=None) -> None:
+        self._check_defining("add_output")
+        if not isinstance(t, Tensor):
+            raise DefinitionError(f"add_output: expected a Tensor, got {t!r}")
+        val = self._unwrap(t, "add_output")
+        alias = None
+        if alias_input is not None:
+            if not isinstance(alias_input, Tensor) or alias_input.val.op is not Op.TENSOR_INPUT:
+                raise DefinitionError(
+                    f"add_output: alias_input must be a tensor input of this fusion, got {alias_input!r}")
+            alias = self._unwrap(alias_input, "add_output")
+            if alias.dtype != val.dtype or alias.ndim != val.ndim:
+                raise DefinitionError(
+                    f"add_output: {t!r} cannot update {alias_input!r} in place: expected the same "
+                    f"dtype and rank")
+        if stride_order is not None:
+            stride_order = tuple(stride_order)
+            if sorted(stride_order) != list(range(val.ndim)):
+                raise DefinitionError(
+                    f"add_output: stride_order {list(stride_order)} for {t!r} is not a permutation "
+                    f"of 0..{val.ndim - 1}")
+        self._outputs.append(Output(val, alias, stride_order))
+
+    # ------------------------------------------------------------ execution
+    def execute(self, inputs, device=None) -> list[torch.Tensor]:
+        """Run the fusion on `inputs` (tensors and Python numbers, in definition order)."""
+        fusion = self._ensure_defined()
+        run_device = validate_inputs(fusion, inputs)
+        if device is not None and not any(v.op is Op.TENSOR_INPUT for v in fusion.inputs):
+            run_device = torch.device(device)
+        if not self._dumped:
+            config.dump("fusion_ir", self.fusion_ir())
+            self._dumped = True
+        values = evaluate(fusion, list(inputs), run_device)
+        results = []
+        for out, value in zip(fusion.outputs, values):
+            if out.alias_input is not None:
+                target = inputs[out.alias_input.arg.index]
+                if list(target.shape) != list(value.shape):
+                    raise InputError(
+                        f"output {out.val.name} updates {out.alias_input.name} in place but has shape "
+                        f"{list(value.shape)} vs {list(target.shape)}")
+                target.copy_(value)
+                continue
+            if out.stride_order is not None:
+                shaped = torch.empty_strided(value.shape, strides_for(list(value.shape), out.stride_order),
+                                             dtype=value.dtype, device=value.device)
+                value = shaped.copy_(value)
+            results.append(value)
+        return results
+
+    # ------------------------------------------------------------ debug text
+    def fusion_ir(self) -> str:
+        return fusion_text(self._ensure_defined())
+
+    def __repr__(self) -> str:
+        return self.fusion_ir() if self._fusion is not None else "FusionDefinition(<undefined>)"
+
+
+def _dims_arg(opname, dims, axes):
+    if dims is not None and axes is not None:
+        raise DefinitionError(f"{opname}: pass dims or axes, not both")
+    return dims if dims is not None else axes
+
+
+class Ops:
+    """`fd.ops`: every op of the frontend, with nvFuser's argument conventions."""
+
+    def __init__(self, fd: FusionDefinition):
+        self._fd = fd
+
+    def _call(self, opname: str, fn, *args, **kwargs):
+        fd = self._fd
+        fd._check_defining(f"fd.ops.{opname}")
+        args = [fd._unwrap(a, opname) for a in args]
+        kwargs = {k: fd._unwrap(v, opname) for k, v in kwargs.items()}
+        out = fn(*args, **kwargs)
+        if isinstance(out, tuple):
+            return tuple(fd._wrap(v) for v in out)
+        return fd._wrap(out)
+
+    def _pointwise(self, op: Op, *args):
+        return self._call(op.value, O.pointwise, op, *args)
+
+    # pointwise: generated below from the op tables
+    def where(self, cond, a, b):
+        return self._call("where", O.where, cond, a, b)
+
+    def cast(self, v, dtype: DataType):
+        return self._call("cast", O.cast, v, dtype)
+
+    def set(self, t):
+        return self._call("set", O.set_, t)
+
+    def segment_set(self, t):
+        return self._call("segment_set", O.set_, t)
+
+    def clamp(self, t, min=None, max=None):
+        out = t
+        if min is not None:
+            out = self._pointwise(Op.MAXIMUM, out, min)
+        if max is not None:
+            out = self._pointwise(Op.MINIMUM, out, max)
+        return out
+
+    def lerp(self, start, end, weight):
+        return start + weight * (end - start)
+
+    # views
+    def broadcast_in_dim(self, t, shape, broadcast_dims):
+        return self._call("broadcast_in_dim", O.broadcast_in_dim, t, shape, list(broadcast_dims))
+
+    def broadcast(self, t, is_broadcast_dim):
+        return self._call("broadcast", O.broadcast, t, list(is_broadcast_dim))
+
+    def squeeze(self, t, dims, squeeze_expanded: bool = False):
+        return self._call("squeeze", O.squeeze, t, dims, squeeze_expanded)
+
+    def expand(self, t, shape):
+        return self._call("expand", O.expand, t, shape)
+
+    def reshape(self, t, new_shape):
+        return self._call("reshape", O.reshape, t, new_shape)
+
+    def permute(self, t, dims):
+        return self._call("permute", O.permute, t, list(dims))
+
+    def size(self, t, dim: int):
+        self._fd._check_defining("fd.ops.size")
+        val = self._fd._unwrap(t, "size")
+        if not isinstance(val, Val) or not val.is_tensor:
+            raise DefinitionError(f"size: expected a tensor, got {t!r}")
+        d = O._norm_dim("size", val, dim)
+        return Scalar(val.logical[d].extent, self._fd)
+
+    # resizes
+    def slice(self, t, start_indices, end_indices, strides=None):
+        return self._call("slice", O.slice_, t, start_indices, end_indices, strides)
+
+    def pad(self, t, pad_widths, value=None):
+        return self._call("pad", O.pad, t, pad_widths, value)
+
+    def cat(self, tensors, dim: int = 0, manual_padding: bool = False):
+        return self._call("cat", O.cat, list(tensors), dim)
+
+    # reductions
+    def sum(self, t, dims=None, keepdim: bool = False, dtype: DataType = DataType.Null, *, axes=None):
+        return self._call("sum", O.reduction, Op.SUM, t, _dims_arg("sum", dims, axes), keepdim, dtype)
+
+    def max(self, t, dims=None, keepdim: bool = False, dtype: DataType = DataType.Null, *, axes=None):
+        return self._call("max", O.reduction, Op.MAX, t, _dims_arg("max", dims, axes), keepdim, dtype)
+
+    def min(self, t, dims=None, keepdim: bool = False, dtype: DataType = DataType.Null, *, axes=None):
+        return self._call("min", O.reduction, Op.MIN, t, _dims_arg("min", dims, axes), keepdim, dtype)
+
+    def var_mean(self, t, dims=None, correction: int = 1, keepdim: bool = False, *, axes=None):
+        return self._call("var_mean", O.var_mean, t, _dims_arg("var_mean", dims, axes), correction, keepdim)
+
+    def var(self, t, dims=None, correction: int = 1, keepdim: bool = False, *, axes=None):
+        return self.var_mean(t, dims, correction, keepdim, axes=axes)[0]
+
+    # matmul
+    def matmul(self, a, b):
+        return self._call("matmul", O.matmul, a, b)
+
+    def linear(self, a, w, bias=None):
+        return self._call("linear", O.linear, a, w, bias)
+
+    # factories
+    def full(self, shape, fill_value, dtype: DataType):
+        return self._call("full", O.full, shape, fill_value, dtype)
+
+    def iota(self, length, start=None, step=None, dtype: DataType = DataType.Int):
+        return self._call("iota", O.iota, length, start, step, dtype)
+
+
+def _make_pointwise(op: Op):
+    def method(self, *args):
+        return self._pointwise(op, *args)
+    method.__name__ = op.value
+    method.__doc__ = f"Pointwise {op.value} (tensors broadcast like nvFuser; scalars allowed)."
+    return method
+
+
+from .ir.node import BINARY as _BINARY, UNARY as _UNARY  # noqa: E402
+
+for _op in list(_UNARY) + list(_BINARY):
+    setattr(Ops, _op.value, _make_pointwise(_op))
