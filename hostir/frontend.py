@@ -12,7 +12,9 @@ from .ir.fusion import Fusion, Output, TensorInputArg, verify
 from .ir.inputs import strides_for, validate_inputs
 from .ir.node import Axis, AxisKind, Op, Val, const
 from .ir.printer import fusion_text
-from .ir.reference import evaluate
+from .host.cache import CacheInfo, FusionCache
+from .segment import Segment
+from .segment.printer import segmented_text
 
 
 class _Handle:
@@ -86,6 +88,7 @@ class FusionDefinition:
         self._defining = False
         self._fusion: Fusion | None = None
         self._dumped = False
+        self._fusion_cache: FusionCache | None = None
         self.ops = Ops(self)
 
     # ------------------------------------------------------------ definition
@@ -234,7 +237,9 @@ class FusionDefinition:
             raise DefinitionError(f"from_pytorch: unsupported dtype {tensor.dtype}")
         shape = [s if (static_sizes or s == 1) else -1 for s in tensor.shape]
         n = tensor.ndim
-        order = sorted(range(n), key=lambda d: (tensor.stride(d), d), reverse=True)
+        # outermost first; equal strides (size-1 dims) keep their dim order, so a
+        # contiguous tensor with size-1 dims gets no stride_order
+        order = sorted(range(n), key=lambda d: (tensor.stride(d), -d), reverse=True)
         stride_order = [0] * n
         for rank, d in enumerate(reversed(order)):
             stride_order[d] = rank
@@ -312,23 +317,33 @@ class FusionDefinition:
         if not self._dumped:
             config.dump("fusion_ir", self.fusion_ir())
             self._dumped = True
-        values = evaluate(fusion, list(inputs), run_device)
-        results = []
-        for out, value in zip(fusion.outputs, values):
-            if out.alias_input is not None:
-                target = inputs[out.alias_input.arg.index]
-                if list(target.shape) != list(value.shape):
-                    raise InputError(
-                        f"output {out.val.name} updates {out.alias_input.name} in place but has shape "
-                        f"{list(value.shape)} vs {list(target.shape)}")
-                target.copy_(value)
-                continue
-            if out.stride_order is not None:
-                shaped = torch.empty_strided(value.shape, strides_for(list(value.shape), out.stride_order),
-                                             dtype=value.dtype, device=value.device)
-                value = shaped.copy_(value)
-            results.append(value)
-        return results
+        return self._cache.run(list(inputs), run_device)
+
+    @property
+    def _cache(self) -> FusionCache:
+        if self._fusion_cache is None:
+            self._fusion_cache = FusionCache(self._ensure_defined(), type(self).__name__)
+        return self._fusion_cache
+
+    def cache_info(self) -> CacheInfo:
+        """Hits, misses and plans of this fusion's concretization cache."""
+        return self._cache.cache_info()
+
+    def _last_plan(self, what: str):
+        plan = self._cache.last_plan if self._fusion_cache is not None else None
+        if plan is None:
+            raise DefinitionError(f"{what}: nothing has run yet; call execute() first")
+        return plan
+
+    def last_segments(self) -> list[Segment]:
+        """The segments of the last run, as data (`.scheduler`, `.ops`, ...)."""
+        return list(self._last_plan("last_segments").segmented.segments)
+
+    def last_segmented_fusion_ir(self) -> str:
+        return segmented_text(self._last_plan("last_segmented_fusion_ir").segmented)
+
+    def last_scheduled_fusion_ir(self) -> str:
+        return fusion_text(self._last_plan("last_scheduled_fusion_ir").segmented.fusion)
 
     # ------------------------------------------------------------ debug text
     def fusion_ir(self) -> str:

@@ -520,3 +520,36 @@ def iota(length, start=None, step=None, dtype: DataType = DataType.Int) -> Val:
     start = S.cast_scalar(S.as_val(0 if start is None else start), dtype)
     step = S.cast_scalar(S.as_val(1 if step is None else step), dtype)
     return Val(Op.IOTA, dtype, (length, start, step), axes=(Axis(length, AxisKind.ITER),))
+
+
+# ---------------------------------------------------------------- raw constructors
+# Used when rebuilding a node whose arguments are already normalized.
+
+def slice_raw(t: Val, bounds, steps: tuple[int, ...]) -> Val:
+    n = t.ndim
+    starts, stops = list(bounds[:n]), list(bounds[n:])
+    axes = []
+    for d, ax in enumerate(t.logical):
+        lo, hi = starts[d], stops[d]
+        if S.is_const(lo, 0) and hi is ax.extent and steps[d] == 1:
+            axes.append(ax)
+        else:
+            axes.append(iter_axis(S.ceildiv(S.sub(hi, lo), steps[d])))
+    return Val(Op.SLICE, t.dtype, (t, *starts, *stops), arg=tuple(steps), axes=tuple(axes))
+
+
+def pad_raw(t: Val, value: Val, widths) -> Val:
+    axes = []
+    for d, ax in enumerate(t.logical):
+        lo, hi = widths[2 * d], widths[2 * d + 1]
+        if S.is_const(lo, 0) and S.is_const(hi, 0):
+            axes.append(ax)
+        else:
+            axes.append(iter_axis(S.add(S.add(ax.extent, lo), hi)))
+    return Val(Op.PAD, t.dtype, (t, value, *widths), axes=tuple(axes))
+
+
+def reduction_raw(op: Op, t: Val, arg) -> Val:
+    dims = arg[0] if op is Op.VAR else arg
+    return Val(op, t.dtype if op is not Op.SUM or t.dtype.is_float else DataType.Int, (t,),
+               arg=arg, axes=_reduce_axes(t, dims))

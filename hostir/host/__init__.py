@@ -1,0 +1,1 @@
+"""Host layer: plans per concretization key, and running them."""

@@ -1,0 +1,1 @@
+"""Fusion -> Fusion passes (pre-segmentation rewrites) and alias analysis."""

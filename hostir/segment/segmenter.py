@@ -1,0 +1,357 @@
+"""Segmentation: cut a concrete fusion into kernels by scheduler kind.
+
+Consumer-first greedy merging (each expr tries to join a group of its
+consumers), then horizontal merging of independent groups of one kind.
+Every cut records a reason. Kinds:
+
+- pointwise: one iteration space (its outputs' shape); pointwise ops, views,
+  resizes and factories of any shape may feed it (each use is indexed).
+- reduction: reductions over one (input shape, reduced dims); a prologue of
+  input shape and an epilogue of output shape.
+- normalization: a reduction whose result is broadcast back into the input's
+  shape and combined there (softmax, layer norm).
+- matmul: one matmul/linear, run through ATen.
+- alias: views of inputs returned as outputs; launches nothing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir import scalar as S
+from ..ir.fusion import Fusion
+from ..ir.node import AxisKind, Op, Val
+from ..ir.printer import Namer, type_text
+from ..passes.alias import AliasPlan
+
+REDUCTION_OPS = frozenset({Op.SUM, Op.MAX, Op.MIN, Op.VAR, Op.MEAN})
+MATMUL_OPS = frozenset({Op.MATMUL, Op.LINEAR})
+
+
+@dataclass(frozen=True)
+class Segment:
+    id: int
+    scheduler: str
+    exprs: tuple[Val, ...]
+    inputs: tuple[Val, ...]
+    outputs: tuple[Val, ...]
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def ops(self) -> list[str]:
+        return [v.op.value for v in self.exprs]
+
+    @property
+    def launches(self) -> bool:
+        return self.scheduler != "alias"
+
+
+@dataclass(frozen=True)
+class SegmentedFusion:
+    fusion: Fusion                 # after the pre-segmentation passes, concrete
+    segments: tuple[Segment, ...]  # in execution order
+    notes: tuple[str, ...] = ()    # what the passes changed
+    aliases: AliasPlan | None = None
+
+    def segment_of(self) -> dict[int, Segment]:
+        return {id(v): seg for seg in self.segments for v in seg.exprs}
+
+
+class _Classes:
+    """Union-find over extents that the fusion proves equal at run time
+    (operands of a pointwise op are checked to agree). A class holding a
+    constant is represented by it."""
+
+    def __init__(self, fusion: Fusion):
+        self.parent: dict = {}
+        for v in fusion.tensor_exprs():
+            self._unite_node(v)
+
+    @staticmethod
+    def _k(e: Val):
+        return ("c", e.arg) if S.is_const(e) else ("v", id(e))
+
+    def _find(self, k):
+        while self.parent.get(k, k) != k:
+            k = self.parent[k]
+        return k
+
+    def union(self, a: Val, b: Val):
+        ra, rb = self._find(self._k(a)), self._find(self._k(b))
+        if ra == rb:
+            return
+        if ra[0] == "c":
+            ra, rb = rb, ra
+        self.parent[ra] = rb
+
+    def key(self, e: Val):
+        return self._find(self._k(e))
+
+    def _unite_node(self, v: Val):
+        if v.op is Op.CAT:
+            for s in v.src:
+                for d, (a, b) in enumerate(zip(s.logical, v.logical)):
+                    if d != v.arg and a.kind is AxisKind.ITER:
+                        self.union(a.extent, b.extent)
+            return
+        if not (v.op.value in _POINTWISE_NAMES):
+            return
+        out = v.logical
+        for s in v.src:
+            if not s.is_tensor:
+                continue
+            off = len(out) - s.ndim
+            for d, ax in enumerate(s.logical):
+                if ax.kind is AxisKind.ITER or ax.is_expanded:
+                    self.union(ax.extent, out[off + d].extent)
+
+    def shape(self, axes) -> tuple:
+        return tuple("b" if a.kind is AxisKind.BCAST and not a.is_expanded else self.key(a.extent)
+                     for a in axes)
+
+
+def _pointwise_names():
+    from ..ir.node import POINTWISE
+    return frozenset(op.value for op in POINTWISE)
+
+
+_POINTWISE_NAMES = _pointwise_names()
+
+
+def expr_kind(v: Val) -> str:
+    if v.op in MATMUL_OPS:
+        return "matmul"
+    if v.op in REDUCTION_OPS:
+        return "reduction"
+    return "pointwise"
+
+
+@dataclass
+class _Group:
+    id: int
+    kind: str                      # pointwise | reduction | normalization | matmul
+    space: tuple                   # iteration shape (pointwise: outputs; reduction: its input)
+    reduced: frozenset = frozenset()
+    out_space: tuple | None = None  # reduction output shape
+    members: list = field(default_factory=list)
+    reasons: list = field(default_factory=list)
+
+
+class Segmenter:
+    def __init__(self, fusion: Fusion, aliases: AliasPlan):
+        self.fusion = fusion
+        self.aliases = aliases
+        self.classes = _Classes(fusion)
+        self.namer = Namer()
+        self.group_of: dict[int, _Group] = {}
+        self.groups: list[_Group] = []
+        aliased = aliases.aliased_exprs()
+        view_outputs = {id(fusion.outputs[i].val) for i in aliases.views}
+        self.exprs = [v for v in fusion.tensor_exprs()]
+        self.consumers: dict[int, list[Val]] = {}
+        for v in self.exprs:
+            for s in v.src:
+                self.consumers.setdefault(id(s), []).append(v)
+        self.outputs = {id(o.val) for i, o in enumerate(fusion.outputs) if i not in aliases.views}
+        # exprs needed only to make view outputs are left to the alias segment
+        needed = set()
+        stack = [fusion.outputs[i].val for i in range(len(fusion.outputs)) if i not in aliases.views]
+        while stack:
+            v = stack.pop()
+            if id(v) in needed or v.is_scalar or v.op is Op.TENSOR_INPUT:
+                continue
+            needed.add(id(v))
+            stack.extend(v.src)
+        self.compute = [v for v in self.exprs if id(v) in needed]
+        self.alias_exprs = [v for v in self.exprs if id(v) in aliased and id(v) not in needed]
+        self.view_outputs = view_outputs
+
+    def name(self, v: Val) -> str:
+        return self.namer(v)
+
+    def shape(self, v: Val) -> tuple:
+        return self.classes.shape(v.logical)
+
+    def shape_text(self, v: Val) -> str:
+        return type_text(v, self.namer)
+
+    # ---------------------------------------------------------------- joining
+    def _why_not(self, e: Val, g: _Group, internal: bool) -> str | None:
+        """None if `e` may join `g`, else the reason."""
+        k = expr_kind(e)
+        name = f"{self.name(e)} ({e.op.value})"
+        if k == "matmul":
+            return f"{name} is a matmul; it runs through ATen in its own segment"
+        if g.kind == "matmul":
+            return f"{name} feeds a matmul, which runs through ATen"
+        shape = self.shape(e)
+        if k == "pointwise":
+            if internal:
+                return None
+            allowed = {g.space} | ({g.out_space} if g.out_space is not None else set())
+            if shape in allowed:
+                return None
+            return (f"{name} {self.shape_text(e)} is also used outside segment {g.id}, whose "
+                    f"iteration shape differs")
+        in_shape = self.classes.shape(e.src[0].logical)
+        dims = frozenset(e.arg[0] if e.op is Op.VAR else e.arg)
+        if g.kind == "pointwise":
+            if shape == g.space or in_shape == g.space:
+                return None
+            return (f"{name}: reduction of {self.shape_text(e.src[0])} does not match the "
+                    f"iteration shape of consumer segment {g.id}")
+        if in_shape == g.space and dims == g.reduced:
+            return None
+        return (f"{name}: reduces other dims or another shape than segment {g.id} "
+                f"(a reduction of a reduction needs its own kernel)")
+
+    def _join(self, e: Val, g: _Group):
+        if expr_kind(e) == "reduction":
+            in_shape = self.classes.shape(e.src[0].logical)
+            dims = frozenset(e.arg[0] if e.op is Op.VAR else e.arg)
+            if g.kind == "pointwise":
+                if self.shape(e) == g.space:
+                    g.kind, g.out_space, g.space = "reduction", g.space, in_shape
+                else:
+                    g.kind = "normalization"
+                g.reduced = dims
+            elif g.kind == "reduction" and self._feeds_broadcast_back(e, g):
+                g.kind = "normalization"
+        g.members.append(e)
+        self.group_of[id(e)] = g
+
+    def _feeds_broadcast_back(self, e: Val, g: _Group) -> bool:
+        return any(self.shape(c) == g.space for c in self.consumers.get(id(e), [])
+                   if self.group_of.get(id(c)) is g and expr_kind(c) == "pointwise")
+
+    def _reaches(self, a: _Group, b: _Group) -> bool:
+        """Does data flow from group a to group b?"""
+        seen, stack = set(), [a]
+        while stack:
+            g = stack.pop()
+            if g is b:
+                return True
+            if g.id in seen:
+                continue
+            seen.add(g.id)
+            for v in g.members:
+                for c in self.consumers.get(id(v), []):
+                    cg = self.group_of.get(id(c))
+                    if cg is not None and cg is not g:
+                        stack.append(cg)
+        return False
+
+    def _new_group(self, e: Val, reasons: list[str]) -> _Group:
+        k = expr_kind(e)
+        if k == "reduction":
+            g = _Group(len(self.groups), "reduction", self.classes.shape(e.src[0].logical),
+                       frozenset(e.arg[0] if e.op is Op.VAR else e.arg), self.shape(e))
+        else:
+            g = _Group(len(self.groups), k, self.shape(e))
+        g.members.append(e)
+        g.reasons.extend(reasons)
+        self.group_of[id(e)] = g
+        self.groups.append(g)
+        return g
+
+    def run(self) -> list[Segment]:
+        for e in reversed(self.compute):
+            cons = [c for c in self.consumers.get(id(e), []) if id(c) in self.group_of]
+            cgroups = []
+            for c in cons:
+                g = self.group_of[id(c)]
+                if g not in cgroups:
+                    cgroups.append(g)
+            is_output = id(e) in self.outputs or id(e) in self.view_outputs
+            reasons = []
+            placed = False
+            for g in cgroups:
+                internal = all(self.group_of[id(c)] is g for c in cons) and not is_output
+                why = self._why_not(e, g, internal)
+                if why is None and any(self._reaches(h, g) for h in cgroups if h is not g):
+                    why = f"{self.name(e)} joining segment {g.id} would create a cycle"
+                if why is None:
+                    self._join(e, g)
+                    placed = True
+                    break
+                reasons.append(why)
+            if not placed:
+                self._new_group(e, reasons)
+        self._merge_horizontal()
+        return self._segments()
+
+    def _merge_horizontal(self):
+        i = 0
+        while i < len(self.groups):
+            a = self.groups[i]
+            j = i + 1
+            while j < len(self.groups):
+                b = self.groups[j]
+                same = (a.kind == b.kind and a.kind in ("pointwise", "reduction", "normalization")
+                        and a.space == b.space and a.reduced == b.reduced
+                        and a.out_space == b.out_space)
+                if same and not self._reaches(a, b) and not self._reaches(b, a):
+                    for v in b.members:
+                        self.group_of[id(v)] = a
+                    a.members.extend(b.members)
+                    a.reasons.extend(b.reasons)
+                    self.groups.pop(j)
+                    continue
+                if not same and not self._reaches(a, b) and not self._reaches(b, a):
+                    b.reasons.append(
+                        f"independent of segment {a.id}; not fused horizontally "
+                        f"({a.kind} {self._space_text(a)} vs {b.kind} {self._space_text(b)})")
+                j += 1
+            i += 1
+
+    def _space_text(self, g: _Group) -> str:
+        v = g.members[0]
+        return self.shape_text(v.src[0] if g.kind in ("reduction", "normalization")
+                               and expr_kind(v) == "reduction" else v)
+
+    def _segments(self) -> list[Segment]:
+        order = {id(v): i for i, v in enumerate(self.exprs)}
+        # topological order of groups by their first dependence
+        ordered: list[_Group] = []
+        remaining = list(self.groups)
+        while remaining:
+            for g in remaining:
+                if not any(h is not g and self._reaches(h, g) for h in remaining):
+                    ordered.append(g)
+                    remaining.remove(g)
+                    break
+            else:
+                raise AssertionError("segment graph has a cycle")
+        segments = []
+        for sid, g in enumerate(ordered):
+            members = sorted(g.members, key=lambda v: order[id(v)])
+            segments.append(self._make_segment(sid, g.kind, members, g.reasons))
+        if self.alias_exprs or self.aliases.views:
+            segments.append(self._make_segment(len(segments), "alias", self.alias_exprs, []))
+        return segments
+
+    def _make_segment(self, sid, kind, members, reasons) -> Segment:
+        ids = {id(v) for v in members}
+        inputs, seen = [], set()
+        for v in members:
+            for s in v.src:
+                if id(s) in ids or id(s) in seen:
+                    continue
+                if s.is_tensor or s.op is Op.SCALAR_INPUT:
+                    seen.add(id(s))
+                    inputs.append(s)
+        outputs = [v for v in members
+                   if id(v) in self.outputs or id(v) in self.view_outputs
+                   or any(id(c) not in ids for c in self.consumers.get(id(v), []))]
+        if kind == "alias":
+            outputs = [self.fusion.outputs[i].val for i in sorted(self.aliases.views)]
+            inputs = []
+            for i in sorted(self.aliases.views):
+                inp = self.aliases.views[i][0]
+                if inp not in inputs:
+                    inputs.append(inp)
+        return Segment(sid, kind, tuple(members), tuple(inputs), tuple(outputs), tuple(reasons))
+
+
+def segment(fusion: Fusion, aliases: AliasPlan, notes=()) -> SegmentedFusion:
+    segs = Segmenter(fusion, aliases).run()
+    return SegmentedFusion(fusion, tuple(segs), tuple(notes), aliases)
