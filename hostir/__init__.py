@@ -1,9 +1,10 @@
 """hostir: a host-IR runtime for multi-GPU programs made of fused kernels."""
 from .frontend import FusionDefinition, Scalar, Tensor
+from .host.builder import HostProgram, max, min
 from .ir.dtypes import DataType
 from .ir.errors import (DefinitionError, ExecutionError, HostirError, InputError,
                         UnsupportedError, VerificationError)
 
-__all__ = ["FusionDefinition", "Tensor", "Scalar", "DataType", "HostirError", "DefinitionError",
+__all__ = ["FusionDefinition", "HostProgram", "min", "max", "Tensor", "Scalar", "DataType", "HostirError", "DefinitionError",
            "InputError", "ExecutionError", "UnsupportedError", "VerificationError"]
 __version__ = "0.1.0"

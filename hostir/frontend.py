@@ -13,6 +13,7 @@ from .ir.inputs import strides_for, validate_inputs
 from .ir.node import Axis, AxisKind, Op, Val, const
 from .ir.printer import fusion_text
 from .host.cache import CacheInfo, FusionCache
+from .host.ir import program_text
 from .segment import Segment
 from .segment.printer import segmented_text
 
@@ -341,6 +342,10 @@ class FusionDefinition:
 
     def last_segmented_fusion_ir(self) -> str:
         return segmented_text(self._last_plan("last_segmented_fusion_ir").segmented)
+
+    def last_host_ir(self) -> str:
+        """The host program the last run executed."""
+        return program_text(self._last_plan("last_host_ir").program)
 
     def last_scheduled_fusion_ir(self) -> str:
         return fusion_text(self._last_plan("last_scheduled_fusion_ir").segmented.fusion)

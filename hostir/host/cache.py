@@ -18,11 +18,14 @@ from ..ir.errors import ExecutionError
 from ..ir.fusion import Fusion
 from ..ir.inputs import strides_for
 from ..ir.printer import fusion_text
-from ..ir.reference import Env, bind_inputs, eval_node
-from ..passes.alias import analyze_aliases, apply_view
+from ..ir.reference import Env, bind_inputs
+from ..passes.alias import analyze_aliases
 from ..passes.pipeline import run_passes
 from ..segment import SegmentedFusion, segment
 from ..segment.printer import segmented_text
+from .evaluator import Compiler, run_block
+from .ir import HostIR, program_text
+from .lower import lower
 
 MAX_SPECIALIZATIONS = 1
 
@@ -32,6 +35,8 @@ class Plan:
     key: tuple
     segmented: SegmentedFusion
     specialized: bool
+    program: HostIR
+    run: object  # the program compiled to closures
 
 
 @dataclass(frozen=True)
@@ -90,28 +95,22 @@ class FusionCache:
         aliases = analyze_aliases(simplified, env)
         sf = segment(simplified, aliases, notes)
         config.dump("segments", segmented_text(sf))
-        return Plan(key, sf, self.specialize)
+        program = lower(sf)
+        config.dump("host_ir", program_text(program))
+        return Plan(key, sf, self.specialize, program, Compiler().block(program.body))
 
     def run(self, args, device: torch.device) -> list[torch.Tensor]:
         env = bind_inputs(self.fusion, args, device)
         plan = self._plan_for(env, args)
         self.last_plan = plan
-        sf = plan.segmented
-        for seg in sf.segments:
-            if not seg.launches:
-                continue
-            for v in seg.exprs:
-                env[v] = eval_node(v, env)
-        return self._outputs(sf, env, args)
+        run_block(plan.run, env)
+        return self._outputs(plan.segmented, env, args)
 
     def _outputs(self, sf: SegmentedFusion, env: Env, args) -> list[torch.Tensor]:
         results = []
         for i, out in enumerate(sf.fusion.outputs):
             chain = sf.aliases.views.get(i)
-            if chain is not None:
-                value = _view(chain, env)
-            else:
-                value = env[out.val]
+            value = env[out.val]
             if out.alias_input is not None:
                 target = args[out.alias_input.arg.index]
                 if list(target.shape) != list(value.shape):
@@ -127,17 +126,3 @@ class FusionCache:
                                                 device=value.device).copy_(value)
             results.append(value)
         return results
-
-
-def _view(chain, env: Env) -> torch.Tensor:
-    t = env[chain[0]]
-    if len(chain) == 1:
-        return t.view_as(t)
-    try:
-        for v in chain[1:]:
-            t = apply_view(v, t, env)
-        return t
-    except RuntimeError:  # a layout the plan's key did not foresee: copy instead
-        for v in chain[1:]:
-            env[v] = eval_node(v, env)
-        return env[chain[-1]]

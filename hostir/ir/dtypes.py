@@ -92,28 +92,53 @@ def _dummy(dtype: DataType, is_tensor: bool):
     return {0: True, 1: 1, 2: 1.0}[dtype.category]
 
 
-def promote(operands: list[tuple[DataType, bool]]) -> DataType:
-    """Result type of a pointwise op, given (dtype, is_tensor) of each operand.
+ZERO_DIM = "zero_dim"
+"""Operand kind for `promote`: a 0-dim tensor. It ranks between tensors with
+dims and scalars, as in torch.result_type and nvFuser (a Half tensor plus a
+0-dim Float tensor stays Half)."""
 
-    Follows torch.result_type: tensors decide within their category; a scalar
-    only promotes the result when it is of a higher category (a Double scalar
-    times a BFloat16 tensor stays BFloat16, times an Int tensor becomes Float).
+
+def promote(operands: list[tuple[DataType, bool | str]]) -> DataType:
+    """Result type of a pointwise op, given (dtype, kind) of each operand; kind
+    is True (a tensor with dims), ZERO_DIM (a 0-dim tensor) or False (a scalar).
+
+    Follows torch.result_type: tensors with dims decide within their category,
+    then 0-dim tensors, then scalars, each only promoting the result when of a
+    higher category (a Double scalar times a BFloat16 tensor stays BFloat16,
+    times an Int tensor becomes Float; a scalar counts as Bool, Int or Float).
     With no tensor operands the scalars promote among themselves.
     """
-    tensors = [d for d, t in operands if t]
+    dims = [d for d, t in operands if t and t != ZERO_DIM]
+    zeros = [d for d, t in operands if t == ZERO_DIM]
     scalars = [d for d, t in operands if not t]
-    if not tensors:
+    if not dims and not zeros:
         best = max(scalars, key=lambda d: (d.category, d.itemsize))
         if best.category == 2:
             return DataType.Double
         return DataType.Int if best.category == 1 else DataType.Bool
-    result = tensors[0]
-    for d in tensors[1:]:
-        result = from_torch(torch.promote_types(result.torch, d.torch))
-    top = max((d.category for d in scalars), default=-1)
-    if top > result.category:
-        result = DataType.Float if top == 2 else DataType.Int
+    wrapped = None
+    if scalars:
+        wrapped = (DataType.Bool, DataType.Int, DataType.Float)[max(d.category for d in scalars)]
+    return _combine(_promote_all(dims), _combine(_promote_all(zeros), wrapped))
+
+
+def _promote_all(dtypes: list[DataType]) -> DataType | None:
+    result = None
+    for d in dtypes:
+        result = d if result is None else from_torch(torch.promote_types(result.torch, d.torch))
     return result
+
+
+def _combine(higher: DataType | None, lower: DataType | None) -> DataType | None:
+    """torch's combine_categories: `lower` (0-dim tensors or scalars) only
+    matters when of a higher category than `higher`."""
+    if higher is None:
+        return lower
+    if lower is None or higher.is_float:
+        return higher
+    if higher.is_bool or lower.is_float:
+        return from_torch(torch.promote_types(higher.torch, lower.torch))
+    return higher
 
 
 def float_of(dtype: DataType) -> DataType:

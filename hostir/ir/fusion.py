@@ -42,7 +42,8 @@ class Fusion:
         return fusion_text(self)
 
 
-LEAVES = frozenset({Op.CONST, Op.SCALAR_INPUT, Op.TENSOR_INPUT, Op.EXTENT})
+LEAVES = frozenset({Op.CONST, Op.SCALAR_INPUT, Op.TENSOR_INPUT, Op.EXTENT, Op.HOST_TENSOR,
+                    Op.LOOP_INDEX})
 
 
 def toposort(roots: list[Val]) -> list[Val]:

@@ -18,7 +18,9 @@ class Op(enum.Enum):
     CONST = "const"
     SCALAR_INPUT = "scalar_input"
     TENSOR_INPUT = "tensor_input"
-    EXTENT = "extent"            # arg=(input Val, dim): the size of an input tensor's dim
+    EXTENT = "extent"            # arg=(input index, dim): the size of an input tensor's dim
+    HOST_TENSOR = "host_tensor"  # a tensor defined by a host-program statement; arg=unique id
+    LOOP_INDEX = "loop_index"    # a host for-loop's index; arg=unique id
     # unary pointwise (tensors or scalars)
     NEG = "neg"; ABS = "abs"; EXP = "exp"; EXP2 = "exp2"; EXPM1 = "expm1"; LOG = "log"
     LOG2 = "log2"; LOG10 = "log10"; LOG1P = "log1p"; SQRT = "sqrt"; RSQRT = "rsqrt"
@@ -161,6 +163,27 @@ class Val:
 
     def renamed(self, name: str | None) -> "Val":
         return replace(self, name=name)
+
+    # Scalar arithmetic builds symbolic expressions (host loop bounds, slice bounds).
+    def _scalar(self, op: "Op", *others) -> "Val":
+        from .scalar import scalar_op
+        if self.axes is not None or any(isinstance(o, Val) and o.axes is not None for o in others):
+            raise TypeError("arithmetic operators on Vals are for scalars; use fd.ops for tensors")
+        return scalar_op(op, *others)
+
+    def __add__(self, o): return self._scalar(Op.ADD, self, o)
+    def __radd__(self, o): return self._scalar(Op.ADD, o, self)
+    def __sub__(self, o): return self._scalar(Op.SUB, self, o)
+    def __rsub__(self, o): return self._scalar(Op.SUB, o, self)
+    def __mul__(self, o): return self._scalar(Op.MUL, self, o)
+    def __rmul__(self, o): return self._scalar(Op.MUL, o, self)
+    def __floordiv__(self, o): return self._scalar(Op.DIV, self, o)
+    def __rfloordiv__(self, o): return self._scalar(Op.DIV, o, self)
+    def __mod__(self, o): return self._scalar(Op.REMAINDER, self, o)
+    def __rmod__(self, o): return self._scalar(Op.REMAINDER, o, self)
+    def __neg__(self): return self._scalar(Op.NEG, self)
+
+    __hash__ = object.__hash__
 
     def __repr__(self) -> str:  # short, for error messages and debugging
         if self.name:

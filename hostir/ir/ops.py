@@ -139,7 +139,10 @@ def where(cond, a, b) -> Val:
     tensors = [v for v in vals if v.is_tensor]
     if not tensors:
         return S.scalar_op(Op.WHERE, *vals)
-    dtype = promote([(v.dtype, v.is_tensor) for v in vals[1:]])
+    if any(v.is_tensor for v in vals[1:]):
+        dtype = S.promote_vals(vals[1:])
+    else:  # torch.where(cond, 1.5, 2.5): two numbers give the default dtype, as in torch
+        dtype = (DataType.Bool, DataType.Int, DataType.Float)[max(v.dtype.category for v in vals[1:])]
     return Val(Op.WHERE, dtype, tuple(vals), axes=broadcast_axes("where", tensors))
 
 

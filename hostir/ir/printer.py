@@ -40,6 +40,17 @@ class Namer:
         self.used.add(name)
         return name
 
+    def reserve(self, vals) -> None:
+        """Give named nodes their own names before any fresh name is made, so an
+        unnamed intermediate never takes a user's name (which would then print as T1_2)."""
+        for v in vals:
+            if v.name and id(v) not in self.names and v.name not in self.used:
+                self.names[id(v)] = v.name
+                self.used.add(v.name)
+                prefix, num = v.name[:1], v.name[1:]
+                if prefix in self.counter and num.isdigit():  # fresh names come after
+                    self.counter[prefix] = max(self.counter[prefix], int(num) + 1)
+
 
 def _namer(namer):
     return namer if namer is not None else Namer()
@@ -49,11 +60,12 @@ def scalar_text(v: Val, namer: Namer | None = None) -> str:
     namer = _namer(namer)
     if v.op is Op.CONST:
         return repr(v.arg)
-    if v.op in (Op.EXTENT, Op.SCALAR_INPUT) or v.is_tensor:
+    if v.op in (Op.EXTENT, Op.SCALAR_INPUT, Op.LOOP_INDEX) or v.is_tensor:
         return namer(v)
     args = [scalar_text(s, namer) for s in v.src]
     if v.op in _INFIX and len(args) == 2:
-        return f"({args[0]} {_INFIX[v.op]} {args[1]})"
+        sym = "//" if v.op is Op.DIV and not v.dtype.is_float else _INFIX[v.op]
+        return f"({args[0]} {sym} {args[1]})"
     if v.op is Op.CAST:
         return f"{v.dtype.short}({args[0]})"
     return f"{_CALL.get(v.op, v.op.value)}({', '.join(args)})"
@@ -133,6 +145,9 @@ def _input_text(v: Val, namer: Namer) -> str:
 def fusion_text(fusion, namer: Namer | None = None, tags: dict | None = None) -> str:
     """The whole fusion. `tags` maps a node to a suffix such as `  # seg 1 (pointwise)`."""
     namer = _namer(namer)
+    namer.reserve([*fusion.inputs,
+                   *(a.extent for v in fusion.inputs if v.is_tensor for a in v.axes),
+                   *(o.val for o in fusion.outputs), *fusion.exprs()])
     lines = ["Inputs:"]
     lines += [f"  {_input_text(v, namer)}" for v in fusion.inputs]
     lines.append("Outputs:")

@@ -9,11 +9,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .dtypes import DataType, compute_dtype, promote
+from .dtypes import DataType, compute_dtype
 from .errors import ExecutionError
 from .fusion import Fusion
 from .node import BINARY, UNARY, AxisKind, Kind, Op, Val
-from .scalar import coerce, evaluate_scalar
+from .scalar import coerce, evaluate_scalar, promote_vals
 
 
 def _floor_div(a, b):
@@ -80,7 +80,7 @@ def bind_inputs(fusion: Fusion, args: list, device: torch.device) -> Env:
 def _compute_type(v: Val) -> DataType:
     if v.op in UNARY or v.op in BINARY:
         kind = UNARY.get(v.op) or BINARY.get(v.op)
-        operand = promote([(s.dtype, s.is_tensor) for s in v.src])
+        operand = promote_vals(v.src)
         if kind is Kind.FLOAT and not operand.is_float:
             operand = DataType.Float
         return compute_dtype(operand)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import operator
 
-from .dtypes import DataType, promote
+from .dtypes import ZERO_DIM, DataType, promote
 from .errors import ExecutionError
 from .node import BINARY, UNARY, Kind, Op, Val, const
 
@@ -40,7 +40,7 @@ PY_SCALAR = {
     Op.ROUND: _round_half_even, Op.TRUNC: math.trunc,
     Op.SIGN: lambda x: (x > 0) - (x < 0), Op.ISNAN: math.isnan, Op.ISINF: math.isinf,
     Op.ISFINITE: math.isfinite, Op.LOGICAL_NOT: operator.not_,
-    Op.BITWISE_NOT: operator.invert,
+    Op.BITWISE_NOT: lambda x: not x if isinstance(x, bool) else ~x,  # ~True is -2
     Op.ADD: operator.add, Op.SUB: operator.sub, Op.MUL: operator.mul,
     Op.DIV: None,  # depends on the result type, see _div
     Op.TRUEDIV: operator.truediv, Op.FMOD: math.fmod, Op.REMAINDER: operator.mod,
@@ -90,10 +90,16 @@ def as_val(x) -> Val:
     return const(x)
 
 
+def promote_vals(vals: list[Val]) -> DataType:
+    """`promote` for Vals: tensors with dims, 0-dim tensors and scalars rank as in torch."""
+    return promote([(v.dtype, (ZERO_DIM if v.ndim == 0 else True) if v.is_tensor else False)
+                    for v in vals])
+
+
 def result_type(op: Op, operands: list[Val]) -> DataType:
     """Type rule shared by scalars and tensors (see `Kind`)."""
     kind = UNARY.get(op) or BINARY.get(op)
-    dtype = promote([(v.dtype, v.is_tensor) for v in operands])
+    dtype = promote_vals(operands)
     if kind is Kind.BOOL:
         return DataType.Bool
     if kind is Kind.FLOAT and not dtype.is_float:
@@ -112,6 +118,11 @@ def scalar_op(op: Op, *operands) -> Val:
         return vals[1] if vals[0].arg else vals[2]
     a = vals[0]
     b = vals[1] if len(vals) > 1 else None
+    if op is Op.SUB and a.op is Op.ADD and a.dtype == b.dtype == dtype:
+        if a.src[0] is b:      # (x + c) - x -> c
+            return a.src[1]
+        if a.src[1] is b:      # (c + x) - x -> c
+            return a.src[0]
     if b is not None and a.dtype == b.dtype == dtype:
         if op in (Op.ADD, Op.SUB) and b.const == 0:
             return a
@@ -156,7 +167,7 @@ def evaluate_scalar(v: Val, env: dict):
         return hit
     if v.op is Op.CONST:
         return v.arg
-    if v.op in (Op.SCALAR_INPUT, Op.EXTENT):
+    if v.op in (Op.SCALAR_INPUT, Op.EXTENT, Op.LOOP_INDEX):
         raise ExecutionError(f"scalar {v!r} ({v.op.value}) has no value bound")
     args = [evaluate_scalar(s, env) for s in v.src]
     result = apply_scalar(v.op, v.dtype, args)

@@ -1,0 +1,371 @@
+"""HostProgram: write host IR by hand (DESIGN §1.3). Lowering makes the same IR."""
+from __future__ import annotations
+
+import itertools
+from contextlib import contextmanager
+
+import torch
+
+from ..ir import scalar as S
+from ..ir.dtypes import DataType
+from ..ir.errors import DefinitionError, ExecutionError, InputError
+from ..ir.fusion import TensorInputArg
+from ..ir.inputs import validate_inputs
+from ..ir.node import Axis, AxisKind, Op, Val, const
+from ..ir.reference import Env
+from ..ir.scalar import coerce
+from . import ir as H
+from .evaluator import Compiler, compile_scalar, run_block
+
+_ids = itertools.count()
+
+
+def min(a, b) -> Val:  # noqa: A001 - hostir.min, as DESIGN names it
+    """Symbolic minimum of two scalars (loop bounds: `hostir.min(i + c, n)`)."""
+    return S.smin(a, b)
+
+
+def max(a, b) -> Val:  # noqa: A001
+    return S.smax(a, b)
+
+
+def _scalar_arg(x, what: str) -> Val:
+    if isinstance(x, Val):
+        if x.is_tensor:
+            raise DefinitionError(f"{what}: expected a scalar, got tensor {x!r}")
+        return x
+    if isinstance(x, (bool, int, float)):
+        return const(x)
+    raise DefinitionError(f"{what}: expected an int or a scalar expression, got {x!r}")
+
+
+class _FusionLaunch:
+    """A FusionDefinition as a launch target: its own plan cache per inputs."""
+
+    def __init__(self, fd, name: str):
+        self.fd = fd
+        self.name = name
+        self.fusion = fd._ensure_defined()
+
+    def launch(self, env: Env, args: list) -> list:
+        validate_inputs(self.fusion, args)
+        return self.fd._cache.run(args, env.device)
+
+
+class HostProgram:
+    """Builder and runner of a host program.
+
+    Statements are recorded in order; `for_loop` and `stream` open blocks.
+    Asynchronous collectives return their output; a wait is inserted before
+    its first use (or written with `wait`).
+    """
+
+    def __init__(self):
+        self._inputs: list[Val] = []
+        self._outputs: list[Val] = []
+        self._blocks: list[list] = [[]]
+        self._pending: dict[int, H.Communication] = {}
+        self._launch_names: dict[int, _FusionLaunch] = {}
+        self._stream_depth: list = []
+        self._compiled = None
+        self._world = Val(Op.SCALAR_INPUT, DataType.Int, arg=("world_size",), name="world_size")
+        self._rank = Val(Op.SCALAR_INPUT, DataType.Int, arg=("rank",), name="rank")
+        self._counter = itertools.count()
+
+    # ------------------------------------------------------------ helpers
+    def _emit(self, stmt) -> None:
+        if self._compiled is not None:
+            raise DefinitionError("this HostProgram has run already; statements can no longer be added")
+        self._blocks[-1].append(stmt)
+
+    def _name(self, prefix="T") -> str:
+        return f"{prefix}{next(self._counter)}"
+
+    def _tensor(self, dtype: DataType, extents, name=None) -> Val:
+        axes = tuple(Axis(e, AxisKind.BCAST if S.is_const(e, 1) else AxisKind.ITER) for e in extents)
+        return Val(Op.HOST_TENSOR, dtype, arg=next(_ids), axes=axes, name=name or self._name())
+
+    def _use(self, v: Val, what: str) -> Val:
+        if not isinstance(v, Val) or not v.is_tensor:
+            raise DefinitionError(f"{what}: expected a tensor of this program, got {v!r}")
+        comm = self._pending.pop(id(v), None)
+        if comm is not None:
+            self._emit(H.Wait(comm))
+        return v
+
+    @property
+    def world_size(self) -> Val:
+        return self._world
+
+    @property
+    def rank(self) -> Val:
+        return self._rank
+
+    # ------------------------------------------------------------ definitions
+    def define_tensor(self, shape, dtype: DataType = DataType.Float, contiguity=None) -> Val:
+        """A program input. shape entries: -1 symbolic, or a static extent."""
+        index = len(self._inputs)
+        axes = []
+        for d, s in enumerate(shape):
+            if not isinstance(s, int) or s < -1:
+                raise DefinitionError(f"define_tensor: shape entries must be -1 or >= 0, got {list(shape)}")
+            if s == -1:
+                e = Val(Op.EXTENT, DataType.Int, arg=(index, d), name=f"n{index}_{d}")
+                axes.append(Axis(e, AxisKind.ITER))
+            else:
+                axes.append(Axis(const(s), AxisKind.BCAST if s == 1 else AxisKind.ITER))
+        contig = tuple(None if s == 1 else bool(contiguity) for s in shape)
+        v = Val(Op.TENSOR_INPUT, dtype, arg=TensorInputArg(index, contig, None, False),
+                axes=tuple(axes), name=self._name())
+        self._inputs.append(v)
+        return v
+
+    def define_scalar(self, dtype: DataType = DataType.Int) -> Val:
+        v = Val(Op.SCALAR_INPUT, dtype, arg=len(self._inputs), name=self._name("s"))
+        self._inputs.append(v)
+        return v
+
+    def allocate(self, shape, dtype: DataType = DataType.Float) -> Val:
+        """A buffer the program owns, on the device the program runs on."""
+        out = self._tensor(dtype, [_scalar_arg(e, "allocate") for e in shape])
+        self._emit(H.Allocate(out))
+        return out
+
+    # ------------------------------------------------------------ control
+    @contextmanager
+    def for_loop(self, start, stop, step=1, name: str | None = None):
+        """A host for-loop; yields the index, a symbolic scalar rebound each iteration."""
+        index = Val(Op.LOOP_INDEX, DataType.Int, arg=next(_ids), name=name or self._name("i"))
+        bounds = [_scalar_arg(x, "for_loop") for x in (start, stop, step)]
+        self._blocks.append([])
+        try:
+            yield index
+        finally:
+            body = tuple(self._blocks.pop())
+        self._emit(H.ForLoop(index, *bounds, body))
+
+    @contextmanager
+    def stream(self, k):
+        """Statements inside run on pool stream `k` (an expression of loop indices);
+        the stream first waits for the enclosing stream, which waits for it at the end."""
+        k = _scalar_arg(k, "stream")
+        parent = self._stream_depth[-1] if self._stream_depth else const(0)
+        self._emit(H.SetCurrentStream(k))
+        self._emit(H.Synchronize(parent))
+        self._stream_depth.append(k)
+        try:
+            yield k
+        finally:
+            self._stream_depth.pop()
+            self._emit(H.SetCurrentStream(parent))
+            self._emit(H.Synchronize(k))
+
+    def synchronize(self, stream) -> None:
+        """The current stream waits for the work queued so far on `stream`."""
+        self._emit(H.Synchronize(_scalar_arg(stream, "synchronize")))
+
+    # ------------------------------------------------------------ views
+    def select(self, t: Val, dim: int, index) -> Val:
+        t = self._use(t, "select")
+        d = self._dim(t, dim, "select")
+        out = self._tensor(t.dtype, [a.extent for i, a in enumerate(t.logical) if i != d])
+        self._emit(H.Select(out, t, d, _scalar_arg(index, "select")))
+        return out
+
+    def slice(self, t: Val, dim: int, start, stop) -> Val:
+        t = self._use(t, "slice")
+        d = self._dim(t, dim, "slice")
+        lo, hi = _scalar_arg(start, "slice"), _scalar_arg(stop, "slice")
+        ext = [a.extent for a in t.logical]
+        ext[d] = S.sub(hi, lo)
+        out = self._tensor(t.dtype, ext)
+        self._emit(H.Slice(out, t, d, lo, hi))
+        return out
+
+    def shard_by_stream(self, t: Val, dim: int, stream_index, num_streams) -> Val:
+        t = self._use(t, "shard_by_stream")
+        d = self._dim(t, dim, "shard_by_stream")
+        k, n = _scalar_arg(stream_index, "shard_by_stream"), _scalar_arg(num_streams, "shard_by_stream")
+        ext = [a.extent for a in t.logical]
+        chunk = S.ceildiv(ext[d], n)
+        ext[d] = S.smin(chunk, S.smax(S.sub(ext[d], S.mul(k, chunk)), 0))
+        out = self._tensor(t.dtype, ext)
+        self._emit(H.ShardByStream(out, t, d, k, n))
+        return out
+
+    @staticmethod
+    def _dim(t: Val, dim: int, what: str) -> int:
+        if not -t.ndim <= dim < t.ndim:
+            raise DefinitionError(f"{what}: dim {dim} out of range for {t!r} with {t.ndim} dims")
+        return dim % t.ndim
+
+    # ------------------------------------------------------------ launches
+    def launch(self, fusion, inputs, outputs=None) -> list[Val]:
+        """Run a FusionDefinition on `inputs` (tensors and scalars of this program).
+        With `outputs`, results are written into those buffers (views allowed)."""
+        if not hasattr(fusion, "_ensure_defined"):
+            raise DefinitionError(f"launch: expected a FusionDefinition, got {type(fusion).__name__}")
+        target = self._launch_names.get(id(fusion))
+        if target is None:
+            target = _FusionLaunch(fusion, f"fusion{len(self._launch_names)}")
+            self._launch_names[id(fusion)] = target
+        f = target.fusion
+        if len(inputs) != len(f.inputs):
+            raise DefinitionError(
+                f"launch {target.name}: the fusion takes {len(f.inputs)} inputs, got {len(inputs)}")
+        args = []
+        for i, (x, spec) in enumerate(zip(inputs, f.inputs)):
+            if spec.op is Op.TENSOR_INPUT:
+                x = self._use(x, f"launch {target.name} input {i}")
+                if x.dtype is not spec.dtype or x.ndim != spec.ndim:
+                    raise DefinitionError(
+                        f"launch {target.name}: input {i} ({spec.name}) expects {spec.dtype.short} with "
+                        f"{spec.ndim} dims, got {x!r} ({x.dtype.short}, {x.ndim} dims)")
+                args.append(x)
+            else:
+                args.append(_scalar_arg(x, f"launch {target.name} input {i}"))
+        outs = [o.val for o in f.outputs if o.alias_input is None]
+        if outputs is not None:
+            outputs = [self._use(o, f"launch {target.name} output") for o in outputs]
+            if len(outputs) != len(outs):
+                raise DefinitionError(
+                    f"launch {target.name}: the fusion has {len(outs)} outputs, got {len(outputs)} buffers")
+            for o, spec in zip(outputs, outs):
+                if o.dtype is not spec.dtype or o.ndim != spec.ndim:
+                    raise DefinitionError(
+                        f"launch {target.name}: output buffer {o!r} is {o.dtype.short} with {o.ndim} dims, "
+                        f"the fusion produces {spec.dtype.short} with {spec.ndim} dims")
+            self._emit(H.LaunchKernel(target, tuple(args), tuple(outputs), into=True))
+            return list(outputs)
+        results = [self._tensor(spec.dtype, _output_extents(spec, f, args)) for spec in outs]
+        self._emit(H.LaunchKernel(target, tuple(args), tuple(results)))
+        return results
+
+    # ------------------------------------------------------------ collectives
+    def _collective(self, kind: str, t: Val | None, out_extents, dtype=None, **kw) -> Val | None:
+        out = self._tensor(dtype or t.dtype, out_extents) if out_extents is not None else None
+        comm = H.Communication(kind, t, out, **kw)
+        self._emit(comm)
+        if out is not None:
+            self._pending[id(out)] = comm
+        return out
+
+    def allgather(self, t: Val, dim: int = 0) -> Val:
+        t = self._use(t, "allgather")
+        d = self._dim(t, dim, "allgather")
+        ext = [a.extent for a in t.logical]
+        ext[d] = S.mul(ext[d], self._world)
+        return self._collective("allgather", t, ext, dim=d)
+
+    def allreduce(self, t: Val, op: str = "sum") -> Val:
+        t = self._use(t, "allreduce")
+        return self._collective("allreduce", t, [a.extent for a in t.logical], op=op)
+
+    def reduce_scatter(self, t: Val, dim: int = 0, op: str = "sum") -> Val:
+        t = self._use(t, "reduce_scatter")
+        d = self._dim(t, dim, "reduce_scatter")
+        ext = [a.extent for a in t.logical]
+        ext[d] = S.floordiv(ext[d], self._world)
+        return self._collective("reduce_scatter", t, ext, dim=d, op=op)
+
+    def broadcast(self, t: Val, root=0) -> Val:
+        t = self._use(t, "broadcast")
+        return self._collective("broadcast", t, [a.extent for a in t.logical],
+                                peer=_scalar_arg(root, "broadcast"))
+
+    def all_to_all(self, t: Val, dim: int = 0) -> Val:
+        t = self._use(t, "all_to_all")
+        return self._collective("all_to_all", t, [a.extent for a in t.logical],
+                                dim=self._dim(t, dim, "all_to_all"))
+
+    def send(self, t: Val, peer) -> None:
+        t = self._use(t, "send")
+        comm = H.Communication("send", t, None, peer=_scalar_arg(peer, "send"))
+        self._emit(comm)
+        self._emit(H.Wait(comm))
+
+    def recv(self, shape, dtype: DataType, peer) -> Val:
+        return self._collective("recv", None, [_scalar_arg(e, "recv") for e in shape], dtype=dtype,
+                                peer=_scalar_arg(peer, "recv"))
+
+    def wait(self, t: Val) -> None:
+        comm = self._pending.pop(id(t), None)
+        if comm is None:
+            raise DefinitionError(f"wait: {t!r} is not the output of a pending collective")
+        self._emit(H.Wait(comm))
+
+    # ------------------------------------------------------------ outputs and running
+    def add_output(self, t: Val) -> None:
+        self._outputs.append(self._use(t, "add_output"))
+
+    def ir(self) -> H.HostIR:
+        if len(self._blocks) != 1:
+            raise DefinitionError("a for_loop block is still open")
+        for comm in list(self._pending.values()):
+            self._emit(H.Wait(comm))
+        self._pending.clear()
+        return H.HostIR(tuple(self._inputs), tuple(self._blocks[0]), tuple(self._outputs))
+
+    def __str__(self) -> str:
+        return str(self.ir())
+
+    def execute(self, inputs, device=None) -> list[torch.Tensor]:
+        if self._compiled is None:
+            self._program = self.ir()
+            self._compiled = Compiler().block(self._program.body)
+        prog = self._program
+        if len(inputs) != len(prog.inputs):
+            raise InputError(f"HostProgram: expected {len(prog.inputs)} inputs, got {len(inputs)}")
+        dev = torch.device(device) if device is not None else None
+        for v, a in zip(prog.inputs, inputs):
+            if v.op is Op.TENSOR_INPUT:
+                if not isinstance(a, torch.Tensor) or a.dtype != v.dtype.torch or a.ndim != v.ndim:
+                    raise InputError(f"HostProgram input {v!r}: expected {v.dtype.short} tensor with "
+                                     f"{v.ndim} dims, got {a!r:.60}")
+                dev = dev or a.device
+        env = Env(dev or torch.device("cpu"))
+        from .collectives import world
+        _, size, rank = world()
+        env[self._world] = size
+        env[self._rank] = rank
+        for v, a in zip(prog.inputs, inputs):
+            if v.op is Op.TENSOR_INPUT:
+                env[v] = a
+                for d, ax in enumerate(v.axes):
+                    if ax.extent.op is Op.EXTENT:
+                        env[ax.extent] = a.shape[d]
+                    elif a.shape[d] != ax.extent.arg:
+                        raise InputError(f"HostProgram input {v!r}: dim {d} must be {ax.extent.arg}, "
+                                         f"got {a.shape[d]}")
+            else:
+                env[v] = coerce(a, v.dtype)
+        run_block(self._compiled, env)
+        try:
+            return [env[o] for o in prog.outputs]
+        except KeyError as e:
+            raise ExecutionError(f"HostProgram: output {e.args[0]!r} was never computed") from None
+
+
+def _output_extents(spec: Val, fusion, args: list[Val]) -> list[Val]:
+    """The launch's output extents in terms of the program's values."""
+    mapping = {}
+    for f_in, a in zip(fusion.inputs, args):
+        if f_in.op is Op.TENSOR_INPUT:
+            for fa, aa in zip(f_in.axes, a.logical):
+                if fa.extent.op is Op.EXTENT:
+                    mapping[id(fa.extent)] = aa.extent
+        else:
+            mapping[id(f_in)] = a
+    return [_subst(ax.extent, mapping) for ax in spec.logical]
+
+
+def _subst(v: Val, mapping) -> Val:
+    if id(v) in mapping:
+        return mapping[id(v)]
+    if not v.src:
+        return v
+    return S.scalar_op(v.op, *[_subst(s, mapping) for s in v.src]) if v.op is not Op.CAST \
+        else S.cast_scalar(_subst(v.src[0], mapping), v.dtype)
+
+
+__all__ = ["HostProgram", "min", "max", "compile_scalar"]

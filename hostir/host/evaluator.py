@@ -1,0 +1,172 @@
+"""Runs host IR. A program is compiled once into Python closures over an
+environment dict (Val -> value); scalar expressions are compiled too and
+re-evaluated on every use, so a value that depends on a loop index is never
+stale (seed 001's host-loop bug cannot happen: nothing is memoized across
+iterations). Each launch looks its plan up by the current inputs.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from ..ir.errors import ExecutionError, UnsupportedError
+from ..ir.node import Op, Val
+from ..ir.reference import Env
+from ..ir.scalar import apply_scalar
+from . import ir as H
+
+Closure = Callable[[Env], None]
+
+
+def compile_scalar(v) -> Callable[[Env], object]:
+    """A closure computing scalar `v` from the leaves bound in env."""
+    if not isinstance(v, Val):
+        return lambda env, c=v: c
+    if v.op is Op.CONST:
+        return lambda env, c=v.arg: c
+    if not v.src:
+        def leaf(env, v=v):
+            try:
+                return env[v]
+            except KeyError:
+                raise ExecutionError(f"host program: {v!r} has no value here") from None
+        return leaf
+    args = [compile_scalar(s) for s in v.src]
+    op, dtype = v.op, v.dtype
+    if len(args) == 2:
+        a, b = args
+        return lambda env: apply_scalar(op, dtype, [a(env), b(env)])
+    return lambda env: apply_scalar(op, dtype, [f(env) for f in args])
+
+
+def _shape(v: Val):
+    fs = [compile_scalar(a.extent) for a in v.logical]
+    return lambda env: [f(env) for f in fs]
+
+
+class Compiler:
+    """Turns statements into closures over an Env (which carries `.pool`, the
+    program's StreamPool)."""
+
+    def block(self, stmts) -> Closure:
+        closures = [self.stmt(s) for s in stmts]
+
+        def run(env):
+            for c in closures:
+                c(env)
+        return run
+
+    def stmt(self, s) -> Closure:
+        method = getattr(self, "_" + type(s).__name__)
+        return method(s)
+
+    def _Allocate(self, s: H.Allocate) -> Closure:
+        shape, out, dtype = _shape(s.out), s.out, s.out.dtype.torch
+
+        def run(env):
+            env[out] = torch.empty(shape(env), dtype=dtype, device=env.device)
+        return run
+
+    def _Deallocate(self, s: H.Deallocate) -> Closure:
+        t = s.tensor
+
+        def run(env):
+            env.pop(t, None)
+        return run
+
+    def _ForLoop(self, s: H.ForLoop) -> Closure:
+        start, stop, step = (compile_scalar(x) for x in (s.start, s.stop, s.step))
+        body, index = self.block(s.body), s.index
+
+        def run(env):
+            for k in range(start(env), stop(env), step(env)):
+                env[index] = k
+                body(env)
+            env.pop(index, None)
+        return run
+
+    def _SetCurrentStream(self, s: H.SetCurrentStream) -> Closure:
+        k = compile_scalar(s.stream)
+        return lambda env: env.pool.set_current(k(env))
+
+    def _Synchronize(self, s: H.Synchronize) -> Closure:
+        k = compile_scalar(s.stream)
+        return lambda env: env.pool.wait_for(k(env))
+
+    def _LaunchKernel(self, s: H.LaunchKernel) -> Closure:
+        target, outs, into = s.target, s.outputs, s.into
+        getters = [(lambda env, v=v: env[v]) if v.is_tensor else compile_scalar(v) for v in s.inputs]
+
+        def run(env):
+            args = [g(env) for g in getters]
+            pool = env.pool
+            if pool.active:
+                pool.record_inputs(args)
+            results = target.launch(env, args)
+            if into:
+                for o, r in zip(outs, results):
+                    buf = env[o]
+                    if buf.shape != r.shape:
+                        raise ExecutionError(
+                            f"launch {target.name}: result has shape {list(r.shape)} but the "
+                            f"output buffer {o!r} has shape {list(buf.shape)}")
+                    buf.copy_(r)
+            else:
+                for o, r in zip(outs, results):
+                    env[o] = r
+        return run
+
+    def _Select(self, s: H.Select) -> Closure:
+        idx, out, src, dim = compile_scalar(s.index), s.out, s.src, s.dim
+
+        def run(env):
+            env[out] = env[src].select(dim, idx(env))
+        return run
+
+    def _Slice(self, s: H.Slice) -> Closure:
+        lo, hi = compile_scalar(s.start), compile_scalar(s.stop)
+        out, src, dim = s.out, s.src, s.dim
+
+        def run(env):
+            t = env[src]
+            a, b = lo(env), hi(env)
+            if not 0 <= a <= b <= t.shape[dim]:
+                raise ExecutionError(
+                    f"slice of {src!r}: bounds [{a}, {b}) out of range for dim {dim} of extent "
+                    f"{t.shape[dim]}")
+            env[out] = t.narrow(dim, a, b - a)
+        return run
+
+    def _ShardByStream(self, s: H.ShardByStream) -> Closure:
+        k, n = compile_scalar(s.stream_index), compile_scalar(s.num_streams)
+        out, src, dim = s.out, s.src, s.dim
+
+        def run(env):
+            t = env[src]
+            size = t.shape[dim]
+            chunk = -(-size // n(env))
+            start = min(k(env) * chunk, size)
+            env[out] = t.narrow(dim, start, min(chunk, size - start))
+        return run
+
+    def _Communication(self, s: H.Communication) -> Closure:
+        from .collectives import start_collective
+        return lambda env: start_collective(s, env)
+
+    def _Wait(self, s: H.Wait) -> Closure:
+        from .collectives import wait_collective
+        return lambda env: wait_collective(s.comm, env)
+
+    def _AddOutput(self, s: H.AddOutput) -> Closure:
+        raise UnsupportedError("AddOutput is a builder-level statement")
+
+
+def run_block(run: Closure, env: Env) -> None:
+    """Run compiled statements with a fresh stream pool; end on the main stream."""
+    from .streams import StreamPool
+    env.pool = StreamPool(env.device)
+    try:
+        run(env)
+    finally:
+        env.pool.finish()

@@ -1,0 +1,184 @@
+"""Host IR: a small typed instruction set, and its printer.
+
+Values are fusion-IR `Val`s: tensors (program inputs, HOST_TENSOR results of
+statements, or a lowered fusion's own nodes) and scalar expressions (of
+input extents, scalar inputs and loop indices). Statements are frozen.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..ir.node import Val
+from ..ir.printer import Namer, scalar_text, type_text
+
+
+class Stmt:
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Allocate(Stmt):
+    out: Val
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Deallocate(Stmt):
+    tensor: Val
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ForLoop(Stmt):
+    index: Val
+    start: Val
+    stop: Val
+    step: Val
+    body: tuple
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SetCurrentStream(Stmt):
+    stream: Val          # index into the program's stream pool; 0 is the main stream
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Synchronize(Stmt):
+    stream: Val          # the current stream waits for the work queued on `stream`
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class LaunchKernel(Stmt):
+    target: Any          # a Launchable: .name, .launch(env, args) -> list of tensors
+    inputs: tuple        # tensor and scalar Vals
+    outputs: tuple       # tensor Vals the launch defines (or writes into, see `into`)
+    into: bool = False   # outputs are existing buffers (views) the results are written to
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Communication(Stmt):
+    """Start of a collective; its output may be used only after a Wait."""
+
+    kind: str            # allgather | allreduce | reduce_scatter | broadcast | send | recv | all_to_all
+    input: Val | None
+    output: Val | None
+    dim: int = 0
+    op: str = "sum"
+    peer: Val | None = None   # root for broadcast, peer rank for send/recv
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Wait(Stmt):
+    comm: Communication
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Select(Stmt):
+    out: Val
+    src: Val
+    dim: int
+    index: Val
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Slice(Stmt):
+    out: Val
+    src: Val
+    dim: int
+    start: Val
+    stop: Val
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ShardByStream(Stmt):
+    """The `stream_index`-th of `num_streams` chunks of `src` along `dim`
+    (ceil-sized chunks; the last one may be shorter)."""
+
+    out: Val
+    src: Val
+    dim: int
+    stream_index: Val
+    num_streams: Val
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class AddOutput(Stmt):
+    tensor: Val
+
+
+@dataclass(frozen=True, eq=False)
+class HostIR:
+    inputs: tuple
+    body: tuple
+    outputs: tuple
+
+    def __str__(self) -> str:
+        return program_text(self)
+
+
+def _s(v, namer) -> str:
+    return scalar_text(v, namer) if isinstance(v, Val) else repr(v)
+
+
+def _args(vals, namer) -> str:
+    return ", ".join(namer(v) if v.is_tensor else _s(v, namer) for v in vals)
+
+
+def stmt_lines(stmt: Stmt, namer: Namer, indent: str) -> list[str]:
+    n = namer
+    if isinstance(stmt, Allocate):
+        return [f"{indent}{n(stmt.out)} {type_text(stmt.out, n)} = allocate()"]
+    if isinstance(stmt, Deallocate):
+        return [f"{indent}deallocate {n(stmt.tensor)}"]
+    if isinstance(stmt, ForLoop):
+        step = "" if stmt.step.const == 1 else f", {_s(stmt.step, n)}"
+        head = f"{indent}for {n(stmt.index)} in range({_s(stmt.start, n)}, {_s(stmt.stop, n)}{step}):"
+        body = [line for s in stmt.body for line in stmt_lines(s, n, indent + "  ")]
+        return [head] + (body or [f"{indent}  pass"])
+    if isinstance(stmt, SetCurrentStream):
+        return [f"{indent}set_current_stream({_s(stmt.stream, n)})"]
+    if isinstance(stmt, Synchronize):
+        return [f"{indent}synchronize(stream={_s(stmt.stream, n)})"]
+    if isinstance(stmt, LaunchKernel):
+        outs = ", ".join(f"{n(o)} {type_text(o, n)}" for o in stmt.outputs)
+        if stmt.into:
+            return [f"{indent}launch {stmt.target.name}({_args(stmt.inputs, n)}) -> into {outs}"]
+        return [f"{indent}{outs} = launch {stmt.target.name}({_args(stmt.inputs, n)})"]
+    if isinstance(stmt, Communication):
+        extra = []
+        if stmt.kind in ("allgather", "reduce_scatter", "all_to_all"):
+            extra.append(f"dim={stmt.dim}")
+        if stmt.kind in ("allreduce", "reduce_scatter"):
+            extra.append(f"op={stmt.op}")
+        if stmt.peer is not None:
+            extra.append(f"{'root' if stmt.kind == 'broadcast' else 'peer'}={_s(stmt.peer, n)}")
+        args = ", ".join([n(stmt.input)] if stmt.input is not None else [] + extra)
+        if stmt.input is not None and extra:
+            args = ", ".join([n(stmt.input)] + extra)
+        lhs = f"{n(stmt.output)} {type_text(stmt.output, n)} = " if stmt.output is not None else ""
+        return [f"{indent}{lhs}start {stmt.kind}({args})"]
+    if isinstance(stmt, Wait):
+        target = stmt.comm.output if stmt.comm.output is not None else stmt.comm.input
+        return [f"{indent}wait {stmt.comm.kind} -> {n(target)}"]
+    if isinstance(stmt, Select):
+        return [f"{indent}{n(stmt.out)} {type_text(stmt.out, n)} = select({n(stmt.src)}, "
+                f"dim={stmt.dim}, index={_s(stmt.index, n)})"]
+    if isinstance(stmt, Slice):
+        return [f"{indent}{n(stmt.out)} {type_text(stmt.out, n)} = slice({n(stmt.src)}, "
+                f"dim={stmt.dim}, start={_s(stmt.start, n)}, stop={_s(stmt.stop, n)})"]
+    if isinstance(stmt, ShardByStream):
+        return [f"{indent}{n(stmt.out)} {type_text(stmt.out, n)} = shard_by_stream({n(stmt.src)}, "
+                f"dim={stmt.dim}, stream={_s(stmt.stream_index, n)}, of={_s(stmt.num_streams, n)})"]
+    if isinstance(stmt, AddOutput):
+        return [f"{indent}output {n(stmt.tensor)}"]
+    raise TypeError(f"unknown host statement {stmt!r}")
+
+
+def program_text(prog: HostIR, namer: Namer | None = None) -> str:
+    namer = namer or Namer()
+    ins = ", ".join(f"{namer(v)} {type_text(v, namer)}" for v in prog.inputs)
+    lines = [f"host_program({ins}) {{"]
+    for s in prog.body:
+        lines += stmt_lines(s, namer, "  ")
+    lines.append(f"  return {', '.join(namer(v) for v in prog.outputs)}")
+    lines.append("}")
+    return "\n".join(lines)

@@ -1,0 +1,56 @@
+"""The stream pool a host program runs on. On CPU every operation is a no-op
+(ordering is program order); on CUDA stream 0 is the stream current when the
+program starts, and others are created on first use."""
+from __future__ import annotations
+
+import torch
+
+
+class StreamPool:
+    def __init__(self, device: torch.device):
+        self.active = device.type == "cuda"
+        self.device = device
+        if self.active:
+            self.main = torch.cuda.current_stream(device)
+            self.streams = {0: self.main}
+            self.current = 0
+
+    def _get(self, k: int):
+        s = self.streams.get(k)
+        if s is None:
+            s = torch.cuda.Stream(self.device)
+            self.streams[k] = s
+        return s
+
+    def set_current(self, k: int) -> None:
+        if not self.active:
+            return
+        torch.cuda.set_stream(self._get(k))
+        self.current = k
+
+    def wait_for(self, k: int) -> None:
+        """The current stream waits for everything queued so far on stream k."""
+        if not self.active or k == self.current:
+            return
+        ev = torch.cuda.Event()
+        ev.record(self._get(k))
+        self.streams[self.current].wait_event(ev)
+
+    def record_inputs(self, args) -> None:
+        """Tensors used on a side stream must not be reused by the allocator early."""
+        if self.current == 0:
+            return
+        s = self.streams[self.current]
+        for a in args:
+            if isinstance(a, torch.Tensor) and a.is_cuda:
+                a.record_stream(s)
+
+    def finish(self) -> None:
+        """Back on the main stream, which waits for every other stream."""
+        if not self.active:
+            return
+        torch.cuda.set_stream(self.main)
+        self.current = 0
+        for k in list(self.streams):
+            if k != 0:
+                self.wait_for(k)

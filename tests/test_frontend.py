@@ -1,0 +1,344 @@
+"""Frontend behaviour: from_pytorch, output layouts, in-place aliases, scalar
+inputs, and the IR verifier."""
+import pytest
+import torch
+
+import hostir
+from hostir import DataType, FusionDefinition
+from hostir.ir.fusion import Fusion, Output, TensorInputArg, verify
+from hostir.ir.node import Axis, AxisKind, Op, Val, const
+
+
+def checked(fd):
+    verify(fd._fusion)
+    return fd
+
+
+def layouts():
+    return {
+        "contiguous": torch.randn(2, 3, 4),
+        "transposed": torch.randn(5, 3).t(),
+        "permuted3d": torch.randn(2, 3, 4).permute(1, 2, 0),
+        "channels_last": torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last),
+        "size1": torch.randn(1, 3, 1, 4),
+        "size1_channels_last": torch.randn(2, 3, 1, 1).to(memory_format=torch.channels_last),
+        "sliced_inner": torch.randn(4, 6)[:, ::2],
+        "sliced_outer": torch.randn(4, 6)[:, :3],
+        "scalar_0d": torch.randn(()),
+        "int": torch.randint(-50, 50, (3, 4)),
+    }
+
+
+@pytest.mark.parametrize("name", list(layouts()))
+def test_from_pytorch_then_execute(name):
+    t = layouts()[name]
+    with FusionDefinition() as fd:
+        x = fd.from_pytorch(t)
+        y = fd.ops.mul(fd.ops.add(x, 3), x)
+        fd.add_output(y)
+    checked(fd)
+    assert x.dtype is {torch.float32: DataType.Float, torch.int64: DataType.Int}[t.dtype]
+    (out,) = fd.execute([t])
+    torch.testing.assert_close(out, (t + 3) * t)
+    # a second tensor with the same layout (other values, other sizes) runs too
+    if t.ndim:
+        bigger = [s if s == 1 else s + 1 for s in t.shape]
+        t2 = torch.empty_strided(bigger, _strides_like(t, bigger), dtype=t.dtype)
+        t2.copy_(torch.randn(bigger).to(t.dtype) * 10)
+        (out2,) = fd.execute([t2])
+        torch.testing.assert_close(out2, (t2 + 3) * t2)
+
+
+def _strides_like(t, shape):
+    """Dense strides for `shape` in the order of t's strides (outermost first)."""
+    order = sorted(range(t.ndim), key=lambda d: (t.stride(d), -d), reverse=True)
+    strides, step = [0] * t.ndim, 1
+    for d in reversed(order):
+        strides[d] = step
+        step *= shape[d]
+    return strides
+
+
+def test_from_pytorch_declarations():
+    def decl(t):
+        with FusionDefinition() as fd:
+            fd.add_output(fd.ops.neg(fd.from_pytorch(t)))
+        return fd.fusion_ir().splitlines()[1].strip()
+
+    assert decl(torch.randn(2, 3, 4)) == "T0 float[i0, i1, i2] contiguity=ttt"
+    assert decl(torch.randn(5, 3).t()) == "T0 float[i0, i1] contiguity=tt stride_order=[0, 1]"
+    cl = torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last)
+    assert decl(cl) == "T0 float[i0, i1, i2, i3] contiguity=tttt stride_order=[3, 0, 2, 1]"
+    # size-1 dims become broadcast dims; a contiguous tensor needs no stride_order
+    assert decl(torch.randn(1, 3, 1, 4)) == "T0 float[b1, i0, b1, i1] contiguity=ntnt"
+    assert decl(torch.randn(4, 6)[:, ::2]) == "T0 float[i0, i1] contiguity=tf"
+    assert decl(torch.randn(4, 6)[:, :3]) == "T0 float[i0, i1] contiguity=ft"
+
+
+def test_from_pytorch_rejects_wrong_layout_later():
+    cl = torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last)
+    with FusionDefinition() as fd:
+        fd.add_output(fd.ops.exp(fd.from_pytorch(cl)))
+    torch.testing.assert_close(fd.execute([cl])[0], cl.exp())
+    with pytest.raises(hostir.InputError, match=r"input 0 \(T0\)"):
+        fd.execute([torch.randn(2, 3, 4, 5)])
+
+
+def test_from_pytorch_size1_dim_is_broadcast():
+    a = torch.randn(4, 1)
+    b = torch.randn(4, 6)
+    with FusionDefinition() as fd:
+        x = fd.from_pytorch(a)
+        y = fd.from_pytorch(b)
+        fd.add_output(fd.ops.sub(x, y))
+    (out,) = checked(fd).execute([a, b])
+    torch.testing.assert_close(out, a - b)
+    with pytest.raises(hostir.InputError, match=r"T0.*dim 1.*broadcast.*extent 6"):
+        fd.execute([torch.randn(4, 6), b])
+
+
+def test_from_pytorch_static_sizes():
+    t = torch.randn(3, 5)
+    with FusionDefinition() as fd:
+        fd.add_output(fd.ops.neg(fd.from_pytorch(t, static_sizes=True)))
+    assert "T0 float[3, 5]" in fd.fusion_ir()
+    torch.testing.assert_close(fd.execute([t])[0], -t)
+    with pytest.raises(hostir.InputError, match="static extent 5, got 6"):
+        fd.execute([torch.randn(3, 6)])
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+def test_output_stride_order_channels_last(layout):
+    x = torch.randn(2, 3, 4, 5)
+    if layout == "channels_last":
+        x = x.to(memory_format=torch.channels_last)
+    with FusionDefinition() as fd:
+        t = fd.from_pytorch(x)
+        fd.add_output(fd.ops.relu(fd.ops.add(t, 0.5)), stride_order=[3, 0, 2, 1])
+        fd.add_output(fd.ops.mul(t, 2.0))
+    (out, plain) = checked(fd).execute([x])
+    ref = torch.relu(x + 0.5)
+    assert out.is_contiguous(memory_format=torch.channels_last)
+    assert not out.is_contiguous()
+    assert out.stride() == (60, 1, 15, 3)
+    torch.testing.assert_close(out, ref)
+    torch.testing.assert_close(plain, x * 2)
+
+
+def test_output_stride_order_transposed_2d():
+    x = torch.randn(3, 7)
+    with FusionDefinition() as fd:
+        t = fd.from_pytorch(x)
+        fd.add_output(fd.ops.neg(t), stride_order=[0, 1])
+    (out,) = checked(fd).execute([x])
+    assert out.stride() == (1, 3)
+    torch.testing.assert_close(out, -x)
+
+
+def test_alias_input_updates_in_place():
+    x = torch.randn(4, 6)
+    y = torch.randn(4, 6)
+    x0 = x.clone()
+    with FusionDefinition() as fd:
+        tx = fd.from_pytorch(x)
+        ty = fd.from_pytorch(y)
+        s = fd.ops.mul(tx, ty)
+        fd.add_output(fd.ops.add(tx, ty), alias_input=tx)
+        fd.add_output(s)
+    checked(fd)
+    assert "(updates T0 in place)" in fd.fusion_ir()
+    ptr = x.data_ptr()
+    results = fd.execute([x, y])
+    assert len(results) == 1  # the aliased output is not returned
+    torch.testing.assert_close(results[0], x0 * y)  # computed from the old x
+    torch.testing.assert_close(x, x0 + y)
+    assert x.data_ptr() == ptr
+    assert all(r.data_ptr() != ptr for r in results)
+    # running again accumulates into x
+    fd.execute([x, y])
+    torch.testing.assert_close(x, x0 + 2 * y)
+
+
+def test_alias_input_only_output_returns_nothing():
+    x = torch.randn(5)
+    x0 = x.clone()
+    with FusionDefinition() as fd:
+        t = fd.from_pytorch(x)
+        fd.add_output(fd.ops.exp(t), alias_input=t)
+    assert checked(fd).execute([x]) == []
+    torch.testing.assert_close(x, x0.exp())
+
+
+@pytest.mark.parametrize("dtype,values", [
+    (DataType.Double, [torch.tensor(0.75, dtype=torch.float64), torch.tensor(-1.5, dtype=torch.float32), 2.25]),
+    (DataType.Int, [torch.tensor(3), torch.tensor(-2, dtype=torch.int32), 7]),
+    (DataType.Bool, [torch.tensor(True), torch.tensor(False), True]),
+])
+def test_scalar_inputs_as_0d_tensors(dtype, values):
+    x = torch.randn(3, 4)
+    with FusionDefinition() as fd:
+        t = fd.from_pytorch(x)
+        s = fd.define_scalar(None, dtype=dtype)
+        if dtype is DataType.Bool:
+            out = fd.ops.where(s, t, fd.ops.neg(t))
+        else:
+            out = fd.ops.mul(t, s)
+        fd.add_output(out)
+    checked(fd)
+    results = []
+    for v in values:
+        (o,) = fd.execute([x, v])
+        py = v.item() if isinstance(v, torch.Tensor) else v
+        ref = torch.where(torch.tensor(py), x, -x) if dtype is DataType.Bool else x * py
+        torch.testing.assert_close(o, ref)
+        results.append(o)
+    assert not torch.equal(results[0], results[1])
+
+
+def test_scalar_only_arithmetic_in_fusion():
+    x = torch.randn(6)
+    with FusionDefinition() as fd:
+        t = fd.from_pytorch(x)
+        a = fd.define_scalar(None, dtype=DataType.Double)
+        b = fd.define_scalar(None, dtype=DataType.Double)
+        fd.add_output(fd.ops.add(t, fd.ops.mul(a, b)))
+    (out,) = checked(fd).execute([x, torch.tensor(1.5), -3.0])
+    torch.testing.assert_close(out, x + 1.5 * -3.0)
+
+
+def test_handle_operators_and_size():
+    x = torch.randn(3, 4)
+    with FusionDefinition() as fd:
+        t = fd.from_pytorch(x)
+        n = t.size(1)
+        y = (2.0 - t) * t / 3.0 + (-t) ** 2.0
+        fd.add_output(fd.ops.mul(y, n))
+        fd.add_output(abs(t))
+    (o1, o2) = checked(fd).execute([x])
+    torch.testing.assert_close(o1, ((2.0 - x) * x / 3.0 + x ** 2) * 4)
+    torch.testing.assert_close(o2, x.abs())
+    assert t.ndim == 2 and len(t.shape()) == 2
+
+
+# ------------------------------------------------------------ verifier
+
+def _every_fusion_in_this_file():
+    """Fusions of several shapes of program; the verifier accepts them all."""
+    fds = []
+    with FusionDefinition() as fd:
+        a = fd.define_tensor(shape=[-1, 1, 8], contiguity=[True, None, True], dtype=DataType.Half)
+        s = fd.define_scalar(None, dtype=DataType.Int)
+        b = fd.ops.cast(a, DataType.Float)
+        c = fd.ops.expand(b, [-1, s, 8])
+        d = fd.ops.sum(c, dims=[1, 2], keepdim=True)
+        e = fd.ops.pad(fd.ops.slice(b, [0, 0, 2], [-1, 1, 6]), [1, 1])
+        f = fd.ops.cat([e, fd.ops.full([2, 1, 6], 0.5, DataType.Float)], dim=0)
+        v, m = fd.ops.var_mean(b, dims=[2])
+        fd.add_output(d)
+        fd.add_output(f)
+        fd.add_output(v)
+        fd.add_output(m)
+        fd.add_output(fd.ops.reshape(fd.ops.permute(b, [2, 1, 0]), [8, -1]))
+    fds.append(fd)
+    with FusionDefinition() as fd:
+        a = fd.define_tensor(shape=[4, 8], contiguity=[True, True], dtype=DataType.Float)
+        w = fd.define_tensor(shape=[3, 8], contiguity=[True, True], dtype=DataType.Float)
+        bias = fd.define_tensor(shape=[3], contiguity=[True], dtype=DataType.Float)
+        fd.add_output(fd.ops.linear(a, w, bias))
+        fd.add_output(fd.ops.matmul(a, fd.ops.permute(w, [1, 0])))
+        fd.add_output(fd.ops.iota(5, 2, 3, DataType.Int))
+    fds.append(fd)
+    return fds
+
+
+def test_verifier_accepts_fusions():
+    for fd in _every_fusion_in_this_file():
+        verify(fd._fusion)
+
+
+def test_verifier_accepts_and_fusions_run():
+    fd1, fd2 = _every_fusion_in_this_file()
+    a = torch.randn(3, 1, 8).half()
+    d, f, v, m, r = fd1.execute([a, 4])
+    af = a.float()
+    torch.testing.assert_close(d, af.expand(3, 4, 8).sum(dim=(1, 2), keepdim=True))
+    torch.testing.assert_close(f, torch.cat([torch.nn.functional.pad(af[:-1, :, 2:6], [1, 1]),
+                                             torch.full((2, 1, 6), 0.5)]))
+    torch.testing.assert_close(v, af.var(dim=2))
+    torch.testing.assert_close(m, af.mean(dim=2))
+    torch.testing.assert_close(r, af.permute(2, 1, 0).reshape(8, -1))
+    x, w, bias = torch.randn(4, 8), torch.randn(3, 8), torch.randn(3)
+    lin, mm, io = fd2.execute([x, w, bias])
+    torch.testing.assert_close(lin, torch.nn.functional.linear(x, w, bias))
+    torch.testing.assert_close(mm, x @ w.t())
+    torch.testing.assert_close(io, torch.arange(5) * 3 + 2)
+
+
+def _input(index, ndim=1, name=None):
+    ext = Val(Op.EXTENT, DataType.Int, arg=(index, 0), name=f"i{index}")
+    axes = (Axis(ext, AxisKind.ITER),) * ndim
+    return Val(Op.TENSOR_INPUT, DataType.Float, arg=TensorInputArg(index, (True,) * ndim, None, False),
+               axes=axes, name=name or f"T{index}")
+
+
+def test_verifier_accepts_hand_built_fusion():
+    x = _input(0)
+    y = Val(Op.NEG, DataType.Float, (x,), axes=x.axes, name="T1")
+    verify(Fusion((x,), (Output(y),)))
+
+
+def test_verifier_input_node_not_listed():
+    x = _input(0)
+    hidden = _input(1, name="T7")
+    y = Val(Op.ADD, DataType.Float, (x, hidden), axes=x.axes, name="T2")
+    with pytest.raises(hostir.VerificationError, match=r"T7.*not listed among the fusion's inputs"):
+        verify(Fusion((x,), (Output(y),)))
+
+
+def test_verifier_input_index_mismatch():
+    x = _input(1)
+    y = Val(Op.NEG, DataType.Float, (x,), axes=x.axes, name="T2")
+    with pytest.raises(hostir.VerificationError, match=r"T1.*input index 1 but position 0"):
+        verify(Fusion((x,), (Output(y),)))
+
+
+def test_verifier_non_input_listed_as_input():
+    x = _input(0)
+    y = Val(Op.NEG, DataType.Float, (x,), axes=x.axes, name="T1")
+    with pytest.raises(hostir.VerificationError, match=r"T1.*not an input node"):
+        verify(Fusion((x, y), (Output(y),)))
+
+
+def test_verifier_wrong_arity():
+    x = _input(0)
+    y = Val(Op.ADD, DataType.Float, (x,), axes=x.axes, name="T1")
+    with pytest.raises(hostir.VerificationError, match=r"T1 \(add\).*1 sources, expected 2"):
+        verify(Fusion((x,), (Output(y),)))
+
+
+def test_verifier_reduction_axis_on_pointwise_op():
+    x = _input(0)
+    y = Val(Op.NEG, DataType.Float, (x,), axes=(Axis(x.axes[0].extent, AxisKind.REDUCE),), name="T1")
+    with pytest.raises(hostir.VerificationError, match=r"T1.*reduction axis on a non-reduction op"):
+        verify(Fusion((x,), (Output(y),)))
+
+
+def test_verifier_scalar_output_and_alias():
+    x = _input(0)
+    s = const(2.0)
+    with pytest.raises(hostir.VerificationError, match="outputs must be tensors"):
+        verify(Fusion((x,), (Output(s),)))
+    y = Val(Op.NEG, DataType.Float, (x,), axes=x.axes, name="T1")
+    with pytest.raises(hostir.VerificationError, match=r"T1.*alias_input"):
+        verify(Fusion((x,), (Output(y, alias_input=y),)))
+    with pytest.raises(hostir.VerificationError, match=r"T1.*stride_order"):
+        verify(Fusion((x,), (Output(y, stride_order=(0, 0)),)))
+    with pytest.raises(hostir.VerificationError, match="no outputs"):
+        verify(Fusion((x,), ()))
+
+
+def test_verifier_cast_arg_mismatch():
+    x = _input(0)
+    y = Val(Op.CAST, DataType.Double, (x,), arg=DataType.Half, axes=x.axes, name="T1")
+    with pytest.raises(hostir.VerificationError, match=r"T1.*cast arg"):
+        verify(Fusion((x,), (Output(y),)))
