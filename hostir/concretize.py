@@ -80,3 +80,67 @@ def concretize(fusion: Fusion, env: Env, specialize: bool) -> Fusion:
         return new.renamed(v.name)
 
     return substitute(fusion, rule, once=True)
+
+
+# ---------------------------------------------------------------- run-time shape checks
+
+@dataclass(frozen=True)
+class ShapeCheck:
+    """Extents that must agree at run time (symbolic, so not checked at definition)."""
+
+    node: Val
+    dim: int
+    operands: tuple  # (operand Val, extent Val) pairs; for reshape: (input, new shape)
+
+
+def shape_checks(fusion: Fusion) -> tuple[ShapeCheck, ...]:
+    from .ir.node import POINTWISE
+    checks = []
+    for v in fusion.tensor_exprs():
+        if v.op in POINTWISE:
+            out = v.logical
+            for d in range(len(out)):
+                pairs = []
+                for s in v.src:
+                    if not s.is_tensor:
+                        continue
+                    sd = d - (len(out) - s.ndim)
+                    if sd >= 0 and (s.logical[sd].kind is AxisKind.ITER or s.logical[sd].is_expanded):
+                        pairs.append((s, s.logical[sd].extent))
+                if len({id(e) for _, e in pairs}) > 1:
+                    checks.append(ShapeCheck(v, d, tuple(pairs)))
+        elif v.op is Op.EXPAND:
+            for d, (a, b) in enumerate(zip(v.src[0].logical, v.logical)):
+                if a.kind is AxisKind.ITER and a.extent is not b.extent:
+                    checks.append(ShapeCheck(v, d, ((v.src[0], a.extent), (v, b.extent))))
+        elif v.op is Op.RESHAPE:
+            checks.append(ShapeCheck(v, -1, ((v.src[0], None),)))
+    return tuple(checks)
+
+
+def run_shape_checks(checks, env: Env) -> None:
+    from .ir.errors import ExecutionError
+    for c in checks:
+        if c.dim < 0:
+            src = c.operands[0][0]
+            old = env.extents(src.logical)
+            new = env.extents(c.node.logical)
+            if _prod(old) != _prod(new):
+                raise ExecutionError(
+                    f"reshape -> {c.node!r}: {src!r} of shape {old} has {_prod(old)} elements but "
+                    f"the new shape {new} has {_prod(new)}")
+            continue
+        vals = [env.scalar(e) for _, e in c.operands]
+        if len(set(vals)) > 1:
+            listing = ", ".join(f"{s!r} has extent {x}" for (s, _), x in zip(c.operands, vals))
+            op = "expand (from expand or broadcast_in_dim)" if c.node.op is Op.EXPAND else c.node.op.value
+            raise ExecutionError(
+                f"{op} -> {c.node!r}: operands disagree at dim {c.dim} of the result: "
+                f"{listing} (iteration dims must match; declare a size-1 dim as 1 to broadcast it)")
+
+
+def _prod(xs):
+    out = 1
+    for x in xs:
+        out *= x
+    return out

@@ -52,8 +52,27 @@ class _Handle:
     def __truediv__(self, o): return self._bin(Op.DIV, o)
     def __rtruediv__(self, o): return self._bin(Op.DIV, o, True)
     def __pow__(self, o): return self._bin(Op.POW, o)
+    def __rpow__(self, o): return self._bin(Op.POW, o, True)
+    def __mod__(self, o): return self._bin(Op.REMAINDER, o)
+    def __rmod__(self, o): return self._bin(Op.REMAINDER, o, True)
+    def __and__(self, o): return self._bin(Op.BITWISE_AND, o)
+    def __rand__(self, o): return self._bin(Op.BITWISE_AND, o, True)
+    def __or__(self, o): return self._bin(Op.BITWISE_OR, o)
+    def __ror__(self, o): return self._bin(Op.BITWISE_OR, o, True)
+    def __xor__(self, o): return self._bin(Op.BITWISE_XOR, o)
+    def __rxor__(self, o): return self._bin(Op.BITWISE_XOR, o, True)
+    def __lshift__(self, o): return self._bin(Op.BITWISE_LEFT_SHIFT, o)
+    def __rshift__(self, o): return self._bin(Op.BITWISE_RIGHT_SHIFT, o)
+    def __lt__(self, o): return self._bin(Op.LT, o)
+    def __le__(self, o): return self._bin(Op.LE, o)
+    def __gt__(self, o): return self._bin(Op.GT, o)
+    def __ge__(self, o): return self._bin(Op.GE, o)
+    def __eq__(self, o): return self._bin(Op.EQ, o)  # nvFuser builds an eq op
+    def __ne__(self, o): return self._bin(Op.NE, o)
+    __hash__ = object.__hash__
     def __neg__(self): return self.fd.ops._pointwise(Op.NEG, self)
     def __abs__(self): return self.fd.ops._pointwise(Op.ABS, self)
+    def __invert__(self): return self.fd.ops._pointwise(Op.BITWISE_NOT, self)
 
 
 class Scalar(_Handle):

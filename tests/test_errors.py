@@ -181,10 +181,6 @@ def test_runtime_size1_on_iteration_axis_is_an_error(add_mul, shapes):
     assert word(str(info.value), "1") and word(str(info.value), "5")
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "reference._check_operand_extents blames the operand whose extent differs from the first "
-    "operand's, so with T0 of size 1 and T1 of size 5 the message names only T1 (extent 5) and "
-    "says 'the other operands give 1' without naming T0, the size-1 culprit"))
 def test_runtime_size1_message_names_both_operands(add_mul):
     with pytest.raises(hostir.ExecutionError) as info:
         add_mul.execute([torch.randn(2, 1), torch.randn(2, 5), 2])
@@ -309,10 +305,6 @@ def test_expand_wrong_shape_length():
         define(lambda fd: fd.ops.expand(sym(fd, 2), [-1, -1, 4]))
 
 
-@pytest.mark.xfail(strict=True, raises=pytest.fail.Exception, reason=(
-    "ops.expand keeps the symbolic extent of a non-broadcast dim and drops the requested "
-    "static extent (6) with no run-time check, so expanding a [3, 4] input to [-1, 6] silently "
-    "returns a [3, 4] tensor instead of raising"))
 def test_expand_symbolic_dim_to_other_extent_is_checked():
     with FusionDefinition() as fd:
         t0 = sym(fd, 2)
@@ -321,10 +313,6 @@ def test_expand_symbolic_dim_to_other_extent_is_checked():
         fd.execute([torch.randn(3, 4)])
 
 
-@pytest.mark.xfail(strict=True, raises=pytest.fail.Exception, reason=(
-    "ops.broadcast_in_dim ignores explicit static output extents for dims mapped to symbolic "
-    "input dims: broadcast_in_dim(T0[3, 4], shape=[3, 6], broadcast_dims=[0, 1]) returns [3, 4] "
-    "with no error"))
 def test_broadcast_in_dim_symbolic_dim_mismatch_is_checked():
     with FusionDefinition() as fd:
         t0 = sym(fd, 2)

@@ -10,7 +10,7 @@ from ..ir import scalar as S
 from ..ir.dtypes import DataType
 from ..ir.errors import DefinitionError, ExecutionError, InputError
 from ..ir.fusion import TensorInputArg
-from ..ir.inputs import validate_inputs
+from ..ir.inputs import _check_scalar, validate_inputs
 from ..ir.node import Axis, AxisKind, Op, Val, const
 from ..ir.reference import Env
 from ..ir.scalar import coerce
@@ -74,9 +74,12 @@ class HostProgram:
 
     # ------------------------------------------------------------ helpers
     def _emit(self, stmt) -> None:
-        if self._compiled is not None:
-            raise DefinitionError("this HostProgram has run already; statements can no longer be added")
+        self._check_open()
         self._blocks[-1].append(stmt)
+
+    def _check_open(self, what: str = "statements") -> None:
+        if self._compiled is not None:
+            raise DefinitionError(f"this HostProgram has run already; {what} can no longer be added")
 
     def _name(self, prefix="T") -> str:
         return f"{prefix}{next(self._counter)}"
@@ -104,6 +107,7 @@ class HostProgram:
     # ------------------------------------------------------------ definitions
     def define_tensor(self, shape, dtype: DataType = DataType.Float, contiguity=None) -> Val:
         """A program input. shape entries: -1 symbolic, or a static extent."""
+        self._check_open("inputs (define_tensor)")
         index = len(self._inputs)
         axes = []
         for d, s in enumerate(shape):
@@ -121,6 +125,7 @@ class HostProgram:
         return v
 
     def define_scalar(self, dtype: DataType = DataType.Int) -> Val:
+        self._check_open("inputs (define_scalar)")
         v = Val(Op.SCALAR_INPUT, dtype, arg=len(self._inputs), name=self._name("s"))
         self._inputs.append(v)
         return v
@@ -296,6 +301,7 @@ class HostProgram:
 
     # ------------------------------------------------------------ outputs and running
     def add_output(self, t: Val) -> None:
+        self._check_open("outputs (add_output)")
         self._outputs.append(self._use(t, "add_output"))
 
     def ir(self) -> H.HostIR:
@@ -328,7 +334,7 @@ class HostProgram:
         _, size, rank = world()
         env[self._world] = size
         env[self._rank] = rank
-        for v, a in zip(prog.inputs, inputs):
+        for i, (v, a) in enumerate(zip(prog.inputs, inputs)):
             if v.op is Op.TENSOR_INPUT:
                 env[v] = a
                 for d, ax in enumerate(v.axes):
@@ -338,7 +344,8 @@ class HostProgram:
                         raise InputError(f"HostProgram input {v!r}: dim {d} must be {ax.extent.arg}, "
                                          f"got {a.shape[d]}")
             else:
-                env[v] = coerce(a, v.dtype)
+                _check_scalar(i, v, a)
+                env[v] = coerce(a.item() if isinstance(a, torch.Tensor) else a, v.dtype)
         run_block(self._compiled, env)
         try:
             return [env[o] for o in prog.outputs]

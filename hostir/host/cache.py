@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import torch
 
 from .. import config
-from ..concretize import concretization_key, concretize, dynamic_info
+from ..concretize import (concretization_key, concretize, dynamic_info, run_shape_checks,
+                          shape_checks)
 from ..ir.errors import ExecutionError
 from ..ir.fusion import Fusion
 from ..ir.inputs import strides_for
@@ -37,6 +38,7 @@ class Plan:
     specialized: bool
     program: HostIR
     run: object  # the program compiled to closures
+    checks: tuple  # run-time extent agreements of the concrete fusion
 
 
 @dataclass(frozen=True)
@@ -97,11 +99,14 @@ class FusionCache:
         config.dump("segments", segmented_text(sf))
         program = lower(sf)
         config.dump("host_ir", program_text(program))
-        return Plan(key, sf, self.specialize, program, Compiler().block(program.body))
+        return Plan(key, sf, self.specialize, program, Compiler().block(program.body),
+                    shape_checks(concrete))
 
     def run(self, args, device: torch.device) -> list[torch.Tensor]:
         env = bind_inputs(self.fusion, args, device)
         plan = self._plan_for(env, args)
+        if plan.checks:
+            run_shape_checks(plan.checks, env)
         self.last_plan = plan
         run_block(plan.run, env)
         return self._outputs(plan.segmented, env, args)

@@ -121,7 +121,12 @@ class Compiler:
         idx, out, src, dim = compile_scalar(s.index), s.out, s.src, s.dim
 
         def run(env):
-            env[out] = env[src].select(dim, idx(env))
+            t, i = env[src], idx(env)
+            if not -t.shape[dim] <= i < t.shape[dim]:
+                raise ExecutionError(
+                    f"select of {src!r}: index {i} out of range for dim {dim} of extent "
+                    f"{t.shape[dim]}")
+            env[out] = t.select(dim, i)
         return run
 
     def _Slice(self, s: H.Slice) -> Closure:

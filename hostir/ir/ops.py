@@ -193,7 +193,8 @@ def expand(t: Val, shape) -> Val:
                 raise DefinitionError(
                     f"expand: dim {d} of {describe(t)} has extent {ax.extent.arg} and is not a "
                     f"broadcast axis; it cannot be expanded to {e.arg}")
-            axes.append(ax)
+            # a symbolic iteration dim keeps the requested extent, checked at run time
+            axes.append(ax if S.is_const(ax.extent) or e is ax.extent else Axis(e, AxisKind.ITER))
     if all(a is b for a, b in zip(axes, t.logical)):
         return t
     return Val(Op.EXPAND, t.dtype, (t, *(a.extent for a in axes)), axes=tuple(axes))
@@ -223,7 +224,9 @@ def broadcast_in_dim(t: Val, shape, broadcast_dims: Sequence[int]) -> Val:
             if not flags[d] and ax.kind is AxisKind.ITER:
                 _check_same_extent("broadcast_in_dim", t, bdims.index(d), t, bdims.index(d),
                                    ax.extent, e if not S.is_const(e, -1) else ax.extent)
-            targets.append(const(-1))
+                targets.append(e)
+            else:
+                targets.append(const(-1))
     return expand(out, targets)
 
 
@@ -299,6 +302,8 @@ def _bound(opname: str, v) -> Val:
 
 def _normalize_index(i: Val, extent: Val) -> Val:
     """Python semantics: negative counts from the end; clamp to [0, extent]."""
+    if S.is_const(i, 0):
+        return i
     if S.is_const(i) and i.arg >= 0:
         return i if S.is_const(extent) and i.arg <= extent.arg else S.smin(i, extent)
     wrapped = S.where(S.lt(i, 0), S.add(i, extent), i)
@@ -419,12 +424,10 @@ def reduction(op: Op, t: Val, dims=None, keepdim: bool = False,
     t = _require_tensor(opname, t)
     dims = _reduction_dims(opname, t, dims)
     if dtype not in (None, DataType.Null):
-        t = cast(t, dtype)
-    out_dtype = t.dtype
-    if op is Op.SUM and not t.dtype.is_float:
-        out_dtype = DataType.Int
-        t = cast(t, DataType.Int)
-    out = Val(op, out_dtype, (t,), arg=dims, axes=_reduce_axes(t, dims))
+        t = cast(t, dtype)  # an explicit dtype is kept, also Int32 (torch, nvFuser)
+    elif op is Op.SUM and not t.dtype.is_float:
+        t = cast(t, DataType.Int)  # sums of integers and bools are Int by default
+    out = Val(op, t.dtype, (t,), arg=dims, axes=_reduce_axes(t, dims))
     return _keepdim(out, dims, t.ndim) if keepdim else out
 
 
@@ -554,5 +557,5 @@ def pad_raw(t: Val, value: Val, widths) -> Val:
 
 def reduction_raw(op: Op, t: Val, arg) -> Val:
     dims = arg[0] if op is Op.VAR else arg
-    return Val(op, t.dtype if op is not Op.SUM or t.dtype.is_float else DataType.Int, (t,),
-               arg=arg, axes=_reduce_axes(t, dims))
+    # a reduction keeps its source's dtype: `reduction` casts integer sums to Int first
+    return Val(op, t.dtype, (t,), arg=arg, axes=_reduce_axes(t, dims))

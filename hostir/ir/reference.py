@@ -187,6 +187,8 @@ def _tensor_op(v: Val, env: Env) -> torch.Tensor:
         return torch.matmul(env[src[0]], env[src[1]])
     if op is Op.LINEAR:
         bias = env[src[2]] if len(src) > 2 else None
+        if bias is not None and src[1].ndim == 1:  # F.linear refuses a bias with a 1-D weight
+            return F.linear(env[src[0]], env[src[1]]) + bias
         return F.linear(env[src[0]], env[src[1]], bias)
     if op is Op.FULL:
         return torch.full(env.extents(v.logical), env.scalar(src[0]), dtype=v.dtype.torch,

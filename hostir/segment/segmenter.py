@@ -15,6 +15,7 @@ Every cut records a reason. Kinds:
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from ..ir import scalar as S
@@ -117,6 +118,14 @@ def _pointwise_names():
 _POINTWISE_NAMES = _pointwise_names()
 
 
+_REF = re.compile("\x00g(\\d+)\x00")
+
+
+def _ref(g: "_Group") -> str:
+    """A group reference in a reason, renumbered to its segment id at the end."""
+    return f"\x00g{g.id}\x00"
+
+
 def expr_kind(v: Val) -> str:
     if v.op in MATMUL_OPS:
         return "matmul"
@@ -144,6 +153,7 @@ class Segmenter:
         self.namer = Namer()
         self.group_of: dict[int, _Group] = {}
         self.groups: list[_Group] = []
+        self.merged_into: dict[int, _Group] = {}  # group id -> the group it was merged into
         aliased = aliases.aliased_exprs()
         view_outputs = {id(fusion.outputs[i].val) for i in aliases.views}
         self.exprs = [v for v in fusion.tensor_exprs()]
@@ -190,7 +200,7 @@ class Segmenter:
             allowed = {g.space} | ({g.out_space} if g.out_space is not None else set())
             if shape in allowed:
                 return None
-            return (f"{name} {self.shape_text(e)} is also used outside segment {g.id}, whose "
+            return (f"{name} {self.shape_text(e)} is also used outside segment {_ref(g)}, whose "
                     f"iteration shape differs")
         in_shape = self.classes.shape(e.src[0].logical)
         dims = frozenset(e.arg[0] if e.op is Op.VAR else e.arg)
@@ -198,10 +208,10 @@ class Segmenter:
             if shape == g.space or in_shape == g.space:
                 return None
             return (f"{name}: reduction of {self.shape_text(e.src[0])} does not match the "
-                    f"iteration shape of consumer segment {g.id}")
+                    f"iteration shape of consumer segment {_ref(g)}")
         if in_shape == g.space and dims == g.reduced:
             return None
-        return (f"{name}: reduces other dims or another shape than segment {g.id} "
+        return (f"{name}: reduces other dims or another shape than segment {_ref(g)} "
                 f"(a reduction of a reduction needs its own kernel)")
 
     def _join(self, e: Val, g: _Group):
@@ -268,7 +278,7 @@ class Segmenter:
                 internal = all(self.group_of[id(c)] is g for c in cons) and not is_output
                 why = self._why_not(e, g, internal)
                 if why is None and any(self._reaches(h, g) for h in cgroups if h is not g):
-                    why = f"{self.name(e)} joining segment {g.id} would create a cycle"
+                    why = f"{self.name(e)} joining segment {_ref(g)} would create a cycle"
                 if why is None:
                     self._join(e, g)
                     placed = True
@@ -290,6 +300,7 @@ class Segmenter:
                         and a.space == b.space and a.reduced == b.reduced
                         and a.out_space == b.out_space)
                 if same and not self._reaches(a, b) and not self._reaches(b, a):
+                    self.merged_into[b.id] = a
                     for v in b.members:
                         self.group_of[id(v)] = a
                     a.members.extend(b.members)
@@ -298,7 +309,7 @@ class Segmenter:
                     continue
                 if not same and not self._reaches(a, b) and not self._reaches(b, a):
                     b.reasons.append(
-                        f"independent of segment {a.id}; not fused horizontally "
+                        f"independent of segment {_ref(a)}; not fused horizontally "
                         f"({a.kind} {self._space_text(a)} vs {b.kind} {self._space_text(b)})")
                 j += 1
             i += 1
@@ -321,10 +332,21 @@ class Segmenter:
                     break
             else:
                 raise AssertionError("segment graph has a cycle")
+        # reasons name groups by id; segments are numbered in execution order
+        sid_of = {g.id: sid for sid, g in enumerate(ordered)}
+        for gid, g in self.merged_into.items():
+            while g.id in self.merged_into:
+                g = self.merged_into[g.id]
+            sid_of[gid] = sid_of[g.id]
+
+        def renumber(reason: str) -> str:
+            return _REF.sub(lambda m: str(sid_of[int(m.group(1))]), reason)
+
         segments = []
         for sid, g in enumerate(ordered):
             members = sorted(g.members, key=lambda v: order[id(v)])
-            segments.append(self._make_segment(sid, g.kind, members, g.reasons))
+            segments.append(self._make_segment(sid, g.kind, members,
+                                               [renumber(r) for r in g.reasons]))
         if self.alias_exprs or self.aliases.views:
             segments.append(self._make_segment(len(segments), "alias", self.alias_exprs, []))
         return segments
@@ -336,9 +358,11 @@ class Segmenter:
             for s in v.src:
                 if id(s) in ids or id(s) in seen:
                     continue
-                if s.is_tensor or s.op is Op.SCALAR_INPUT:
-                    seen.add(id(s))
-                    inputs.append(s)
+                # a symbolic bound such as min(max(S1, 0), i0) reads scalar input S1
+                for x in ([s] if s.is_tensor else _scalar_inputs(s)):
+                    if id(x) not in seen:
+                        seen.add(id(x))
+                        inputs.append(x)
         outputs = [v for v in members
                    if id(v) in self.outputs or id(v) in self.view_outputs
                    or any(id(c) not in ids for c in self.consumers.get(id(v), []))]
@@ -350,6 +374,20 @@ class Segmenter:
                 if inp not in inputs:
                     inputs.append(inp)
         return Segment(sid, kind, tuple(members), tuple(inputs), tuple(outputs), tuple(reasons))
+
+
+def _scalar_inputs(v: Val) -> list[Val]:
+    """The scalar inputs a scalar expression reads, in first-use order."""
+    out, seen, stack = [], set(), [v]
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if x.op is Op.SCALAR_INPUT:
+            out.append(x)
+        stack.extend(reversed(x.src))
+    return out
 
 
 def segment(fusion: Fusion, aliases: AliasPlan, notes=()) -> SegmentedFusion:

@@ -1,0 +1,1 @@
+"""Kernel IR, lowering of scheduled segments to it, CUDA C++ printer, CPU interpreter."""

@@ -1,0 +1,88 @@
+"""Loading cubins and launching kernels on torch's current CUDA stream.
+Every driver call is checked."""
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import torch
+
+from ..ir.dtypes import DataType
+from ..ir.errors import ExecutionError
+from .nvrtc import compile_cubin
+
+_PARAM_CTYPES = {DataType.Bool: ctypes.c_int, DataType.Int32: ctypes.c_int,
+                 DataType.Int: ctypes.c_longlong, DataType.Float: ctypes.c_float,
+                 DataType.Double: ctypes.c_double, DataType.Half: ctypes.c_float,
+                 DataType.BFloat16: ctypes.c_float}
+PTR = ctypes.c_void_p
+I64 = ctypes.c_longlong
+
+
+def param_ctype(dtype: DataType):
+    return _PARAM_CTYPES[dtype]
+
+
+def _driver():
+    from cuda.bindings import driver
+    return driver
+
+
+def check(result, what: str):
+    cu = _driver()
+    err = result[0] if isinstance(result, tuple) else result
+    if err != cu.CUresult.CUDA_SUCCESS:
+        _, msg = cu.cuGetErrorString(err)
+        raise ExecutionError(f"CUDA driver call {what} failed: {err.name}: "
+                             f"{msg.decode() if msg else ''}")
+    if isinstance(result, tuple):
+        return result[1] if len(result) == 2 else result[1:]
+    return None
+
+
+def arch_of(device: torch.device) -> str:
+    major, minor = torch.cuda.get_device_capability(device)
+    return f"sm_{major}{minor}"
+
+
+_sm_count: dict[int, int] = {}
+
+
+def sm_count(device: torch.device) -> int:
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    n = _sm_count.get(idx)
+    if n is None:
+        n = _sm_count[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
+    return n
+
+
+class CompiledKernel:
+    """A cubin, the kernel's name, and its loaded function per device."""
+
+    def __init__(self, name: str, source: str):
+        self.name = name
+        self.source = source
+        self._funcs: dict[int, object] = {}
+        self._lock = threading.Lock()
+
+    def function(self, device: torch.device):
+        idx = device.index if device.index is not None else torch.cuda.current_device()
+        f = self._funcs.get(idx)
+        if f is None:
+            with self._lock:
+                cu = _driver()
+                torch.cuda.current_stream(idx)  # makes torch's primary context current
+                cubin = compile_cubin(self.source, arch_of(device), self.name)
+                module = check(cu.cuModuleLoadData(cubin), f"cuModuleLoadData({self.name})")
+                f = check(cu.cuModuleGetFunction(module, self.name.encode()),
+                          f"cuModuleGetFunction({self.name})")
+                self._funcs[idx] = f
+                self._module = module
+        return f
+
+    def launch(self, device: torch.device, grid: int, block: int, values: tuple, types: tuple,
+               stream: int) -> None:
+        cu = _driver()
+        f = self.function(device)
+        check(cu.cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, stream, (values, types), 0),
+              f"cuLaunchKernel({self.name})")

@@ -1,0 +1,154 @@
+"""`compile_cubin(source, arch) -> bytes`: a pure, cached function.
+
+Cubin for the device's own sm_XX (never PTX: a newer NVRTC's PTX is refused
+by an older driver). Cached in memory and on disk under HOSTIR_CACHE_DIR,
+keyed by source, the kernels/ headers, arch, NVRTC version and options.
+Disk entries carry a checksum; writes are atomic; a corrupt entry is
+recompiled, never trusted. Compile errors print the NVRTC log and the path
+of the kernel source written next to the cache.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import threading
+from pathlib import Path
+
+from .. import config
+from ..ir.errors import ExecutionError, UnsupportedError
+
+HEADER_DIR = Path(__file__).resolve().parents[2] / "kernels"
+OPTIONS = ("-std=c++17", "-default-device")
+MAGIC = b"HIRCUBIN1"
+
+
+class Stats:
+    def __init__(self):
+        self.nvrtc_calls = 0
+        self.memory_hits = 0
+        self.disk_hits = 0
+        self.corrupt = 0
+
+
+stats = Stats()
+_memory: dict[str, bytes] = {}
+_lock = threading.Lock()
+
+
+def _nvrtc():
+    try:
+        from cuda.bindings import nvrtc
+    except ImportError as e:  # pragma: no cover - depends on the install
+        raise UnsupportedError(f"NVRTC is not available (pip install cuda-python nvidia-cuda-nvrtc): {e}")
+    return nvrtc
+
+
+def nvrtc_version() -> tuple[int, int]:
+    nv = _nvrtc()
+    err, major, minor = nv.nvrtcVersion()
+    return (major, minor)
+
+
+def _headers() -> list[tuple[bytes, bytes]]:
+    return [(p.read_bytes(), p.name.encode()) for p in sorted(HEADER_DIR.glob("*.cuh"))]
+
+
+def cache_key(source: str, arch: str, options=OPTIONS) -> str:
+    h = hashlib.sha256()
+    h.update(source.encode())
+    for body, name in _headers():
+        h.update(name)
+        h.update(body)
+    h.update(arch.encode())
+    h.update(repr(nvrtc_version()).encode())
+    h.update(repr(tuple(options)).encode())
+    return h.hexdigest()
+
+
+def _cache_dir() -> Path:
+    return config.get().cache_dir / "kernels"
+
+
+def _read_disk(key: str) -> bytes | None:
+    path = _cache_dir() / f"{key}.cubin"
+    try:
+        blob = path.read_bytes()
+    except OSError:
+        return None
+    if blob.startswith(MAGIC) and len(blob) > len(MAGIC) + 32:
+        digest, payload = blob[len(MAGIC):len(MAGIC) + 32], blob[len(MAGIC) + 32:]
+        if hashlib.sha256(payload).digest() == digest:
+            return payload
+    stats.corrupt += 1
+    return None
+
+
+def _write_disk(key: str, cubin: bytes) -> None:
+    d = _cache_dir()
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=d, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(MAGIC + hashlib.sha256(cubin).digest() + cubin)
+        os.replace(tmp, d / f"{key}.cubin")
+    except OSError:
+        pass  # the cache is an optimization; a read-only disk must not fail a run
+
+
+def _compile(source: str, arch: str, name: str, options) -> bytes:
+    nv = _nvrtc()
+    headers = _headers()
+    err, prog = nv.nvrtcCreateProgram(source.encode(), f"{name}.cu".encode(), len(headers),
+                                      [h[0] for h in headers], [h[1] for h in headers])
+    opts = [f"--gpu-architecture={arch}".encode()] + [o.encode() for o in options]
+    try:
+        (res,) = nv.nvrtcCompileProgram(prog, len(opts), opts)
+        if res != nv.nvrtcResult.NVRTC_SUCCESS:
+            _, size = nv.nvrtcGetProgramLogSize(prog)
+            log = b" " * size
+            nv.nvrtcGetProgramLog(prog, log)
+            path = _dump_source(name, source)
+            raise ExecutionError(f"NVRTC failed to compile {name} for {arch} (source: {path}):\n"
+                                 f"{log.decode(errors='replace')}")
+        _, size = nv.nvrtcGetCUBINSize(prog)
+        cubin = b" " * size
+        nv.nvrtcGetCUBIN(prog, cubin)
+        stats.nvrtc_calls += 1
+        return bytes(cubin)
+    finally:
+        nv.nvrtcDestroyProgram(prog)
+
+
+def _dump_source(name: str, source: str) -> Path:
+    d = _cache_dir() / "failed"
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / f"{name}.cu"
+    path.write_text(source)
+    return path
+
+
+def compile_cubin(source: str, arch: str, name: str = "kernel", options=OPTIONS) -> bytes:
+    """Cubin bytes for `source` on `arch` (e.g. "sm_90")."""
+    if not arch.startswith("sm_"):
+        raise UnsupportedError(f"compile_cubin: arch must be sm_XX, got {arch!r}")
+    key = cache_key(source, arch, options)
+    with _lock:
+        hit = _memory.get(key)
+    if hit is not None:
+        stats.memory_hits += 1
+        return hit
+    cubin = _read_disk(key)
+    if cubin is not None:
+        stats.disk_hits += 1
+    else:
+        cubin = _compile(source, arch, name, options)
+        _write_disk(key, cubin)
+    with _lock:
+        _memory[key] = cubin
+    return cubin
+
+
+def clear_memory_cache() -> None:
+    with _lock:
+        _memory.clear()

@@ -1,0 +1,109 @@
+// hostir runtime header, included by every generated kernel. Needs no CUDA
+// headers: half and bfloat16 are stored as unsigned short and converted with
+// PTX cvt instructions (round to nearest even), so NVRTC compiles kernels
+// without a toolkit's include directory.
+#pragma once
+
+typedef unsigned short hir_half;
+typedef unsigned short hir_bf16;
+
+__device__ __forceinline__ float hir_h2f(hir_half h) {
+  float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
+}
+__device__ __forceinline__ hir_half hir_f2h(float f) {
+  hir_half h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
+}
+__device__ __forceinline__ float hir_bf2f(hir_bf16 b) {
+  return __uint_as_float(((unsigned int)b) << 16);
+}
+__device__ __forceinline__ hir_bf16 hir_f2bf(float f) {
+  hir_bf16 b; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(f)); return b;
+}
+
+// Math with float and double overloads (torch semantics where C differs).
+#define HIR_UNARY(name, ff, df) \
+  __device__ __forceinline__ float name(float x) { return ff(x); } \
+  __device__ __forceinline__ double name(double x) { return df(x); }
+HIR_UNARY(hir_exp, expf, exp)
+HIR_UNARY(hir_exp2, exp2f, exp2)
+HIR_UNARY(hir_expm1, expm1f, expm1)
+HIR_UNARY(hir_log, logf, log)
+HIR_UNARY(hir_log2, log2f, log2)
+HIR_UNARY(hir_log10, log10f, log10)
+HIR_UNARY(hir_log1p, log1pf, log1p)
+HIR_UNARY(hir_sqrt, sqrtf, sqrt)
+HIR_UNARY(hir_rsqrt, rsqrtf, rsqrt)
+HIR_UNARY(hir_tanh, tanhf, tanh)
+HIR_UNARY(hir_sin, sinf, sin)
+HIR_UNARY(hir_cos, cosf, cos)
+HIR_UNARY(hir_tan, tanf, tan)
+HIR_UNARY(hir_asin, asinf, asin)
+HIR_UNARY(hir_acos, acosf, acos)
+HIR_UNARY(hir_atan, atanf, atan)
+HIR_UNARY(hir_sinh, sinhf, sinh)
+HIR_UNARY(hir_cosh, coshf, cosh)
+HIR_UNARY(hir_erf, erff, erf)
+HIR_UNARY(hir_erfc, erfcf, erfc)
+HIR_UNARY(hir_ceil, ceilf, ceil)
+HIR_UNARY(hir_floor, floorf, floor)
+HIR_UNARY(hir_trunc, truncf, trunc)
+HIR_UNARY(hir_round, rintf, rint)
+
+template <typename T> __device__ __forceinline__ T hir_floor(T x) { return x; }
+template <typename T> __device__ __forceinline__ T hir_ceil(T x) { return x; }
+template <typename T> __device__ __forceinline__ T hir_trunc(T x) { return x; }
+template <typename T> __device__ __forceinline__ T hir_round(T x) { return x; }
+
+__device__ __forceinline__ float hir_reciprocal(float x) { return 1.0f / x; }
+__device__ __forceinline__ double hir_reciprocal(double x) { return 1.0 / x; }
+__device__ __forceinline__ float hir_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ double hir_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+template <typename T> __device__ __forceinline__ T hir_abs(T x) { return x < T(0) ? -x : x; }
+__device__ __forceinline__ float hir_abs(float x) { return fabsf(x); }
+__device__ __forceinline__ double hir_abs(double x) { return fabs(x); }
+template <typename T> __device__ __forceinline__ T hir_relu(T x) { return x > T(0) ? x : T(0); }
+__device__ __forceinline__ float hir_relu(float x) { return x != x ? x : (x > 0.0f ? x : 0.0f); }
+__device__ __forceinline__ double hir_relu(double x) { return x != x ? x : (x > 0.0 ? x : 0.0); }
+template <typename T> __device__ __forceinline__ T hir_sign(T x) { return T((T(0) < x) - (x < T(0))); }
+__device__ __forceinline__ float hir_sign(float x) { return x != x ? x : float((0.0f < x) - (x < 0.0f)); }
+__device__ __forceinline__ double hir_sign(double x) { return x != x ? x : double((0.0 < x) - (x < 0.0)); }
+template <typename T> __device__ __forceinline__ bool hir_isnan(T x) { return x != x; }
+template <typename T> __device__ __forceinline__ bool hir_isinf(T x) { return false; }
+__device__ __forceinline__ bool hir_isinf(float x) { return isinf(x); }
+__device__ __forceinline__ bool hir_isinf(double x) { return isinf(x); }
+template <typename T> __device__ __forceinline__ bool hir_isfinite(T x) { return true; }
+__device__ __forceinline__ bool hir_isfinite(float x) { return isfinite(x); }
+__device__ __forceinline__ bool hir_isfinite(double x) { return isfinite(x); }
+
+// max/min propagate NaN like torch.maximum/minimum.
+template <typename T> __device__ __forceinline__ T hir_max(T a, T b) { return a > b ? a : b; }
+template <typename T> __device__ __forceinline__ T hir_min(T a, T b) { return a < b ? a : b; }
+__device__ __forceinline__ float hir_max(float a, float b) { return (a != a || b != b) ? __int_as_float(0x7fc00000) : fmaxf(a, b); }
+__device__ __forceinline__ float hir_min(float a, float b) { return (a != a || b != b) ? __int_as_float(0x7fc00000) : fminf(a, b); }
+__device__ __forceinline__ double hir_max(double a, double b) { return (a != a || b != b) ? __longlong_as_double(0x7ff8000000000000LL) : fmax(a, b); }
+__device__ __forceinline__ double hir_min(double a, double b) { return (a != a || b != b) ? __longlong_as_double(0x7ff8000000000000LL) : fmin(a, b); }
+
+// Integer division floors (Python/torch floor division); floats divide.
+template <typename T> __device__ __forceinline__ T hir_div(T a, T b) {
+  T q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+__device__ __forceinline__ float hir_div(float a, float b) { return a / b; }
+__device__ __forceinline__ double hir_div(double a, double b) { return a / b; }
+template <typename T> __device__ __forceinline__ T hir_ceildiv(T a, T b) { return -hir_div<T>(-a, b); }
+template <typename T> __device__ __forceinline__ T hir_remainder(T a, T b) {
+  T r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+__device__ __forceinline__ float hir_remainder(float a, float b) { float r = fmodf(a, b); return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r; }
+__device__ __forceinline__ double hir_remainder(double a, double b) { double r = fmod(a, b); return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r; }
+template <typename T> __device__ __forceinline__ T hir_fmod(T a, T b) { return a % b; }
+__device__ __forceinline__ float hir_fmod(float a, float b) { return fmodf(a, b); }
+__device__ __forceinline__ double hir_fmod(double a, double b) { return fmod(a, b); }
+template <typename T> __device__ __forceinline__ T hir_pow(T a, T b) {
+  if (b < 0) return a == 1 ? T(1) : (a == -1 ? ((b & 1) ? T(-1) : T(1)) : T(0));
+  T r = 1; while (b) { if (b & 1) r *= a; a *= a; b >>= 1; } return r;
+}
+__device__ __forceinline__ float hir_pow(float a, float b) { return powf(a, b); }
+__device__ __forceinline__ double hir_pow(double a, double b) { return pow(a, b); }
+__device__ __forceinline__ float hir_atan2(float a, float b) { return atan2f(a, b); }
+__device__ __forceinline__ double hir_atan2(double a, double b) { return atan2(a, b); }

@@ -1,0 +1,868 @@
+"""Host IR (issue 4, DESIGN §1.3 and §3 rule 3): the HostProgram builder, the
+printer, the evaluator (loops re-evaluate everything that depends on their
+index), lowering of segmented fusions, single-process collectives, and the
+errors misuse gets.
+
+Every numeric check compares against torch on random data."""
+import re
+
+import pytest
+import torch
+
+import hostir
+from hostir import (DataType, DefinitionError, ExecutionError, FusionDefinition, HostProgram,
+                    InputError)
+
+
+# ----------------------------------------------------------------------------- helpers
+def rand_int(*shape):
+    """Random non-zero int64 values with both signs."""
+    mag = torch.randint(1, 1000, shape)
+    sign = torch.randint(0, 2, shape) * 2 - 1
+    return mag * sign
+
+
+def rand_float(*shape):
+    return torch.randn(*shape) * 3 + 0.5
+
+
+def indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def body_lines(text: str) -> list[str]:
+    """Lines of a printed program, without the header and the closing brace."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    assert lines[0].lstrip().startswith("host_program("), text
+    assert lines[-1].strip() == "}", text
+    return lines[1:-1]
+
+
+def find(lines, pattern: str) -> list[int]:
+    """Indices of the lines whose stripped text matches `pattern` (re.search)."""
+    return [k for k, ln in enumerate(lines) if re.search(pattern, ln.strip())]
+
+
+def one(lines, pattern: str) -> int:
+    hits = find(lines, pattern)
+    assert len(hits) == 1, f"expected one line matching {pattern!r}, got {hits}:\n" + "\n".join(lines)
+    return hits[0]
+
+
+TENSOR_DEF = re.compile(r"\b(T\d+) [a-z0-9]+\[")
+
+
+def parse_launch(line: str):
+    """(scheduler/target name, input tensor names, output tensor names) of a launch line."""
+    s = line.strip()
+    m = re.fullmatch(r"(.*) = launch (\w+)\((.*)\)", s)
+    if m:
+        return m.group(2), re.findall(r"\bT\d+\b", m.group(3)), TENSOR_DEF.findall(m.group(1))
+    m = re.fullmatch(r"launch (\w+)\((.*)\) -> into (.*)", s)
+    assert m, f"not a launch line: {line!r}"
+    return m.group(1), re.findall(r"\bT\d+\b", m.group(2)), TENSOR_DEF.findall(m.group(3))
+
+
+def slice_row_fusion(two_d: bool, arith: bool) -> FusionDefinition:
+    """Seed 001's fusion: t0[i:i+1] with the loop index i as an Int scalar input
+    (optionally t0[i:i+1] * 3 + i)."""
+    with FusionDefinition() as fd:
+        if two_d:
+            t0 = fd.define_tensor([-1, 5], dtype=DataType.Float)
+        else:
+            t0 = fd.define_tensor([-1], dtype=DataType.Int)
+        i = fd.define_scalar(dtype=DataType.Int)
+        if two_d:
+            s = fd.ops.slice(t0, [i, 0], [i + 1, 5])
+        else:
+            s = fd.ops.slice(t0, [i], [i + 1])
+        if arith:
+            s = fd.ops.add(fd.ops.mul(s, 3.0 if two_d else 3), i)
+        fd.add_output(s)
+    return fd
+
+
+def expected_rows(x, rows, arith):
+    parts = []
+    for i in rows:
+        r = x[i:i + 1]
+        parts.append(r * 3 + i if arith else r)
+    return torch.cat(parts)
+
+
+def assert_equal(a, b):
+    torch.testing.assert_close(a, b, rtol=0 if not b.is_floating_point() else None,
+                               atol=0 if not b.is_floating_point() else None)
+
+
+# ----------------------------------------------------------------------------- seed 001's loop
+SEED001_CASES = [
+    pytest.param(False, False, id="int[7]"),
+    pytest.param(False, True, id="int[7]-t*3+i"),
+    pytest.param(True, False, id="float[7,5]"),
+    pytest.param(True, True, id="float[7,5]-t*3+i"),
+]
+
+
+def seed001_program(fd, two_d):
+    hp = HostProgram()
+    if two_d:
+        t0 = hp.define_tensor(shape=[-1, 5], dtype=DataType.Float)
+        acc = hp.allocate(shape=[7, 5], dtype=DataType.Float)
+    else:
+        t0 = hp.define_tensor(shape=[-1], dtype=DataType.Int)
+        acc = hp.allocate(shape=[7], dtype=DataType.Int)
+    with hp.for_loop(0, 7) as i:
+        row = hp.slice(acc, dim=0, start=i, stop=i + 1)
+        hp.launch(fd, [t0, i], outputs=[row])
+    hp.add_output(acc)
+    return hp
+
+
+@pytest.mark.parametrize("two_d,arith", SEED001_CASES)
+def test_seed001_loop_writes_every_row(two_d, arith):
+    fd = slice_row_fusion(two_d, arith)
+    hp = seed001_program(fd, two_d)
+    assert fd.cache_info().misses == 0, "launch must compile lazily, at execute"
+    x = rand_float(7, 5) if two_d else rand_int(7)
+    (out,) = hp.execute([x])
+    assert list(out.shape) == ([7, 5] if two_d else [7])
+    assert out.dtype == x.dtype
+    for i in range(7):
+        assert_equal(out[i:i + 1], expected_rows(x, [i], arith))
+    assert_equal(out, expected_rows(x, range(7), arith))
+    # the slice bounds change every iteration: at most one specialized plan and a symbolic one
+    assert 1 <= fd.cache_info().plans <= 2
+
+
+@pytest.mark.parametrize("two_d,arith", SEED001_CASES)
+def test_seed001_program_runs_twice_with_other_inputs(two_d, arith):
+    fd = slice_row_fusion(two_d, arith)
+    hp = seed001_program(fd, two_d)
+    x1 = rand_float(7, 5) if two_d else rand_int(7)
+    x2 = rand_float(9, 5) if two_d else rand_int(9)     # longer: only rows 0..6 are read
+    (out1,) = hp.execute([x1])
+    (out2,) = hp.execute([x2])
+    assert_equal(out2, expected_rows(x2, range(7), arith))
+    # the second run allocated its own buffer: the first result is untouched
+    assert out1.data_ptr() != out2.data_ptr()
+    assert_equal(out1, expected_rows(x1, range(7), arith))
+    (out3,) = hp.execute([x1])
+    assert_equal(out3, out1)
+
+
+def test_seed001_original_fusion_iota_slice_plus_input():
+    """The seed's own fusion: T1 = iota(7)[i:i+1]; T3 = T2 + T1, with T2 an input."""
+    with FusionDefinition() as fd:
+        t2 = fd.define_tensor([1], dtype=DataType.Int)
+        i = fd.define_scalar(dtype=DataType.Int)
+        t0 = fd.ops.iota(7, 0, 1, DataType.Int)
+        t1 = fd.ops.slice(t0, [i], [i + 1])
+        fd.add_output(fd.ops.add(t2, t1))
+    hp = HostProgram()
+    x = hp.define_tensor([1], dtype=DataType.Int)
+    acc = hp.allocate([7], DataType.Int)
+    with hp.for_loop(0, 7) as k:
+        hp.launch(fd, [x, k], outputs=[hp.slice(acc, 0, k, k + 1)])
+    hp.add_output(acc)
+    for _ in range(2):
+        a = rand_int(1)
+        (out,) = hp.execute([a])
+        assert_equal(out, a + torch.arange(7))
+
+
+def test_loop_bound_from_input_extent_and_symbolic_allocate():
+    fd = slice_row_fusion(True, True)
+    hp = HostProgram()
+    x = hp.define_tensor([-1, 5])
+    n = x.logical[0].extent
+    acc = hp.allocate([n, 5])
+    with hp.for_loop(0, n) as i:
+        hp.launch(fd, [x, i], outputs=[hp.slice(acc, 0, i, i + 1)])
+    hp.add_output(acc)
+    for rows in (3, 8, 1, 5):
+        a = rand_float(rows, 5)
+        (out,) = hp.execute([a])
+        assert_equal(out, a * 3 + torch.arange(rows, dtype=a.dtype)[:, None])
+
+
+def test_loop_with_start_and_step():
+    fd = slice_row_fusion(False, True)
+    hp = HostProgram()
+    x = hp.define_tensor([-1], DataType.Int)
+    acc = hp.allocate([7], DataType.Int)
+    with hp.for_loop(1, 7, 2) as i:
+        hp.launch(fd, [x, i], outputs=[hp.slice(acc, 0, i, i + 1)])
+    hp.add_output(acc)
+    assert one(body_lines(str(hp)), r"^for \w+ in range\(1, 7, 2\):$") >= 0
+    a = rand_int(7)
+    (out,) = hp.execute([a])
+    for i in (1, 3, 5):
+        assert_equal(out[i:i + 1], a[i:i + 1] * 3 + i)
+
+
+def test_launch_without_outputs_in_loop_keeps_the_last_iteration():
+    fd = slice_row_fusion(False, True)
+    hp = HostProgram()
+    x = hp.define_tensor([-1], DataType.Int)
+    with hp.for_loop(0, 6) as i:
+        (y,) = hp.launch(fd, [x, i])
+    hp.add_output(y)
+    a = rand_int(9)
+    (out,) = hp.execute([a])
+    assert_equal(out, a[5:6] * 3 + 5)
+
+
+def test_nested_loop_inner_bound_depends_on_outer_index():
+    """A triangular loop: the inner stop is i + 1, re-evaluated per outer iteration."""
+    with FusionDefinition() as fd:
+        t = fd.define_tensor([-1])
+        fd.add_output(fd.ops.add(fd.ops.mul(t, 2.0), fd.ops.size(t, 0)))
+    hp = HostProgram()
+    x = hp.define_tensor([-1, -1])
+    n = x.logical[0].extent
+    out = hp.allocate([n, x.logical[1].extent])
+    with hp.for_loop(0, n) as i:
+        xrow, orow = hp.select(x, 0, i), hp.select(out, 0, i)
+        with hp.for_loop(0, i + 1) as j:
+            hp.launch(fd, [hp.slice(xrow, 0, j, j + 1)], outputs=[hp.slice(orow, 0, j, j + 1)])
+    hp.add_output(out)
+    a = rand_float(5, 5)
+    (res,) = hp.execute([a])
+    mask = torch.ones(5, 5).tril().bool()
+    assert_equal(res[mask], (a * 2 + 1)[mask])
+
+
+# ----------------------------------------------------------------------------- chunk loops
+def chunk_fusion(kind: str) -> FusionDefinition:
+    """pointwise: x*2 + sin(x) + len(chunk) (the last, shorter chunk sees its own length);
+    reduction: sum over dim 1, times 2."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1, 6])
+        if kind == "pointwise":
+            y = fd.ops.add(fd.ops.add(fd.ops.mul(x, 2.0), fd.ops.sin(x)), fd.ops.size(x, 0))
+        else:
+            y = fd.ops.mul(fd.ops.sum(x, [1]), 2.0)
+        fd.add_output(y)
+    return fd
+
+
+def chunk_expected(kind, a, c):
+    parts = []
+    for ch in a.split(c):
+        parts.append(ch * 2 + ch.sin() + ch.shape[0] if kind == "pointwise" else ch.sum(1) * 2)
+    return torch.cat(parts)
+
+
+def chunk_program(fd, kind, mode, c):
+    """mode: static (chunk c built in), scalar (chunk size a program input),
+    step (the loop steps by c over element offsets)."""
+    hp = HostProgram()
+    x = hp.define_tensor([-1, 6])
+    n = x.logical[0].extent
+    csz = hp.define_scalar(DataType.Int) if mode == "scalar" else c
+    out = hp.allocate([n, 6] if kind == "pointwise" else [n])
+    if mode == "step":
+        loop = hp.for_loop(0, n, c)
+    else:
+        loop = hp.for_loop(0, (n + csz - 1) // csz)
+    with loop as k:
+        with hp.stream(k % 2 if mode != "step" else (k // c) % 2):
+            lo = k if mode == "step" else k * csz
+            hi = hostir.min(lo + csz, n)
+            hp.launch(fd, [hp.slice(x, 0, lo, hi)], outputs=[hp.slice(out, 0, lo, hi)])
+    hp.add_output(out)
+    return hp
+
+
+@pytest.mark.parametrize("kind", ["pointwise", "reduction"])
+@pytest.mark.parametrize("mode", ["static", "scalar", "step"])
+@pytest.mark.parametrize("c", [3, 4])
+def test_chunk_loop_with_shorter_last_chunk(kind, mode, c):
+    fd = chunk_fusion(kind)
+    hp = chunk_program(fd, kind, mode, c)
+    text = str(hp)
+    lines = body_lines(text)
+    loop = one(lines, r"^for \w+ in range\(")
+    index = re.match(r"for (\w+) in", lines[loop].strip()).group(1)
+    sets = find(lines, r"^set_current_stream\(")
+    assert sets and all(indent(lines[s]) > indent(lines[loop]) for s in sets), text
+    # the body runs on pool stream (index % 2), an expression of the loop index
+    assert any(re.search(rf"\b{index}\b.*% 2", lines[s]) for s in sets), text
+    assert any("min(" in ln for ln in find_lines(lines, r"= slice\(")), text
+    for size in (10, 7, 1, 12):
+        a = rand_float(size, 6)
+        args = [a, c] if mode == "scalar" else [a]
+        (out,) = hp.execute(args)
+        torch.testing.assert_close(out, chunk_expected(kind, a, c),
+                                   msg=lambda m: f"size {size}, chunk {c}: {m}")
+
+
+def find_lines(lines, pattern):
+    return [lines[k] for k in find(lines, pattern)]
+
+
+# ----------------------------------------------------------------------------- views
+@pytest.mark.parametrize("size,num", [(10, 3), (10, 4), (7, 7), (12, 4), (13, 5), (5, 4), (1, 3)])
+def test_shard_by_stream_views_cover_the_tensor(size, num):
+    hp = HostProgram()
+    x = hp.define_tensor([-1, 3])
+    for k in range(num):
+        hp.add_output(hp.shard_by_stream(x, 0, k, num))
+    a = rand_float(size, 3)
+    shards = hp.execute([a])
+    chunk = -(-size // num)
+    sizes = [s.shape[0] for s in shards]
+    assert sizes == [max(0, min(chunk, size - k * chunk)) for k in range(num)]
+    assert sum(sizes) == size
+    assert all(s == chunk for s in sizes[:size // chunk])
+    if size % chunk:
+        assert 0 < sizes[size // chunk] < chunk     # the last non-empty shard is shorter
+    assert_equal(torch.cat(shards), a)
+    for s in shards:
+        if s.numel():
+            assert s.untyped_storage().data_ptr() == a.untyped_storage().data_ptr(), "a view, no copy"
+
+
+@pytest.mark.parametrize("size,num", [(10, 3), (10, 4), (12, 4), (5, 4), (9, 2)])
+def test_shard_by_stream_loop_with_symbolic_stream_index(size, num):
+    """Each shard k gets x*2 + k: shows every element lands in the right shard."""
+    with FusionDefinition() as fd:
+        t = fd.define_tensor([-1, -1])
+        k = fd.define_scalar(dtype=DataType.Int)
+        fd.add_output(fd.ops.add(fd.ops.mul(t, 2.0), k))
+    hp = HostProgram()
+    x = hp.define_tensor([-1, -1])
+    out = hp.allocate([x.logical[0].extent, x.logical[1].extent])
+    with hp.for_loop(0, num) as k:
+        with hp.stream(k):
+            hp.launch(fd, [hp.shard_by_stream(x, 0, k, num), k],
+                      outputs=[hp.shard_by_stream(out, 0, k, num)])
+    hp.add_output(out)
+    text = str(hp)
+    assert re.search(r"shard_by_stream\(T\d+, dim=0, stream=\w+, of=" + str(num) + r"\)", text), text
+    a = rand_float(size, 4)
+    (res,) = hp.execute([a])
+    chunk = -(-size // num)
+    owner = (torch.arange(size) // chunk).to(a.dtype)[:, None]
+    assert_equal(res, a * 2 + owner)
+
+
+def test_shard_by_stream_on_inner_dim():
+    hp = HostProgram()
+    x = hp.define_tensor([-1, -1])
+    k = hp.define_scalar()
+    hp.add_output(hp.shard_by_stream(x, 1, k, 3))
+    a = rand_float(4, 8)            # chunks of 3, 3, 2
+    for kk, (lo, hi) in enumerate([(0, 3), (3, 6), (6, 8)]):
+        (s,) = hp.execute([a, kk])
+        assert_equal(s, a[:, lo:hi])
+
+
+def test_select_views():
+    hp = HostProgram()
+    x = hp.define_tensor([-1, -1])
+    s = hp.define_scalar()
+    hp.add_output(hp.select(x, 0, 2))
+    hp.add_output(hp.select(x, 1, s))
+    hp.add_output(hp.select(x, -1, s + 1))
+    text = str(hp)
+    assert len(find(body_lines(text), r"= select\(T\d+, dim=[01], index=")) == 3, text
+    a = rand_float(4, 6)
+    for idx in (0, 3, 4):
+        r0, r1, r2 = hp.execute([a, idx])
+        assert_equal(r0, a[2])
+        assert_equal(r1, a[:, idx])
+        assert_equal(r2, a[:, idx + 1])
+        for r in (r0, r1, r2):
+            assert r.untyped_storage().data_ptr() == a.untyped_storage().data_ptr(), "a view, no copy"
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_select_in_loop_rows_and_columns(dim):
+    with FusionDefinition() as fd:
+        t = fd.define_tensor([-1])
+        fd.add_output(fd.ops.add(fd.ops.mul(t, 2.0), fd.ops.exp(t)))
+    hp = HostProgram()
+    x = hp.define_tensor([-1, -1])
+    out = hp.allocate([x.logical[0].extent, x.logical[1].extent])
+    with hp.for_loop(0, x.logical[dim].extent) as i:
+        hp.launch(fd, [hp.select(x, dim, i)], outputs=[hp.select(out, dim, i)])
+    hp.add_output(out)
+    for shape in ((4, 6), (7, 3)):
+        a = rand_float(*shape)
+        (res,) = hp.execute([a])
+        torch.testing.assert_close(res, a * 2 + a.exp())
+
+
+# ----------------------------------------------------------------------------- lowering
+def fusion_reduction_matmul_pointwise():
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor([-1, -1, -1])
+        t1 = fd.define_tensor([-1, -1])
+        r = fd.ops.sum(t0, [0])
+        m = fd.ops.matmul(r, t1)
+        fd.add_output(fd.ops.mul(fd.ops.relu(m), 2.0))
+    a, b = rand_float(3, 4, 5), rand_float(5, 6)
+    return fd, [a, b], torch.relu(a.sum(0) @ b) * 2, ["reduction", "matmul", "pointwise"]
+
+
+def fusion_reduction_of_reduction_pointwise():
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor([-1, -1, -1])
+        t1 = fd.define_tensor([-1, -1])
+        r = fd.ops.sum(t0, [2])
+        r2 = fd.ops.max(r, [1])
+        fd.add_output(fd.ops.add(fd.ops.broadcast(fd.ops.exp(r2), [False, True]), t1))
+    a, b = rand_float(3, 4, 5) * 0.1, rand_float(3, 6)
+    return fd, [a, b], a.sum(2).amax(1).exp()[:, None] + b, ["reduction", "reduction", "pointwise"]
+
+
+def fusion_reduction_used_by_matmul_and_pointwise():
+    """The reduction's result is used by two later segments: freed after the second."""
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor([-1, -1, -1])
+        t1 = fd.define_tensor([-1, -1])
+        r = fd.ops.sum(t0, [0])
+        m = fd.ops.matmul(r, t1)
+        fd.add_output(fd.ops.add(fd.ops.mul(fd.ops.relu(m), 2.0), r))
+    a, b = rand_float(3, 4, 5), rand_float(5, 5)
+    r = a.sum(0)
+    return fd, [a, b], torch.relu(r @ b) * 2 + r, ["reduction", "matmul", "pointwise"]
+
+
+@pytest.mark.parametrize("make", [fusion_reduction_matmul_pointwise,
+                                  fusion_reduction_of_reduction_pointwise,
+                                  fusion_reduction_used_by_matmul_and_pointwise])
+def test_three_segment_host_ir_structure(make):
+    fd, args, expected, schedulers = make()
+    (out,) = fd.execute(args)
+    torch.testing.assert_close(out, expected)
+    assert len(fd.last_segments()) == 3
+    text = fd.last_host_ir()
+    all_lines = [ln for ln in text.splitlines() if ln.strip()]
+    header = all_lines[0]
+    inputs = TENSOR_DEF.findall(header)
+    assert len(inputs) == 2, header
+    lines = body_lines(text)
+    # statements are indented under the header
+    assert all(indent(ln) > indent(header) for ln in lines), text
+    launches = find(lines, r"\blaunch\b")
+    assert len(launches) == 3, text
+    parsed = [parse_launch(lines[k]) for k in launches]
+    names = [p[0] for p in parsed]
+    assert [re.sub(r"^seg\d+_", "", n) for n in names] == schedulers, text
+    # dependency order: every launch input is a program input or made by an earlier launch
+    defined = set(inputs)
+    produced_at = {}
+    for pos, (_, ins, outs) in zip(launches, parsed):
+        assert ins, text
+        for t in ins:
+            assert t in defined, f"{t} used before it is defined:\n{text}"
+        for t in outs:
+            produced_at[t] = pos
+        defined.update(outs)
+    # the chain: each launch consumes the previous one's output
+    for (_, _, prev_outs), (_, ins, _) in zip(parsed, parsed[1:]):
+        assert set(prev_outs) & set(ins), text
+    ret = lines[-1].strip()
+    assert ret.startswith("return "), text
+    returned = re.findall(r"\bT\d+\b", ret)
+    assert returned == parsed[-1][2], text
+    # intermediates: deallocated once, after their last use, and never used again
+    intermediates = [t for t in produced_at if t not in returned]
+    assert len(intermediates) == 2, text
+    deallocs = {re.fullmatch(r"deallocate (T\d+)", lines[k].strip()).group(1): k
+                for k in find(lines, r"^deallocate ")}
+    assert set(deallocs) == set(intermediates), text
+    for t in intermediates:
+        uses = [pos for pos, (_, ins, _) in zip(launches, parsed) if t in ins]
+        assert uses, text
+        assert deallocs[t] > max(uses), f"{t} freed before its last use:\n{text}"
+        assert deallocs[t] > produced_at[t]
+        later = [ln for ln in lines[deallocs[t] + 1:] if re.search(rf"\b{t}\b", ln)]
+        assert not later, f"{t} used after deallocate:\n{text}"
+        # freed right after its last use (before the next launch)
+        next_launch = [pos for pos in launches if pos > max(uses)]
+        if next_launch:
+            assert deallocs[t] < next_launch[0], text
+    assert not set(inputs) & set(deallocs)
+    # tensor types carry dtypes and extents
+    for pos in launches:
+        assert re.search(r"\bT\d+ float\[[^\]]+\]", lines[pos]), lines[pos]
+
+
+def test_lowered_program_runs_again_with_other_shapes():
+    fd, args, expected, _ = fusion_reduction_matmul_pointwise()
+    fd.execute(args)
+    a, b = rand_float(2, 7, 3), rand_float(3, 4)
+    (out,) = fd.execute([a, b])
+    torch.testing.assert_close(out, torch.relu(a.sum(0) @ b) * 2)
+    assert "launch" in fd.last_host_ir()
+
+
+# ----------------------------------------------------------------------------- printing
+def test_host_program_printing():
+    with FusionDefinition() as fd_row:
+        t0 = fd_row.define_tensor([-1], dtype=DataType.Int)
+        i = fd_row.define_scalar(dtype=DataType.Int)
+        fd_row.add_output(fd_row.ops.slice(t0, [i], [i + 1]))
+    with FusionDefinition() as fd_pw:
+        t = fd_pw.define_tensor([-1, 5])
+        fd_pw.add_output(fd_pw.ops.mul(t, 2.0))
+    hp = HostProgram()
+    x = hp.define_tensor([-1, 5])
+    y = hp.define_tensor([-1], dtype=DataType.Int)
+    s = hp.define_scalar()
+    acc = hp.allocate([7], DataType.Int)
+    buf = hp.allocate([x.logical[0].extent, 5])
+    with hp.for_loop(0, 7) as i:
+        hp.launch(fd_row, [y, i], outputs=[hp.slice(acc, 0, i, i + 1)])
+        with hp.for_loop(1, 9, 2) as j:
+            (r,) = hp.launch(fd_pw, [x])
+    with hp.for_loop(0, s):
+        pass
+    hp.add_output(acc)
+    hp.add_output(buf)
+    hp.add_output(r)
+    text = str(hp)
+    lines = text.splitlines()
+    header = lines[0]
+    assert header.startswith("host_program(") and header.rstrip().endswith("{"), text
+    assert re.search(rf"\b{x.name} float\[\w+, 5\]", header), header
+    assert re.search(rf"\b{y.name} int64\[\w+\]", header), header
+    assert re.search(rf"\b{s.name} int64\b", header), header
+    body = body_lines(text)
+    a = one(body, rf"^{acc.name} int64\[7\] = allocate\(\)$")
+    b = one(body, rf"^{buf.name} float\[\w+, 5\] = allocate\(\)$")
+    outer = one(body, rf"^for {i.name} in range\(0, 7\):$")
+    inner = one(body, rf"^for {j.name} in range\(1, 9, 2\):$")
+    empty = one(body, rf"^for \w+ in range\(0, {s.name}\):$")
+    assert indent(body[a]) == indent(body[b]) == indent(body[outer]) == indent(body[empty])
+    into = one(body, rf"^launch \w+\({y.name}, {i.name}\) -> into T\d+ int64\[")
+    ret_pw = one(body, rf"^{r.name} float\[\w+, 5\] = launch \w+\({x.name}\)$")
+    sl = one(body, rf"= slice\({acc.name}, dim=0, start={i.name}, stop=\({i.name} \+ 1\)\)$")
+    assert outer < sl < into < inner < ret_pw < empty
+    assert indent(body[sl]) == indent(body[into]) == indent(body[inner]) > indent(body[outer])
+    assert indent(body[ret_pw]) > indent(body[inner])
+    assert body[empty + 1].strip() == "pass" and indent(body[empty + 1]) > indent(body[empty])
+    # the slice target named on the launch line is the slice's result
+    target = re.search(r"-> into (T\d+)", body[into]).group(1)
+    assert body[sl].strip().startswith(target + " ")
+    assert body[-1].strip() == f"return {acc.name}, {buf.name}, {r.name}"
+    # the two launched fusions have distinct names
+    n1, n2 = parse_launch(body[into])[0], parse_launch(body[ret_pw])[0]
+    assert n1 != n2
+
+
+# ----------------------------------------------------------------------------- collectives
+def scale_fusion():
+    with FusionDefinition() as fd:
+        t = fd.define_tensor([-1, -1])
+        fd.add_output(fd.ops.add(fd.ops.mul(t, 2.0), 1.0))
+    return fd
+
+
+COLLECTIVES = ["allgather", "allreduce", "broadcast", "reduce_scatter", "all_to_all"]
+
+
+@pytest.mark.parametrize("kind", COLLECTIVES)
+def test_collective_world_size_one_waits_before_first_use(kind):
+    fd = scale_fusion()
+    hp = HostProgram()
+    x = hp.define_tensor([-1, 4])
+    y = getattr(hp, kind)(x)
+    (z,) = hp.launch(fd, [y])
+    hp.add_output(z)
+    text = str(hp)
+    body = body_lines(text)
+    start = one(body, rf"^{y.name} float\[.*\] = start {kind}\({x.name}\b")
+    wait = one(body, rf"^wait {kind}\b")
+    use = one(body, r"= launch ")
+    assert start < wait < use, text
+    assert y.name in body[wait]
+    a = rand_float(6, 4)
+    (out,) = hp.execute([a])
+    torch.testing.assert_close(out, a * 2 + 1)
+
+
+@pytest.mark.parametrize("kind", COLLECTIVES)
+def test_collective_output_as_program_output(kind):
+    hp = HostProgram()
+    x = hp.define_tensor([-1, 4])
+    y = getattr(hp, kind)(x)
+    hp.add_output(y)
+    text = str(hp)
+    body = body_lines(text)
+    assert one(body, rf"^wait {kind}\b") < len(body) - 1 and body[-1].strip() == f"return {y.name}"
+    a = rand_float(6, 4)
+    (out,) = hp.execute([a])
+    assert_equal(out, a)
+    assert out.data_ptr() != a.data_ptr(), "a collective's output is its own buffer"
+
+
+def test_collective_explicit_wait_and_unused_output():
+    fd = scale_fusion()
+    hp = HostProgram()
+    x = hp.define_tensor([-1, 4])
+    y = hp.allreduce(x)
+    hp.wait(y)
+    (z,) = hp.launch(fd, [y])
+    unused = hp.allgather(x)
+    hp.add_output(z)
+    with pytest.raises(DefinitionError, match=y.name):
+        hp.wait(y)                               # already waited
+    text = str(hp)
+    body = body_lines(text)
+    assert len(find(body, r"^wait allreduce\b")) == 1, text
+    assert one(body, r"^wait allreduce\b") < one(body, r"= launch ")
+    # an output nobody used is still waited for, before the program returns
+    assert one(body, rf"^wait allgather -> {unused.name}$") > one(body, r"= start allgather")
+    a = rand_float(3, 4)
+    (out,) = hp.execute([a])
+    torch.testing.assert_close(out, a * 2 + 1)
+
+
+def test_collective_in_loop_waits_inside_the_loop():
+    with FusionDefinition() as fd:
+        t = fd.define_tensor([-1])
+        fd.add_output(fd.ops.mul(t, 3.0))
+    hp = HostProgram()
+    x = hp.define_tensor([-1, -1])
+    out = hp.allocate([x.logical[0].extent, x.logical[1].extent])
+    with hp.for_loop(0, x.logical[0].extent) as i:
+        r = hp.allreduce(hp.select(x, 0, i))
+        hp.launch(fd, [r], outputs=[hp.select(out, 0, i)])
+    hp.add_output(out)
+    body = body_lines(str(hp))
+    loop = one(body, r"^for ")
+    wait = one(body, r"^wait allreduce\b")
+    assert indent(body[wait]) > indent(body[loop])
+    a = rand_float(5, 3)
+    (res,) = hp.execute([a])
+    torch.testing.assert_close(res, a * 3)
+
+
+def test_send_without_peer_raises():
+    hp = HostProgram()
+    x = hp.define_tensor([-1])
+    hp.send(x, peer=1)
+    hp.add_output(x)
+    assert "start send" in str(hp)
+    with pytest.raises(ExecutionError, match=r"send.*peer"):
+        hp.execute([rand_float(4)])
+
+
+def test_recv_without_peer_raises():
+    hp = HostProgram()
+    x = hp.define_tensor([-1])
+    y = hp.recv([4], DataType.Float, peer=1)
+    hp.add_output(x)
+    hp.add_output(y)
+    assert "start recv" in str(hp)
+    with pytest.raises(ExecutionError, match=r"recv.*peer"):
+        hp.execute([rand_float(4)])
+
+
+# ----------------------------------------------------------------------------- misuse
+@pytest.fixture
+def row_setup():
+    fd = slice_row_fusion(False, False)
+    hp = HostProgram()
+    t = hp.define_tensor(shape=[-1], dtype=DataType.Int)
+    return fd, hp, t
+
+
+def test_launch_with_wrong_number_of_inputs(row_setup):
+    fd, hp, t = row_setup
+    with pytest.raises(DefinitionError, match=r"launch fusion0.*takes 2 inputs, got 1"):
+        hp.launch(fd, [t])
+    with pytest.raises(DefinitionError, match=r"launch fusion0.*takes 2 inputs, got 3"):
+        hp.launch(fd, [t, 1, 2])
+
+
+def test_launch_with_wrong_input_kind_or_dtype(row_setup):
+    fd, hp, t = row_setup
+    f = hp.define_tensor([-1], DataType.Float)
+    with pytest.raises(DefinitionError, match=rf"launch fusion0.*input 0.*{f.name}"):
+        hp.launch(fd, [f, 0])
+    with pytest.raises(DefinitionError, match=rf"launch fusion0 input 1.*scalar.*{t.name}"):
+        hp.launch(fd, [t, t])
+
+
+def test_launch_into_wrong_dtype_buffer(row_setup):
+    fd, hp, t = row_setup
+    buf = hp.allocate([7], DataType.Float)
+    with pytest.raises(DefinitionError, match=rf"launch fusion0.*{buf.name}.*float.*int64"):
+        hp.launch(fd, [t, 0], outputs=[buf])
+
+
+def test_launch_into_wrong_rank_buffer(row_setup):
+    fd, hp, t = row_setup
+    buf = hp.allocate([7, 1], DataType.Int)
+    with pytest.raises(DefinitionError, match=rf"launch fusion0.*{buf.name}.*2 dims.*1 dims"):
+        hp.launch(fd, [t, 0], outputs=[buf])
+
+
+def test_launch_into_wrong_number_of_buffers(row_setup):
+    fd, hp, t = row_setup
+    buf = hp.allocate([7], DataType.Int)
+    with pytest.raises(DefinitionError, match=r"launch fusion0.*1 outputs, got 2"):
+        hp.launch(fd, [t, 0], outputs=[buf, buf])
+
+
+def test_result_shape_does_not_fit_output_buffer_at_run_time(row_setup):
+    fd, hp, t = row_setup
+    acc = hp.allocate([8], DataType.Int)
+    with hp.for_loop(0, 7) as i:
+        row = hp.slice(acc, 0, i, i + 2)             # two rows, the fusion makes one
+        hp.launch(fd, [t, i], outputs=[row])
+    hp.add_output(acc)
+    with pytest.raises(ExecutionError, match=rf"launch fusion0.*\[1\].*{row.name}.*\[2\]"):
+        hp.execute([rand_int(7)])
+
+
+def test_slice_out_of_range_at_run_time():
+    hp = HostProgram()
+    x = hp.define_tensor([-1])
+    lo = hp.define_scalar()
+    hp.add_output(hp.slice(x, 0, lo, lo + 3))
+    a = rand_float(5)
+    (ok,) = hp.execute([a, 2])
+    assert_equal(ok, a[2:5])
+    with pytest.raises(ExecutionError, match=rf"slice of {x.name}.*\[3, 6\).*extent 5"):
+        hp.execute([a, 3])
+    with pytest.raises(ExecutionError, match=rf"slice of {x.name}.*\[-1, 2\)"):
+        hp.execute([a, -1])
+
+
+def test_select_out_of_range_at_run_time():
+    hp = HostProgram()
+    x = hp.define_tensor([-1, -1])
+    k = hp.define_scalar()
+    hp.add_output(hp.select(x, 1, k))
+    a = rand_float(3, 4)
+    with pytest.raises(ExecutionError, match=rf"select of {x.name}.*index 7.*extent 4"):
+        hp.execute([a, 7])
+
+
+def test_view_dim_out_of_range_at_definition():
+    hp = HostProgram()
+    x = hp.define_tensor([-1])
+    for fn in (lambda: hp.slice(x, 1, 0, 1), lambda: hp.select(x, 2, 0),
+               lambda: hp.shard_by_stream(x, -2, 0, 2)):
+        with pytest.raises(DefinitionError, match=rf"dim .*out of range.*{x.name}"):
+            fn()
+
+
+def test_execute_with_wrong_input_count_or_dtype(row_setup):
+    fd, hp, t = row_setup
+    s = hp.define_scalar()
+    acc = hp.allocate([7], DataType.Int)
+    with hp.for_loop(0, 7) as i:
+        hp.launch(fd, [t, i], outputs=[hp.slice(acc, 0, i, i + 1)])
+    hp.add_output(acc)
+    a = rand_int(7)
+    with pytest.raises(InputError, match=r"expected 2 inputs, got 1"):
+        hp.execute([a])
+    with pytest.raises(InputError, match=r"expected 2 inputs, got 3"):
+        hp.execute([a, 1, 2])
+    with pytest.raises(InputError, match=rf"{t.name}.*int64"):
+        hp.execute([a.double(), 1])
+    with pytest.raises(InputError, match=rf"{t.name}.*1 dims"):
+        hp.execute([a[None], 1])
+    with pytest.raises(InputError, match=rf"{t.name}"):
+        hp.execute([3, 1])
+    with pytest.raises(InputError, match=rf"{s.name}.*int"):
+        hp.execute([a, 2.5])
+    with pytest.raises(InputError, match=rf"{s.name}"):
+        hp.execute([a, "abc"])
+    with pytest.raises(InputError, match=rf"{s.name}"):
+        hp.execute([a, None])
+    # after all that, it still runs
+    (out,) = hp.execute([a, 1])
+    assert_equal(out, a)
+
+
+def test_execute_static_extent_mismatch():
+    hp = HostProgram()
+    x = hp.define_tensor([4, -1])
+    hp.add_output(x)
+    with pytest.raises(InputError, match=rf"{x.name}.*dim 0.*4.*got 5"):
+        hp.execute([rand_float(5, 3)])
+
+
+def test_adding_statements_after_execute(row_setup):
+    fd, hp, t = row_setup
+    acc = hp.allocate([7], DataType.Int)
+    with hp.for_loop(0, 7) as i:
+        hp.launch(fd, [t, i], outputs=[hp.slice(acc, 0, i, i + 1)])
+    hp.add_output(acc)
+    a = rand_int(7)
+    (before,) = hp.execute([a])
+    text = str(hp)
+    attempts = {
+        "allocate": lambda: hp.allocate([3], DataType.Int),
+        "slice": lambda: hp.slice(acc, 0, 0, 1),
+        "launch": lambda: hp.launch(fd, [t, 0]),
+        "allreduce": lambda: hp.allreduce(t),
+        "synchronize": lambda: hp.synchronize(1),
+        "add_output": lambda: hp.add_output(t),
+        "define_tensor": lambda: hp.define_tensor([-1]),
+        "define_scalar": lambda: hp.define_scalar(),
+    }
+    for what, fn in attempts.items():
+        with pytest.raises(DefinitionError, match=r"has run already"):
+            fn()
+    with pytest.raises(DefinitionError, match=r"has run already"):
+        with hp.for_loop(0, 3):
+            pass
+    with pytest.raises(DefinitionError, match=r"has run already"):
+        with hp.stream(1):
+            pass
+    # the program is unchanged and still runs with one input and one output
+    assert str(hp) == text
+    results = hp.execute([a])
+    assert len(results) == 1
+    assert_equal(results[0], before)
+
+
+def test_wait_on_a_non_pending_tensor(row_setup):
+    fd, hp, t = row_setup
+    with pytest.raises(DefinitionError, match=rf"wait: {t.name} is not the output of a pending"):
+        hp.wait(t)
+    (y,) = hp.launch(fd, [t, 0])
+    with pytest.raises(DefinitionError, match=rf"wait: {y.name}"):
+        hp.wait(y)
+
+
+def test_launch_of_something_else():
+    hp = HostProgram()
+    x = hp.define_tensor([-1])
+    with pytest.raises(DefinitionError, match=r"launch: expected a FusionDefinition, got Tensor"):
+        hp.launch(torch.randn(3), [x])
+
+
+def test_unclosed_loop_cannot_be_printed_or_run():
+    hp = HostProgram()
+    x = hp.define_tensor([-1])
+    loop = hp.for_loop(0, 3)
+    loop.__enter__()
+    with pytest.raises(DefinitionError, match=r"for_loop"):
+        str(hp)
+    with pytest.raises(DefinitionError, match=r"for_loop"):
+        hp.execute([rand_float(3)])
+    loop.__exit__(None, None, None)
+    hp.add_output(x)
+    a = rand_float(3)
+    assert_equal(hp.execute([a])[0], a)
+
+
+def test_loop_index_used_after_its_loop():
+    hp = HostProgram()
+    x = hp.define_tensor([-1])
+    with hp.for_loop(0, 3) as i:
+        pass
+    hp.add_output(hp.slice(x, 0, i, i + 1))
+    with pytest.raises((DefinitionError, ExecutionError), match=i.name):
+        hp.execute([rand_float(5)])

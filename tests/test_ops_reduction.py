@@ -1,0 +1,286 @@
+"""Reductions (sum, max, min, var_mean, var) and the matmul family (matmul,
+linear) of fd.ops, compared with torch computed in float64 (or torch eager
+for integers) on random data."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from hostir import DataType
+from ops_util import FLOATS, TORCH, check, declare, rand, relayout, run
+
+D = DataType
+RED_DTYPES = [D.Float, D.Double, D.Half, D.BFloat16, D.Int, D.Int32, D.Bool]
+
+# (shape, decl, dims)
+RED_CASES = [
+    ((4, 5, 6), "sym", [0]),
+    ((4, 5, 6), "sym", [1]),
+    ((4, 5, 6), "sym", [-1]),
+    ((4, 5, 6), "sym", [0, 2]),
+    ((4, 5, 6), "sym", None),
+    ((4, 5, 6), "transposed", [1, 2]),
+    ((6, 7), "strided", [0]),
+    ((6, 7), "sliced_fp", [1]),
+    ((4, 1, 6), "bcast", [1]),
+    ((4, 1, 6), "bcast", [0, 1]),
+    ((1, 5), "sym", [0]),
+    ((9,), "sym", [0]),
+]
+
+
+def _dims(x, dims):
+    return tuple(range(x.ndim)) if dims is None else tuple(d % x.ndim for d in dims)
+
+
+def _torch_sum(x, dims, keepdim, dtype=None):
+    """torch.sum, accumulated in float64 for floating results."""
+    out = torch.sum(x, _dims(x, dims), keepdim=keepdim, dtype=dtype)
+    if out.is_floating_point():
+        ref = torch.sum(x.to(dtype) if dtype is not None else x, _dims(x, dims),
+                        keepdim=keepdim, dtype=torch.float64)
+        return ref.to(out.dtype)
+    return out
+
+
+def _case_id(c):
+    shape, decl, dims = c
+    return f"{'x'.join(map(str, shape))}-{decl}-{dims}"
+
+
+@pytest.mark.parametrize("dtype", RED_DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("case", RED_CASES, ids=_case_id)
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_sum(case, dtype, keepdim):
+    shape, decl, dims = case
+    x = rand(shape, dtype, low=-1.0, high=1.0)
+    xs = relayout(x, decl)
+    (out,) = run(lambda fd: fd.add_output(
+        fd.ops.sum(declare(fd, xs, decl), dims, keepdim)), [xs])
+    check(out, _torch_sum(x, dims, keepdim), kind="reduction")
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+@pytest.mark.parametrize("dtype", RED_DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("case", RED_CASES, ids=_case_id)
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_max_min(op, case, dtype, keepdim):
+    shape, decl, dims = case
+    x = rand(shape, dtype)
+    xs = relayout(x, decl)
+    fn = torch.amax if op == "max" else torch.amin
+    (out,) = run(lambda fd: fd.add_output(
+        getattr(fd.ops, op)(declare(fd, xs, decl), dims, keepdim)), [xs])
+    check(out, fn(x, _dims(x, dims), keepdim=keepdim), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("src,dst", [
+    (D.Float, D.Double), (D.Half, D.Float), (D.BFloat16, D.Float), (D.Int32, D.Int32),
+    (D.Int32, D.Int), (D.Int, D.Float), (D.Bool, D.Int32), (D.Float, D.Int), (D.Int32, D.Double),
+    (D.Double, D.Half),
+], ids=lambda d: d.name)
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_sum_with_dtype(src, dst, keepdim):
+    x = rand((5, 8), src, low=-4.0, high=4.0)
+    (out,) = run(lambda fd: fd.add_output(
+        fd.ops.sum(declare(fd, x), [1], keepdim, dtype=dst)), [x])
+    check(out, _torch_sum(x, [1], keepdim, dtype=TORCH[dst]), kind="reduction")
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+@pytest.mark.parametrize("src,dst", [(D.Float, D.Half), (D.Int32, D.Float), (D.Half, D.Double),
+                                     (D.Float, D.Int)], ids=lambda d: d.name)
+def test_max_min_with_dtype(op, src, dst):
+    x = rand((5, 8), src, low=-4.0, high=4.0)
+    fn = torch.amax if op == "max" else torch.amin
+    (out,) = run(lambda fd: fd.add_output(
+        getattr(fd.ops, op)(declare(fd, x), [0], dtype=dst)), [x])
+    check(out, fn(x.to(TORCH[dst]), 0), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype,expected", [
+    (D.Int32, torch.int64), (D.Bool, torch.int64), (D.Int, torch.int64), (D.Half, torch.float16),
+    (D.BFloat16, torch.bfloat16), (D.Float, torch.float32),
+], ids=lambda d: getattr(d, "name", str(d)))
+def test_sum_output_dtype(dtype, expected):
+    x = rand((3, 4), dtype)
+    (out,) = run(lambda fd: fd.add_output(fd.ops.sum(declare(fd, x), [0])), [x])
+    assert out.dtype == torch.sum(x, 0).dtype == expected
+    check(out, _torch_sum(x, [0], False), kind="reduction")
+
+
+def test_sum_axes_keyword_and_reduction_chain():
+    x = rand((4, 5, 6), D.Float)
+
+    def build(fd):
+        t = declare(fd, x)
+        s = fd.ops.sum(t, axes=[2], keepdim=True)
+        m = fd.ops.max(fd.ops.sub(t, s), [1])
+        fd.add_output(fd.ops.div(m, fd.ops.min(t, [1])))
+
+    (out,) = run(build, [x])
+    s = x.sum(2, keepdim=True)
+    check(out, (x - s).amax(1) / x.amin(1), rtol=1e-5, atol=1e-5)
+
+
+def test_softmax_like_normalization():
+    x = rand((4, 9), D.Float)
+
+    def build(fd):
+        t = declare(fd, x)
+        m = fd.ops.max(t, [1], keepdim=True)
+        e = fd.ops.exp(fd.ops.sub(t, m))
+        fd.add_output(fd.ops.div(e, fd.ops.sum(e, [1], keepdim=True)))
+
+    (out,) = run(build, [x])
+    check(out, torch.softmax(x.double(), 1).float(), kind="reduction")
+
+
+def test_reduction_of_half_then_pointwise_with_zero_dim_promotion():
+    # sum over every dim gives a 0-dim tensor; Half [n] + 0-dim Float stays Half (torch rule)
+    x = rand((4, 6), D.Half)
+    y = rand((6,), D.Half)
+
+    def build(fd):
+        tx, ty = declare(fd, x), declare(fd, y)
+        s = fd.ops.sum(fd.ops.cast(tx, D.Float))
+        fd.add_output(fd.ops.add(ty, s))
+
+    (out,) = run(build, [x, y])
+    check(out, y + x.float().sum(dtype=torch.float64).float(), rtol=4e-3, atol=4e-3)
+
+
+# ------------------------------------------------------------------ var_mean
+
+VAR_CASES = [
+    ((4, 5, 6), "sym", [0]),
+    ((4, 5, 6), "sym", [-1]),
+    ((4, 5, 6), "transposed", [0, 2]),
+    ((4, 5, 6), "sym", None),
+    ((6, 7), "strided", [1]),
+    ((4, 1, 6), "bcast", [2]),
+]
+
+
+@pytest.mark.parametrize("dtype", [D.Float, D.Double, D.Half, D.BFloat16, D.Int, D.Int32],
+                         ids=lambda d: d.name)
+@pytest.mark.parametrize("case", VAR_CASES, ids=_case_id)
+@pytest.mark.parametrize("correction", [0, 1, 2])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_var_mean(case, dtype, correction, keepdim):
+    shape, decl, dims = case
+    x = rand(shape, dtype, low=-2.0, high=2.0)
+    xs = relayout(x, decl)
+    rdims = _dims(x, dims)
+    var, mean = torch.var_mean(x.double(), rdims, correction=correction, keepdim=keepdim)
+    out_dtype = TORCH[dtype] if dtype.is_float else torch.float32  # integers: Float (as nvFuser)
+
+    def build(fd):
+        v, m = fd.ops.var_mean(declare(fd, xs, decl), dims, correction, keepdim)
+        fd.add_output(v)
+        fd.add_output(m)
+
+    v, m = run(build, [xs])
+    check(v, var.to(out_dtype), kind="reduction")
+    check(m, mean.to(out_dtype), kind="reduction")
+
+
+@pytest.mark.parametrize("correction", [0, 1])
+def test_var(correction):
+    x = rand((5, 8), D.Float)
+    (out,) = run(lambda fd: fd.add_output(fd.ops.var(declare(fd, x), [1], correction)), [x])
+    check(out, torch.var(x.double(), 1, correction=correction).float(), kind="reduction")
+
+
+def test_layer_norm_like():
+    x = rand((4, 16), D.BFloat16)
+
+    def build(fd):
+        t = fd.ops.cast(declare(fd, x), D.Float)
+        v, m = fd.ops.var_mean(t, [1], correction=0, keepdim=True)
+        y = fd.ops.mul(fd.ops.sub(t, m), fd.ops.rsqrt(fd.ops.add(v, 1e-5)))
+        fd.add_output(fd.ops.cast(y, D.BFloat16))
+
+    (out,) = run(build, [x])
+    check(out, F.layer_norm(x.double(), [16], eps=1e-5).to(torch.bfloat16), kind="reduction")
+
+
+# ------------------------------------------------------------------ matmul
+
+MATMULS = [
+    # (a shape, a decl, b shape, b decl)
+    ((3,), "sym", (3,), "sym"),
+    ((4, 3), "sym", (3,), "sym"),
+    ((3,), "sym", (3, 5), "sym"),
+    ((4, 3), "sym", (3, 5), "sym"),
+    ((4, 3), "strided", (3, 5), "transposed"),
+    ((2, 4, 3), "sym", (3, 5), "sym"),
+    ((3,), "sym", (2, 3, 5), "sym"),
+    ((2, 4, 3), "sym", (3,), "sym"),
+    ((2, 4, 3), "transposed", (2, 3, 5), "sym"),
+    ((2, 1, 4, 3), "bcast", (3, 3, 5), "sym"),
+    ((1, 4, 3), "bcast", (6, 3, 5), "sym"),
+    ((6, 4, 3), "sym", (1, 3, 5), "bcast"),
+    ((2, 4, 3), "sym", (2, 3, 1), "bcast"),
+]
+
+
+def _mm_id(c):
+    a, da, b, db = c
+    return f"{'x'.join(map(str, a))}{da[0]}@{'x'.join(map(str, b))}{db[0]}"
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: d.name)
+@pytest.mark.parametrize("case", MATMULS, ids=_mm_id)
+def test_matmul(case, dtype):
+    sa, da, sb, db = case
+    a, b = rand(sa, dtype, low=-1, high=1), rand(sb, dtype, low=-1, high=1)
+    ia, ib = relayout(a, da), relayout(b, db)
+    (out,) = run(lambda fd: fd.add_output(
+        fd.ops.matmul(declare(fd, ia, da), declare(fd, ib, db))), [ia, ib])
+    check(out, torch.matmul(a.double(), b.double()).to(TORCH[dtype]), kind="reduction")
+
+
+def test_matmul_then_pointwise():
+    a, b, c = rand((4, 3), D.Float), rand((3, 5), D.Float), rand((1, 5), D.Float)
+
+    def build(fd):
+        ta, tb, tc = declare(fd, a), declare(fd, b), declare(fd, c, "bcast")
+        fd.add_output(fd.ops.relu(fd.ops.add(fd.ops.matmul(ta, tb), tc)))
+
+    (out,) = run(build, [a, b, c])
+    check(out, torch.relu(a.double() @ b.double() + c.double()).float(), kind="reduction")
+
+
+# ------------------------------------------------------------------ linear
+
+LINEARS = [
+    # (input shape, weight shape, bias shape or None)
+    ((4, 3), (5, 3), (5,)),
+    ((4, 3), (5, 3), None),
+    ((2, 4, 3), (5, 3), (5,)),
+    ((2, 4, 3), (5, 3), None),
+    ((4, 3), (3,), None),
+    ((4, 3), (3,), ()),
+    ((3,), (5, 3), (5,)),
+    ((3,), (3,), None),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: d.name)
+@pytest.mark.parametrize("sa,sw,sbias", LINEARS, ids=lambda v: "x".join(map(str, v)) if v is not None else "nobias")
+@pytest.mark.parametrize("decl", ["sym", "transposed"])
+def test_linear(sa, sw, sbias, dtype, decl):
+    a, w = rand(sa, dtype, low=-1, high=1), rand(sw, dtype, low=-1, high=1)
+    bias = rand(sbias, dtype, low=-1, high=1) if sbias is not None else None
+    wi = relayout(w, decl)
+    expected = a.double() @ (w.double().t() if w.ndim == 2 else w.double())
+    if bias is not None:
+        expected = expected + bias.double()
+
+    def build(fd):
+        ta, tw = declare(fd, a), declare(fd, wi, decl)
+        tb = declare(fd, bias) if bias is not None else None
+        fd.add_output(fd.ops.linear(ta, tw, tb) if tb is not None else fd.ops.linear(ta, tw))
+
+    (out,) = run(build, [a, wi] + ([bias] if bias is not None else []))
+    check(out, expected.to(TORCH[dtype]), kind="reduction")
