@@ -362,6 +362,13 @@ class FusionDefinition:
     def last_segmented_fusion_ir(self) -> str:
         return segmented_text(self._last_plan("last_segmented_fusion_ir").segmented)
 
+    def last_cuda_code(self) -> str:
+        """CUDA C++ of the kernels the last run's plan generates (one per kernel segment)."""
+        plan = self._last_plan("last_cuda_code")
+        sources = [s.target.source for s in plan.program.body
+                   if hasattr(getattr(s, "target", None), "kernel")]
+        return "\n".join(sources)
+
     def last_host_ir(self) -> str:
         """The host program the last run executed."""
         return program_text(self._last_plan("last_host_ir").program)

@@ -5,6 +5,8 @@ Every expected value in those tests is computed by torch directly from the
 input data, never by hostir."""
 from __future__ import annotations
 
+import os
+
 import torch
 
 from hostir import DataType, FusionDefinition
@@ -106,15 +108,30 @@ def inputs_for(xs, decls):
     return [relayout(x, d) if isinstance(x, torch.Tensor) else x for x, d in zip(xs, decls)]
 
 
+TEST_DEVICE = os.environ.get("HOSTIR_TEST_DEVICE", "cpu")
+
+
+def to_device_exact(x: torch.Tensor, device: str) -> torch.Tensor:
+    """`x` on `device` with the same sizes, strides and storage offset."""
+    n = x.untyped_storage().nbytes() // x.element_size()
+    base = torch.as_strided(x, (n,), (1,), 0).to(device) if n else torch.empty(0, dtype=x.dtype,
+                                                                              device=device)
+    return torch.as_strided(base, x.shape, x.stride(), x.storage_offset())
+
+
 def run(build, inputs):
     """Define a fusion with `build(fd)` (which adds the outputs), verify it,
-    execute it on `inputs` and return the outputs."""
+    execute it on `inputs` and return the outputs (on the CPU). With
+    HOSTIR_TEST_DEVICE=cuda the inputs run on the GPU, layouts kept."""
     with FusionDefinition() as fd:
         build(fd)
     verify(fd._fusion)
-    out = fd.execute(list(inputs))
-    # the inputs must not be modified by a pure fusion
-    return out
+    args = list(inputs)
+    if TEST_DEVICE != "cpu":
+        args = [to_device_exact(a, TEST_DEVICE) if isinstance(a, torch.Tensor) and a.ndim else a
+                for a in args]
+        return [o.cpu() for o in fd.execute(args)]
+    return fd.execute(args)
 
 
 def tol(dtype: torch.dtype, kind: str = "pointwise"):

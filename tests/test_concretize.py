@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from hostir import DataType, FusionDefinition, config
 from hostir.concretize import concretization_key, concretize, dynamic_info
+from hostir.ir.errors import DefinitionError
 from hostir.ir.fusion import verify
 from hostir.ir.node import AxisKind, Op
 from hostir.ir.reference import bind_inputs, evaluate
@@ -286,3 +287,19 @@ def test_rotation_one_fusion_many_sizes():
         expected = x * 0.5 + torch.cat([-x[:, h:], x[:, :h]], 1)
         torch.testing.assert_close(out, expected)
     assert fd.cache_info().plans <= 2
+
+
+@pytest.mark.xfail(strict=True, raises=DefinitionError,
+                   reason="hostir/ir/ops.py cat() merges every dim of its pieces with "
+                          "broadcast_axes, the cat dim included, so pieces of different "
+                          "static extents (5 and 4) are rejected at definition")
+def test_rotation_static_odd_size():
+    fd = FusionDefinition()
+    with fd:
+        t0 = fd.define_tensor(shape=[9], contiguity=True, dtype=DataType.Float)
+        t1 = fd.ops.slice(t0, [4], [9])
+        t2 = fd.ops.slice(t0, [0], [4])
+        fd.add_output(fd.ops.add(t0, fd.ops.cat([t1, t2], 0)))
+    x = torch.randn(9)
+    (out,) = fd.execute([x])
+    assert torch.equal(out, x + torch.cat([x[4:], x[:4]]))

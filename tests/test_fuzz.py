@@ -188,6 +188,20 @@ def apply_op(fd, data, items: list[Item], kind: str) -> Item | None:
     raise AssertionError(kind)
 
 
+LAYOUTS = ["contiguous", "contiguous", "strided", "transposed"]
+
+
+def make_input(shape, layout: str, gen: torch.Generator) -> torch.Tensor:
+    """Random data (never all zeros) in one of three layouts; the last two are
+    declared contiguity=False."""
+    if layout == "strided":      # every other element of the last dim of a bigger buffer
+        base = torch.randn(*shape[:-1], 2 * shape[-1], generator=gen)
+        return base[..., ::2]
+    if layout == "transposed":   # the dims allocated in reverse order
+        return torch.randn(*shape[::-1], generator=gen).permute(*reversed(range(len(shape))))
+    return torch.randn(*shape, generator=gen)
+
+
 shapes = st.lists(st.sampled_from([1, 1, 2, 3, 4, 5, 6]), min_size=1, max_size=3)
 
 
@@ -198,14 +212,15 @@ shapes = st.lists(st.sampled_from([1, 1, 2, 3, 4, 5, 6]), min_size=1, max_size=3
        seed=st.integers(0, 2**31 - 1))
 def test_random_fusions_match_reference_and_torch(data, in_shapes, seed):
     gen = torch.Generator().manual_seed(seed)
-    tensors = [torch.randn(*s, generator=gen) for s in in_shapes]
+    layouts = [data.draw(st.sampled_from(LAYOUTS), label="layout") for _ in in_shapes]
+    tensors = [make_input(s, layout, gen) for s, layout in zip(in_shapes, layouts)]
     fd = FusionDefinition()
     with fd:
         items = []
-        for s, t in zip(in_shapes, tensors):
+        for s, t, layout in zip(in_shapes, tensors, layouts):
             declare_bcast = data.draw(st.booleans(), label="declare size-1 dims as broadcast")
             shape = [1 if (declare_bcast and e == 1) else -1 for e in s]
-            items.append(Item(fd.define_tensor(shape=shape, contiguity=True,
+            items.append(Item(fd.define_tensor(shape=shape, contiguity=layout == "contiguous",
                                                dtype=DataType.Float), t))
         n_ops = data.draw(st.integers(1, 6), label="n_ops")
         made = 0
@@ -236,7 +251,7 @@ def test_random_fusions_match_reference_and_torch(data, in_shapes, seed):
         torch.testing.assert_close(g, o.t, rtol=1e-5, atol=1e-5, msg=lambda m: m + "\n" + fd.fusion_ir()
                                    + "\n" + fd.last_segmented_fusion_ir())
     # a second call with fresh data of the same shapes hits the plan and is right too
-    tensors2 = [torch.randn(*s, generator=gen) for s in in_shapes]
+    tensors2 = [make_input(s, layout, gen) for s, layout in zip(in_shapes, layouts)]
     got2 = fd.execute(tensors2)
     ref2 = evaluate(fd._fusion, tensors2, CPU)
     for g, r in zip(got2, ref2):

@@ -866,3 +866,56 @@ def test_loop_index_used_after_its_loop():
     hp.add_output(hp.slice(x, 0, i, i + 1))
     with pytest.raises((DefinitionError, ExecutionError), match=i.name):
         hp.execute([rand_float(5)])
+
+
+# ----------------------------------------------------------------------------- on a GPU
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["pointwise", "reduction"])
+@pytest.mark.parametrize("mode", ["static", "scalar"])
+@pytest.mark.parametrize("c", [3, 4])
+def test_chunk_loop_on_cuda_streams(kind, mode, c):
+    """Same chunk loop on CUDA, where stream(k % 2) really alternates two streams."""
+    fd = chunk_fusion(kind)
+    hp = chunk_program(fd, kind, mode, c)
+    for size in (10, 7, 1, 12, 1000):
+        a = rand_float(size, 6).cuda()
+        (out,) = hp.execute([a, c] if mode == "scalar" else [a])
+        torch.cuda.synchronize()
+        assert out.is_cuda
+        torch.testing.assert_close(out.cpu(), chunk_expected(kind, a.cpu(), c),
+                                   msg=lambda m: f"size {size}, chunk {c}: {m}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("two_d,arith", SEED001_CASES)
+def test_seed001_loop_on_cuda(two_d, arith):
+    fd = slice_row_fusion(two_d, arith)
+    hp = seed001_program(fd, two_d)
+    x = (rand_float(7, 5) if two_d else rand_int(7)).cuda()
+    (out,) = hp.execute([x])
+    torch.cuda.synchronize()
+    assert out.is_cuda
+    assert_equal(out.cpu(), expected_rows(x.cpu(), range(7), arith))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("size,num", [(10, 3), (12, 4), (5, 4), (4099, 3)])
+def test_shard_by_stream_loop_on_cuda(size, num):
+    with FusionDefinition() as fd:
+        t = fd.define_tensor([-1, -1])
+        k = fd.define_scalar(dtype=DataType.Int)
+        fd.add_output(fd.ops.add(fd.ops.mul(t, 2.0), k))
+    hp = HostProgram()
+    x = hp.define_tensor([-1, -1])
+    out = hp.allocate([x.logical[0].extent, x.logical[1].extent])
+    with hp.for_loop(0, num) as k:
+        with hp.stream(k):
+            hp.launch(fd, [hp.shard_by_stream(x, 0, k, num), k],
+                      outputs=[hp.shard_by_stream(out, 0, k, num)])
+    hp.add_output(out)
+    a = rand_float(size, 4).cuda()
+    (res,) = hp.execute([a])
+    torch.cuda.synchronize()
+    chunk = -(-size // num)
+    owner = (torch.arange(size) // chunk).to(torch.float32)[:, None]
+    assert_equal(res.cpu(), a.cpu() * 2 + owner)

@@ -22,6 +22,41 @@ def _exact(out, expected):
     check(out, expected, rtol=0, atol=0)
 
 
+# Where the op under test sits: on a fusion input ("input": a view ops chain
+# from an input may become an alias, launching nothing) or between two
+# pointwise ops ("mid": the op is part of a generated kernel's index math).
+STAGES = ["input", "mid"]
+
+
+def _pre(fd, t):
+    return fd.ops.logical_not(t) if t.dtype is D.Bool else fd.ops.neg(t)
+
+
+def _post(fd, t):
+    return fd.ops.logical_not(t) if t.dtype is D.Bool else fd.ops.abs(t)
+
+
+def _pre_t(x):
+    return torch.logical_not(x) if x.dtype == torch.bool else torch.neg(x)
+
+
+def _post_t(x):
+    return torch.logical_not(x) if x.dtype == torch.bool else torch.abs(x)
+
+
+def staged(fd, stage, op, *ts):
+    """`op(*ts)`, or with stage "mid" `post(op(*(pre(t) for t in ts)))`."""
+    if stage == "input":
+        return op(*ts)
+    return _post(fd, op(*(_pre(fd, t) for t in ts)))
+
+
+def staged_t(stage, op, *xs):
+    if stage == "input":
+        return op(*xs)
+    return _post_t(op(*(_pre_t(x) for x in xs)))
+
+
 # ------------------------------------------------------------------ broadcast_in_dim
 
 BID_CASES = [
@@ -47,12 +82,13 @@ def _bid_expected(x, shape, bdims):
 
 @pytest.mark.parametrize("dtype", SOME, ids=lambda d: d.name)
 @pytest.mark.parametrize("shape,decl,out_shape,bdims", BID_CASES, ids=_id)
-def test_broadcast_in_dim(shape, decl, out_shape, bdims, dtype):
+@pytest.mark.parametrize("stage", STAGES)
+def test_broadcast_in_dim(shape, decl, out_shape, bdims, dtype, stage):
     x = rand(shape, dtype)
     xs = relayout(x, decl)
-    (out,) = run(lambda fd: fd.add_output(
-        fd.ops.broadcast_in_dim(declare(fd, xs, decl), out_shape, bdims)), [xs])
-    _exact(out, _bid_expected(x, out_shape, bdims))
+    (out,) = run(lambda fd: fd.add_output(staged(
+        fd, stage, lambda t: fd.ops.broadcast_in_dim(t, out_shape, bdims), declare(fd, xs, decl))), [xs])
+    _exact(out, staged_t(stage, lambda v: _bid_expected(v, out_shape, bdims), x))
 
 
 def test_broadcast_in_dim_with_symbolic_shape_from_another_tensor():
@@ -93,11 +129,13 @@ def test_broadcast_in_dim_with_scalar_input_extent():
     ((2, 3), [False, False], (slice(None), slice(None))),
 ], ids=_id)
 @pytest.mark.parametrize("decl", ["sym", "transposed"])
-def test_broadcast(shape, flags, index, dtype, decl):
+@pytest.mark.parametrize("stage", STAGES)
+def test_broadcast(shape, flags, index, dtype, decl, stage):
     x = rand(shape, dtype)
     xs = relayout(x, decl)
-    (out,) = run(lambda fd: fd.add_output(fd.ops.broadcast(declare(fd, xs, decl), flags)), [xs])
-    _exact(out, x[index])
+    (out,) = run(lambda fd: fd.add_output(staged(
+        fd, stage, lambda t: fd.ops.broadcast(t, flags), declare(fd, xs, decl))), [xs])
+    _exact(out, staged_t(stage, lambda v: v[index], x))
 
 
 # ------------------------------------------------------------------ squeeze
@@ -110,13 +148,18 @@ def test_broadcast(shape, flags, index, dtype, decl):
     ((1,), [0]),
     ((1, 1, 5), [0, 1]),
 ], ids=_id)
-def test_squeeze(shape, dims, dtype):
+@pytest.mark.parametrize("stage", STAGES)
+def test_squeeze(shape, dims, dtype, stage):
     x = rand(shape, dtype)
-    (out,) = run(lambda fd: fd.add_output(fd.ops.squeeze(declare(fd, x, "bcast"), dims)), [x])
-    expected = x
-    for d in sorted((d % x.ndim for d in dims), reverse=True):
-        expected = expected.squeeze(d)
-    _exact(out, expected)
+    (out,) = run(lambda fd: fd.add_output(staged(
+        fd, stage, lambda t: fd.ops.squeeze(t, dims), declare(fd, x, "bcast"))), [x])
+
+    def expected(v):
+        for d in sorted((d % v.ndim for d in dims), reverse=True):
+            v = v.squeeze(d)
+        return v
+
+    _exact(out, staged_t(stage, expected, x))
 
 
 def test_squeeze_of_a_broadcast_then_pointwise():
@@ -161,17 +204,22 @@ def test_squeeze_rejects_symbolic_dim():
     ((1,), [7]),
     ((2, 3), [-1, -1]),
 ], ids=_id)
-@pytest.mark.parametrize("consumer", [False, True])
-def test_expand(shape, target, dtype, consumer):
+@pytest.mark.parametrize("stage", STAGES + ["cast"])
+def test_expand(shape, target, dtype, stage):
     x = rand(shape, dtype)
 
     def build(fd):
-        e = fd.ops.expand(declare(fd, x, "bcast"), target)
-        fd.add_output(fd.ops.cast(e, D.Double) if consumer else e)
+        t = declare(fd, x, "bcast")
+        if stage == "cast":
+            fd.add_output(fd.ops.cast(fd.ops.expand(t, target), D.Double))
+        else:
+            fd.add_output(staged(fd, stage, lambda v: fd.ops.expand(v, target), t))
 
     (out,) = run(build, [x])
-    expected = x.expand(target)
-    _exact(out, expected.double() if consumer else expected)
+    if stage == "cast":
+        _exact(out, x.expand(target).double())
+    else:
+        _exact(out, staged_t(stage, lambda v: v.expand(target), x))
 
 
 def test_expand_to_scalar_inputs_and_sizes():
@@ -213,11 +261,13 @@ RESHAPES = [
 @pytest.mark.parametrize("dtype", SOME, ids=lambda d: d.name)
 @pytest.mark.parametrize("shape,new_shape", RESHAPES, ids=_id)
 @pytest.mark.parametrize("decl", LAYOUTS)
-def test_reshape(shape, new_shape, dtype, decl):
+@pytest.mark.parametrize("stage", STAGES)
+def test_reshape(shape, new_shape, dtype, decl, stage):
     x = rand(shape, dtype)
     xs = relayout(x, decl)
-    (out,) = run(lambda fd: fd.add_output(fd.ops.reshape(declare(fd, xs, decl), new_shape)), [xs])
-    _exact(out, x.reshape(new_shape))
+    (out,) = run(lambda fd: fd.add_output(staged(
+        fd, stage, lambda t: fd.ops.reshape(t, new_shape), declare(fd, xs, decl))), [xs])
+    _exact(out, staged_t(stage, lambda v: v.reshape(new_shape), x))
 
 
 def test_reshape_with_symbolic_sizes():
@@ -256,11 +306,13 @@ def test_reshape_after_permute_and_before_pointwise():
     ((2, 3, 4, 5), [0, 2, 3, 1]),
 ], ids=_id)
 @pytest.mark.parametrize("decl", ["sym", "bcast", "transposed"])
-def test_permute(shape, dims, dtype, decl):
+@pytest.mark.parametrize("stage", STAGES)
+def test_permute(shape, dims, dtype, decl, stage):
     x = rand(shape, dtype)
     xs = relayout(x, decl)
-    (out,) = run(lambda fd: fd.add_output(fd.ops.permute(declare(fd, xs, decl), dims)), [xs])
-    _exact(out, x.permute(dims))
+    (out,) = run(lambda fd: fd.add_output(staged(
+        fd, stage, lambda t: fd.ops.permute(t, dims), declare(fd, xs, decl))), [xs])
+    _exact(out, staged_t(stage, lambda v: v.permute(dims), x))
 
 
 def test_permute_then_pointwise_with_other_layout():
@@ -298,9 +350,10 @@ def _slice_expected(x, starts, ends, strides):
 @pytest.mark.parametrize("dtype", SOME, ids=lambda d: d.name)
 @pytest.mark.parametrize("shape,starts,ends,strides", SLICES, ids=_id)
 @pytest.mark.parametrize("bounds", ["python", "scalar_input"])
-def test_slice(shape, starts, ends, strides, dtype, bounds):
+@pytest.mark.parametrize("stage", STAGES)
+def test_slice(shape, starts, ends, strides, dtype, bounds, stage):
     x = rand(shape, dtype)
-    expected = _slice_expected(x, starts, ends, strides)
+    expected = staged_t(stage, lambda v: _slice_expected(v, starts, ends, strides), x)
     n = x.ndim
 
     def build(fd):
@@ -310,7 +363,7 @@ def test_slice(shape, starts, ends, strides, dtype, bounds):
         else:
             s = [fd.define_scalar(None, dtype=D.Int) for _ in range(n)]
             e = [fd.define_scalar(None, dtype=D.Int) for _ in range(n)]
-        fd.add_output(fd.ops.slice(t, s, e, strides))
+        fd.add_output(staged(fd, stage, lambda v: fd.ops.slice(v, s, e, strides), t))
 
     inputs = [x] + (list(starts) + list(ends) if bounds == "scalar_input" else [])
     (out,) = run(build, inputs)
@@ -400,11 +453,13 @@ def _pad_value(value, dtype):
 
 @pytest.mark.parametrize("dtype", SOME + [D.BFloat16, D.Int], ids=lambda d: d.name)
 @pytest.mark.parametrize("shape,widths,value", PADS, ids=_id)
-def test_pad(shape, widths, value, dtype):
+@pytest.mark.parametrize("stage", STAGES)
+def test_pad(shape, widths, value, dtype, stage):
     x = rand(shape, dtype)
     v = _pad_value(value, dtype)
-    expected = F.pad(x, widths, value=0 if v is None else v)
-    (out,) = run(lambda fd: fd.add_output(fd.ops.pad(declare(fd, x, "bcast"), widths, v)), [x])
+    expected = staged_t(stage, lambda u: F.pad(u, widths, value=0 if v is None else v), x)
+    (out,) = run(lambda fd: fd.add_output(staged(
+        fd, stage, lambda t: fd.ops.pad(t, widths, v), declare(fd, x, "bcast"))), [x])
     _exact(out, expected)
 
 
@@ -453,12 +508,14 @@ CATS = [
 
 @pytest.mark.parametrize("dtype", SOME + [D.Double], ids=lambda d: d.name)
 @pytest.mark.parametrize("shapes,dim,decls", CATS, ids=_id)
-def test_cat(shapes, dim, decls, dtype):
+@pytest.mark.parametrize("stage", STAGES)
+def test_cat(shapes, dim, decls, dtype, stage):
     xs = [rand(s, dtype) for s in shapes]
     ins = [relayout(x, d) for x, d in zip(xs, decls)]
-    (out,) = run(lambda fd: fd.add_output(
-        fd.ops.cat([declare(fd, x, d) for x, d in zip(ins, decls)], dim)), ins)
-    _exact(out, torch.cat(xs, dim))
+    (out,) = run(lambda fd: fd.add_output(staged(
+        fd, stage, lambda *ts: fd.ops.cat(list(ts), dim),
+        *[declare(fd, x, d) for x, d in zip(ins, decls)])), ins)
+    _exact(out, staged_t(stage, lambda *vs: torch.cat(vs, dim), *xs))
 
 
 @pytest.mark.parametrize("dtypes", [

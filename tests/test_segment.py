@@ -3,7 +3,6 @@ scheduler kind, a reason for every cut, every expression of the dump tagged
 with its segment; every output compared against torch."""
 from __future__ import annotations
 
-import math
 import re
 
 import pytest
@@ -352,3 +351,50 @@ def test_segments_of_each_call():
     with pytest.raises(InputError):
         fd.execute([y])          # declared contiguous, so rejected before anything runs
     assert [s.scheduler for s in fd.last_segments()] == ["alias"]
+
+
+def test_view_output_sharing_a_producer_with_a_kernel():
+    """t1 = t0[0:1] feeds a cat (computed) and a broadcast that is a view output.
+    The view is rebuilt from the input by the alias segment, so t1 is not an
+    output of the pointwise kernel (whose iteration space is the cat's [2])."""
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1], contiguity=True, dtype=DataType.Float)
+        t1 = fd.ops.slice(t0, [0], [1])
+        t2 = fd.ops.cat([t1, fd.ops.neg(t1)], 0)
+        t3 = fd.ops.broadcast_in_dim(t1, [1, t1.size(0)], [1])
+        fd.add_output(t3)
+        fd.add_output(t2)
+
+    fd = define(build)
+    for n in (1, 4):
+        x = torch.randn(n)
+        a, b = fd.execute([x])
+        assert torch.equal(a, x[None, 0:1])
+        assert torch.equal(b, torch.cat([x[0:1], -x[0:1]]))
+        _, segs = check_dump(fd)
+        assert sorted(s.scheduler for s in segs) == ["alias", "pointwise"]
+        pw = next(s for s in segs if s.scheduler == "pointwise")
+        assert [v.ndim for v in pw.outputs] == [1] and pw.ops == ["slice", "neg", "cat"]
+        assert len(pw.outputs) == 1
+
+
+def test_dump_env_prints_the_stages(monkeypatch, capsys):
+    """HOSTIR_DUMP=preseg,concretized,segments prints each stage once per plan."""
+    from hostir import config
+    monkeypatch.setenv("HOSTIR_DUMP", "concretized,preseg,segments")
+    config.reload()
+    try:
+        fd = two_output_fd()
+        a, b = torch.randn(2, 3, 4), torch.randn(2, 3, 4)
+        o19, o10 = fd.execute([a, b])
+        torch.testing.assert_close(o19, a.sum((0, 1)))
+        torch.testing.assert_close(o10, b ** 3)
+        out = capsys.readouterr().out
+        for stage in ("concretized", "preseg", "segments"):
+            assert out.count(f"===== hostir {stage} =====") == 1, stage
+        assert fd.last_segmented_fusion_ir() in out
+        fd.execute([a, b])                      # a cache hit builds and prints nothing
+        assert "===== hostir" not in capsys.readouterr().out
+    finally:
+        monkeypatch.delenv("HOSTIR_DUMP")
+        config.reload()

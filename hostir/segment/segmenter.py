@@ -172,6 +172,7 @@ class Segmenter:
             needed.add(id(v))
             stack.extend(v.src)
         self.compute = [v for v in self.exprs if id(v) in needed]
+        self.needed = needed
         self.alias_exprs = [v for v in self.exprs if id(v) in aliased and id(v) not in needed]
         self.view_outputs = view_outputs
 
@@ -363,9 +364,12 @@ class Segmenter:
                     if id(x) not in seen:
                         seen.add(id(x))
                         inputs.append(x)
+        # consumers that only make views of inputs do not count: the alias
+        # segment rebuilds its views from the input itself
         outputs = [v for v in members
                    if id(v) in self.outputs or id(v) in self.view_outputs
-                   or any(id(c) not in ids for c in self.consumers.get(id(v), []))]
+                   or any(id(c) not in ids and id(c) in self.needed
+                          for c in self.consumers.get(id(v), []))]
         if kind == "alias":
             outputs = [self.fusion.outputs[i].val for i in sorted(self.aliases.views)]
             inputs = []

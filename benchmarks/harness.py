@@ -1,0 +1,89 @@
+"""Shared benchmark helpers: device timing, copy bandwidth, result tables."""
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import subprocess
+import time
+from datetime import date
+from pathlib import Path
+
+import torch
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_fn(fn, device, warmup=3, reps=20) -> float:
+    """Median seconds of fn() (device events on CUDA, wall clock on CPU)."""
+    for _ in range(warmup):
+        fn()
+    sync(device)
+    times = []
+    if device.type == "cuda":
+        for _ in range(reps):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b) / 1e3)
+    else:
+        for _ in range(reps):
+            t = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def copy_bandwidth(device, nbytes=1 << 30) -> float:
+    """Bytes/s of a large device copy, counting bytes read plus written."""
+    n = nbytes // 4 if device.type == "cuda" else nbytes // 64
+    src = torch.randn(n, device=device)
+    dst = torch.empty_like(src)
+    t = time_fn(lambda: dst.copy_(src), device, reps=10)
+    return 2 * src.numel() * 4 / t
+
+
+def device_name(device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"CPU ({platform.processor() or platform.machine()})"
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except Exception:
+        return "unknown"
+
+
+def write_results(out_dir: Path, name: str, meta: dict, rows: list[dict], columns: list[str]):
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"{name}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
+    lines = [f"### {name} — {meta['device']}, {meta['date']}, commit {meta['commit']}", ""]
+    for k, v in meta.items():
+        if k not in ("device", "date", "commit"):
+            lines.append(f"- {k}: {v}")
+    lines += ["", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for r in rows:
+        lines.append("| " + " | ".join(_fmt(r.get(c, "")) for c in columns) + " |")
+    text = "\n".join(lines) + "\n"
+    (out_dir / f"{name}.md").write_text(text)
+    print(text)
+    return text
+
+
+def _fmt(v):
+    if isinstance(v, float):
+        return f"{v:.3g}" if abs(v) < 1000 else f"{v:.0f}"
+    return str(v)
+
+
+def meta_for(device) -> dict:
+    return {"device": device_name(device), "date": date.today().isoformat(), "commit": commit(),
+            "torch": torch.__version__}

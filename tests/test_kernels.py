@@ -1,0 +1,176 @@
+"""Generated pointwise kernels: seed 000's rotation with a residual path, RoPE,
+the NVRTC cubin cache. CPU tensors run the kernel-IR interpreter; `gpu`
+tests run the same programs as CUDA kernels."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from hostir import DataType, FusionDefinition
+
+CUDA = pytest.param("cuda", marks=pytest.mark.gpu)
+DEVICES = ["cpu", CUDA]
+
+
+def rotation_fusion():
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
+        n = fd.ops.size(t0, 0)
+        half = fd.ops.div(n, 2)
+        t1 = fd.ops.slice(t0, [0], [half])
+        t2 = fd.ops.slice(t0, [half], [n])
+        t3 = fd.ops.cat([t2, t1], 0)
+        fd.add_output(fd.ops.add(t0, t3))
+    return fd
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("n", [8, 64, 1000, 2 ** 20])
+def test_seed000_rotation_with_residual(device, n):
+    fd = rotation_fusion()
+    x = torch.randn(n, device=device)
+    (out,) = fd.execute([x])
+    h = n // 2
+    torch.testing.assert_close(out, x + torch.cat([x[h:], x[:h]]))
+    segs = fd.last_segments()
+    assert [s.scheduler for s in segs] == ["pointwise"]
+    code = fd.last_cuda_code()
+    assert "in0[" in code and "__global__" in code
+
+
+def rope_fusion(dtype):
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1, -1, -1], contiguity=True, dtype=dtype)
+        cos = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=dtype)
+        sin = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=dtype)
+        d = fd.ops.size(x, 3)
+        h = fd.ops.div(d, 2)
+        b, nh, s = (fd.ops.size(x, i) for i in range(3))
+        x1 = fd.ops.slice(x, [0, 0, 0, 0], [b, nh, s, h])
+        x2 = fd.ops.slice(x, [0, 0, 0, h], [b, nh, s, d])
+        rot = fd.ops.cat([fd.ops.neg(x2), x1], -1)
+        cb = fd.ops.broadcast_in_dim(cos, [b, nh, s, d], [2, 3])
+        sb = fd.ops.broadcast_in_dim(sin, [b, nh, s, d], [2, 3])
+        out = fd.ops.add(fd.ops.mul(x, cb), fd.ops.mul(rot, sb))
+        fd.add_output(fd.ops.cast(out, dtype))
+    return fd
+
+
+def rope_reference(x, cos, sin):
+    h = x.shape[-1] // 2
+    rot = torch.cat([-x[..., h:], x[..., :h]], -1)
+    return (x.float() * cos.float() + rot.float() * sin.float()).to(x.dtype)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("shape", [(2, 3, 5, 8), (1, 4, 16, 64), (2, 1, 1, 2)])
+@pytest.mark.parametrize("dtype", [DataType.BFloat16, DataType.Float, DataType.Half])
+def test_rope_4d(device, shape, dtype):
+    fd = rope_fusion(dtype)
+    t = dtype.torch
+    x = torch.randn(shape, device=device).to(t)
+    cos = torch.randn(shape[2], shape[3], device=device).to(t)
+    sin = torch.randn(shape[2], shape[3], device=device).to(t)
+    (out,) = fd.execute([x, cos, sin])
+    ref = rope_reference(x, cos, sin)
+    tol = {DataType.BFloat16: 2e-2, DataType.Half: 4e-3, DataType.Float: 1e-5}[dtype]
+    torch.testing.assert_close(out.float(), ref.float(), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_pad_cat_broadcast_kernel_matches_reference(device):
+    with FusionDefinition() as fd:
+        a = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        b = fd.define_tensor(shape=[1, -1], contiguity=True, dtype=DataType.Float)
+        p = fd.ops.pad(a, [1, 2, 0, 1], 0.5)
+        c = fd.ops.cat([p, fd.ops.expand(b, [1, fd.ops.size(p, 1)])], 0)
+        fd.add_output(fd.ops.tanh(fd.ops.permute(c, [1, 0])))
+    a = torch.randn(3, 4, device=device)
+    b = torch.randn(1, 7, device=device)
+    (out,) = fd.execute([a, b])
+    p = torch.nn.functional.pad(a, [1, 2, 0, 1], value=0.5)
+    torch.testing.assert_close(out, torch.tanh(torch.cat([p, b], 0).T))
+
+
+# ---------------------------------------------------------------- NVRTC cache (no GPU needed)
+
+nvrtc = pytest.mark.nvrtc
+
+
+def _nvrtc_or_skip():
+    try:
+        from hostir.runtime.nvrtc import nvrtc_version
+        nvrtc_version()
+    except Exception as e:  # pragma: no cover
+        pytest.skip(f"NVRTC not available: {e}")
+
+
+def _rotation_source():
+    fd = rotation_fusion()
+    fd.execute([torch.randn(16)])
+    return fd.last_cuda_code()
+
+
+@nvrtc
+def test_compile_cubin_for_sm90(tmp_path, monkeypatch):
+    _nvrtc_or_skip()
+    from hostir import config
+    from hostir.runtime import nvrtc as N
+    monkeypatch.setenv("HOSTIR_CACHE_DIR", str(tmp_path))
+    config.reload()
+    try:
+        src = _rotation_source()
+        N.clear_memory_cache()
+        before = N.stats.nvrtc_calls
+        cubin = N.compile_cubin(src, "sm_90", "hir_seg0_pointwise")
+        assert cubin.startswith(b"\x7fELF")
+        assert N.stats.nvrtc_calls == before + 1
+        assert N.compile_cubin(src, "sm_90", "hir_seg0_pointwise") == cubin  # memory hit
+        assert N.stats.nvrtc_calls == before + 1
+        files = list((tmp_path / "kernels").glob("*.cubin"))
+        assert len(files) == 1
+        # a second process hits the disk cache without calling NVRTC
+        script = textwrap.dedent(f"""
+            import sys
+            from hostir.runtime import nvrtc as N
+            src = open({str(tmp_path / 'src.cu')!r}).read()
+            N.compile_cubin(src, "sm_90", "hir_seg0_pointwise")
+            print(N.stats.nvrtc_calls, N.stats.disk_hits)
+        """)
+        (tmp_path / "src.cu").write_text(src)
+        env = dict(os.environ, HOSTIR_CACHE_DIR=str(tmp_path))
+        res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
+                             check=True)
+        assert res.stdout.split() == ["0", "1"], res.stdout + res.stderr
+        # a corrupted entry is detected and recompiled
+        files[0].write_bytes(b"garbage" * 10)
+        N.clear_memory_cache()
+        corrupt = N.stats.corrupt
+        again = N.compile_cubin(src, "sm_90", "hir_seg0_pointwise")
+        assert again == cubin and N.stats.corrupt == corrupt + 1
+        assert N.stats.nvrtc_calls == before + 2
+    finally:
+        monkeypatch.delenv("HOSTIR_CACHE_DIR")
+        config.reload()
+
+
+@nvrtc
+def test_compile_error_reports_log_and_source(tmp_path, monkeypatch):
+    _nvrtc_or_skip()
+    from hostir import config
+    from hostir.ir.errors import ExecutionError
+    from hostir.runtime import nvrtc as N
+    monkeypatch.setenv("HOSTIR_CACHE_DIR", str(tmp_path))
+    config.reload()
+    try:
+        with pytest.raises(ExecutionError, match="NVRTC failed to compile broken") as info:
+            N.compile_cubin('extern "C" __global__ void broken() { undefined_thing(); }', "sm_90",
+                            "broken")
+        assert "undefined_thing" in str(info.value)
+        assert (tmp_path / "kernels" / "failed" / "broken.cu").exists()
+    finally:
+        monkeypatch.delenv("HOSTIR_CACHE_DIR")
+        config.reload()
