@@ -115,12 +115,26 @@ def shape_checks(fusion: Fusion) -> tuple[ShapeCheck, ...]:
                     checks.append(ShapeCheck(v, d, ((v.src[0], a.extent), (v, b.extent))))
         elif v.op is Op.RESHAPE:
             checks.append(ShapeCheck(v, -1, ((v.src[0], None),)))
+        elif v.op is Op.PAD:  # negative widths may crop an axis below zero
+            for d, ax in enumerate(v.logical):
+                if not (ax.extent.op is Op.CONST and ax.extent.arg >= 0):
+                    checks.append(ShapeCheck(v, d, ((v.src[0], ax.extent),)))
     return tuple(checks)
 
 
 def run_shape_checks(checks, env: Env) -> None:
     from .ir.errors import ExecutionError
     for c in checks:
+        if c.node.op is Op.PAD:
+            src, extent = c.operands[0]
+            n = env.scalar(extent)
+            if n < 0:
+                w = [env.scalar(x) for x in c.node.src[2 + 2 * c.dim:4 + 2 * c.dim]]
+                raise ExecutionError(
+                    f"pad -> {c.node!r}: dim {c.dim} of {src!r} has extent "
+                    f"{env.scalar(src.logical[c.dim].extent)}; widths ({w[0]}, {w[1]}) "
+                    f"would give it extent {n}")
+            continue
         if c.dim < 0:
             src = c.operands[0][0]
             old = env.extents(src.logical)

@@ -114,6 +114,8 @@ TEST_DEVICE = os.environ.get("HOSTIR_TEST_DEVICE", "cpu")
 def to_device_exact(x: torch.Tensor, device: str) -> torch.Tensor:
     """`x` on `device` with the same sizes, strides and storage offset."""
     n = x.untyped_storage().nbytes() // x.element_size()
+    if x.ndim == 0:
+        return x.to(device)
     base = torch.as_strided(x, (n,), (1,), 0).to(device) if n else torch.empty(0, dtype=x.dtype,
                                                                               device=device)
     return torch.as_strided(base, x.shape, x.stride(), x.storage_offset())
@@ -128,8 +130,7 @@ def run(build, inputs):
     verify(fd._fusion)
     args = list(inputs)
     if TEST_DEVICE != "cpu":
-        args = [to_device_exact(a, TEST_DEVICE) if isinstance(a, torch.Tensor) and a.ndim else a
-                for a in args]
+        args = [to_device_exact(a, TEST_DEVICE) if isinstance(a, torch.Tensor) else a for a in args]
         return [o.cpu() for o in fd.execute(args)]
     return fd.execute(args)
 

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from hostir import DataType, FusionDefinition, config
 from hostir.concretize import concretization_key, concretize, dynamic_info
-from hostir.ir.errors import DefinitionError
+from hostir.ir.errors import DefinitionError, ExecutionError
 from hostir.ir.fusion import verify
 from hostir.ir.node import AxisKind, Op
 from hostir.ir.reference import bind_inputs, evaluate
@@ -303,3 +303,23 @@ def test_rotation_static_odd_size():
     x = torch.randn(9)
     (out,) = fd.execute([x])
     assert torch.equal(out, x + torch.cat([x[4:], x[:4]]))
+
+
+@pytest.mark.parametrize("disable", [False, True])
+def test_pad_cropping_below_zero_is_an_execution_error(disable, monkeypatch):
+    """Negative widths that crop an axis below zero (for this input) are a
+    hostir error naming the pad, on a plan hit too, never a raw torch error."""
+    if disable:
+        monkeypatch.setenv("HOSTIR_DISABLE", "concretize_resize")
+        config.reload()
+    fd = FusionDefinition()
+    with fd:
+        t0 = fd.define_tensor(shape=[-1], contiguity=True, dtype=DataType.Float)
+        fd.add_output(fd.ops.exp(fd.ops.pad(t0, [-1, -1])))
+    x = torch.randn(5)
+    torch.testing.assert_close(fd.execute([x])[0], torch.exp(x[1:4]))
+    with pytest.raises(ExecutionError, match=r"pad -> .*extent -1"):
+        fd.execute([torch.randn(1)])
+    with pytest.raises(ExecutionError):
+        evaluate(fd._fusion, [torch.randn(1)], CPU)
+    torch.testing.assert_close(fd.execute([torch.randn(2)])[0], torch.empty(0))

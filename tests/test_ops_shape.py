@@ -665,6 +665,56 @@ def test_shape_returns_one_scalar_per_dim():
     _exact(out, torch.full((2, 3, 4), 0.25))
 
 
+def test_empty_slice_in_cat_and_sum():
+    x = rand((6,), D.Float)
+
+    def build(fd):
+        t = declare(fd, x)
+        e = fd.ops.slice(t, [3], [3])
+        fd.add_output(fd.ops.cat([e, t, e], 0))
+        fd.add_output(fd.ops.sum(e, [0]))
+
+    a, b = run(build, [x])
+    _exact(a, torch.cat([x[3:3], x, x[3:3]]))
+    check(b, x[3:3].sum(0))
+
+
+@pytest.mark.parametrize("how", ["contiguity_false", "from_pytorch"])
+def test_expanded_stride0_input(how):
+    x = rand((1, 5), D.Float).expand(4, 5)   # stride 0 on dim 0
+
+    def build(fd):
+        t = fd.define_tensor([-1, -1], contiguity=False) if how == "contiguity_false" \
+            else fd.from_pytorch(x)
+        fd.add_output(fd.ops.mul(t, 2.5))
+        fd.add_output(fd.ops.sum(t, [0]))
+
+    a, b = run(build, [x])
+    check(a, x * 2.5)
+    check(b, x.sum(0), kind="reduction")
+
+
+@pytest.mark.parametrize("new_shape", [[24], [2, 2, 2, 3], [8, 3]], ids=_id)
+def test_reshape_of_expanded(new_shape):
+    x = rand((1, 6), D.Float)
+    (out,) = run(lambda fd: fd.add_output(
+        fd.ops.reshape(fd.ops.expand(declare(fd, x, "bcast"), [4, 6]), new_shape)), [x])
+    _exact(out, x.expand(4, 6).reshape(new_shape))
+
+
+def test_reshape_of_channels_last_input():
+    x = rand((2, 3, 4, 5), D.Float).to(memory_format=torch.channels_last)
+
+    def build(fd):
+        t = fd.from_pytorch(x)
+        fd.add_output(fd.ops.reshape(t, [-1]))
+        fd.add_output(fd.ops.reshape(t, [6, 20]))
+
+    a, b = run(build, [x])
+    _exact(a, x.reshape(-1))
+    _exact(b, x.reshape(6, 20))
+
+
 def test_every_fd_op_is_tested():
     """Fails when fd.ops grows an op that tests/test_ops_*.py does not cover."""
     import pathlib
