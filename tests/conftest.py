@@ -41,12 +41,13 @@ _orig_init = _lower.KernelLaunch.__init__
 
 def _recording_init(self, seg, kernel):
     _orig_init(self, seg, kernel)
-    try:
-        src = self.source
+    try:  # the general variant and the vectorized 32-bit-index one
+        variants = [self.variant(1, "long long")[0], self.variant(self.vec, "int")[0]]
     except Exception as e:  # a printer bug is a test failure too
         _KERNEL_SOURCES[f"<printer error {e!r}>"] = ""
         return
-    _KERNEL_SOURCES.setdefault(src, kernel.name)
+    for c in variants:
+        _KERNEL_SOURCES.setdefault(c.source, c.name)
 
 
 _lower.KernelLaunch.__init__ = _recording_init

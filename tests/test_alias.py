@@ -217,6 +217,22 @@ def test_view_output_with_requested_layout():
     assert torch.equal(out, x.t()) and out.is_contiguous()
 
 
+def test_reshape_output_with_requested_column_major_layout():
+    """Seed 002: the frontend asks for a non-default stride order on a reshape
+    output; the reshape must copy into that layout rather than alias."""
+    def build(fd):
+        t0 = fd.define_tensor(shape=[-1, -1, -1], contiguity=True, dtype=DataType.Float)
+        t1 = fd.ops.reshape(t0, [t0.size(0) * t0.size(1), t0.size(2)])
+        fd.add_output(t1, stride_order=[0, 1])
+
+    fd = define(build)
+    x = torch.randn(2, 3, 4)
+    (out,) = fd.execute([x])
+    assert torch.equal(out, x.reshape(6, 4))
+    assert out.stride() == (1, 6)
+    assert not shares_storage(out, x)
+
+
 def test_view_and_computed_output_together():
     def build(fd):
         t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)

@@ -289,10 +289,6 @@ def test_rotation_one_fusion_many_sizes():
     assert fd.cache_info().plans <= 2
 
 
-@pytest.mark.xfail(strict=True, raises=DefinitionError,
-                   reason="hostir/ir/ops.py cat() merges every dim of its pieces with "
-                          "broadcast_axes, the cat dim included, so pieces of different "
-                          "static extents (5 and 4) are rejected at definition")
 def test_rotation_static_odd_size():
     fd = FusionDefinition()
     with fd:
@@ -323,3 +319,16 @@ def test_pad_cropping_below_zero_is_an_execution_error(disable, monkeypatch):
     with pytest.raises(ExecutionError):
         evaluate(fd._fusion, [torch.randn(1)], CPU)
     torch.testing.assert_close(fd.execute([torch.randn(2)])[0], torch.empty(0))
+
+
+def test_reshape_infer_next_to_empty_slice_is_an_execution_error():
+    fd = FusionDefinition()
+    with fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        t1 = fd.ops.slice(t0, [0, 1], [t0.size(0), 2])
+        fd.add_output(fd.ops.reshape(t1, [2, -1, t1.size(1)]))
+    x = torch.randn(4, 3)
+    torch.testing.assert_close(fd.execute([x])[0], x[:, 1:2].reshape(2, -1, 1))
+    # with one column the slice is empty; torch refuses to infer -1 for 0 elements
+    with pytest.raises(ExecutionError):
+        fd.execute([torch.randn(4, 1)])

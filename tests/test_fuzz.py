@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hostir import DataType, FusionDefinition
+from hostir.ir.errors import HostirError
 from hostir.ir.fusion import verify
 from hostir.ir.node import AxisKind
 from hostir.ir.reference import evaluate
@@ -205,15 +206,9 @@ def make_input(shape, layout: str, gen: torch.Generator) -> torch.Tensor:
 shapes = st.lists(st.sampled_from([1, 1, 2, 3, 4, 5, 6]), min_size=1, max_size=3)
 
 
-@settings(max_examples=60, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(data=st.data(),
-       in_shapes=st.lists(shapes, min_size=1, max_size=2),
-       seed=st.integers(0, 2**31 - 1))
-def test_random_fusions_match_reference_and_torch(data, in_shapes, seed):
-    gen = torch.Generator().manual_seed(seed)
-    layouts = [data.draw(st.sampled_from(LAYOUTS), label="layout") for _ in in_shapes]
-    tensors = [make_input(s, layout, gen) for s, layout in zip(in_shapes, layouts)]
+def build_random_fusion(data, in_shapes, layouts, tensors, max_ops=6):
+    """Draw a fusion over inputs of `in_shapes`; returns it with the outputs'
+    Items (their torch values computed from `tensors`)."""
     fd = FusionDefinition()
     with fd:
         items = []
@@ -222,7 +217,7 @@ def test_random_fusions_match_reference_and_torch(data, in_shapes, seed):
             shape = [1 if (declare_bcast and e == 1) else -1 for e in s]
             items.append(Item(fd.define_tensor(shape=shape, contiguity=layout == "contiguous",
                                                dtype=DataType.Float), t))
-        n_ops = data.draw(st.integers(1, 6), label="n_ops")
+        n_ops = data.draw(st.integers(1, max_ops), label="n_ops")
         made = 0
         for _ in range(n_ops * 3):
             if made == n_ops:
@@ -238,27 +233,76 @@ def test_random_fusions_match_reference_and_torch(data, in_shapes, seed):
             outs.append(items[extra])
         for o in outs:
             fd.add_output(o.h)
-
     verify(fd._fusion)
+    return fd, outs
+
+
+def dumps(fd) -> str:
+    return "\n" + fd.fusion_ir() + "\n" + fd.last_segmented_fusion_ir()
+
+
+@settings(max_examples=60, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data(),
+       in_shapes=st.lists(shapes, min_size=1, max_size=2),
+       seed=st.integers(0, 2**31 - 1))
+def test_random_fusions_match_reference_and_torch(data, in_shapes, seed):
+    gen = torch.Generator().manual_seed(seed)
+    layouts = [data.draw(st.sampled_from(LAYOUTS), label="layout") for _ in in_shapes]
+    tensors = [make_input(s, layout, gen) for s, layout in zip(in_shapes, layouts)]
+    fd, outs = build_random_fusion(data, in_shapes, layouts, tensors)
+
     got = fd.execute(tensors)
     ref = evaluate(fd._fusion, tensors, CPU)
     assert len(got) == len(ref) == len(outs)
     for g, r, o in zip(got, ref, outs):
         assert g.shape == r.shape == o.t.shape, (g.shape, r.shape, o.t.shape, fd.fusion_ir())
         assert g.dtype == r.dtype == o.t.dtype
-        torch.testing.assert_close(g, r, rtol=1e-6, atol=1e-6, msg=lambda m: m + "\n" + fd.fusion_ir()
-                                   + "\n" + fd.last_segmented_fusion_ir())
-        torch.testing.assert_close(g, o.t, rtol=1e-5, atol=1e-5, msg=lambda m: m + "\n" + fd.fusion_ir()
-                                   + "\n" + fd.last_segmented_fusion_ir())
+        torch.testing.assert_close(g, r, rtol=1e-6, atol=1e-6, msg=lambda m: m + dumps(fd))
+        torch.testing.assert_close(g, o.t, rtol=1e-5, atol=1e-5, msg=lambda m: m + dumps(fd))
     # a second call with fresh data of the same shapes hits the plan and is right too
     tensors2 = [make_input(s, layout, gen) for s, layout in zip(in_shapes, layouts)]
     got2 = fd.execute(tensors2)
     ref2 = evaluate(fd._fusion, tensors2, CPU)
     for g, r in zip(got2, ref2):
-        torch.testing.assert_close(g, r, rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(g, r, rtol=1e-6, atol=1e-6, msg=lambda m: m + dumps(fd))
     assert fd.cache_info().hits >= 1
-    # every launch-free segment is an alias segment; every expr is in one segment
     for s in fd.last_segments():
         assert s.launches == (s.scheduler != "alias")
         assert s.scheduler in {"pointwise", "reduction", "normalization", "matmul", "alias"}
 
+
+@settings(max_examples=30, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data(),
+       in_shapes=st.lists(shapes, min_size=1, max_size=2),
+       seed=st.integers(0, 2**31 - 1))
+def test_random_fusions_across_changing_shapes(data, in_shapes, seed):
+    """One fusion called with inputs of other sizes (same ranks): new
+    specializations, the switch to symbolic bounds and plan hits must all give
+    the reference evaluator's answer wherever the unmodified fusion is defined
+    for those sizes (a definition-time slice may not fit a smaller input)."""
+    gen = torch.Generator().manual_seed(seed)
+    layouts = ["contiguous"] * len(in_shapes)
+    tensors = [make_input(s, "contiguous", gen) for s in in_shapes]
+    fd, outs = build_random_fusion(data, in_shapes, layouts, tensors, max_ops=8)
+    for o, g in zip(outs, fd.execute(tensors)):
+        torch.testing.assert_close(g, o.t, rtol=1e-5, atol=1e-5, msg=lambda m: m + dumps(fd))
+    compared = 0
+    for _ in range(3):
+        new_shapes = [[1 if ax.is_broadcast else
+                       data.draw(st.sampled_from([1, 2, 3, 4, 6, 8]), label="new size")
+                       for ax in v.axes] for v in fd._fusion.inputs]
+        xs = [make_input(s, "contiguous", gen) for s in new_shapes]
+        try:
+            ref = evaluate(fd._fusion, xs, CPU)
+        except (HostirError, ZeroDivisionError):
+            continue    # the unmodified fusion is not defined for these sizes
+        got = fd.execute(xs)
+        for g, r in zip(got, ref):
+            assert g.shape == r.shape, (g.shape, r.shape, new_shapes, dumps(fd))
+            torch.testing.assert_close(g, r, rtol=1e-6, atol=1e-6,
+                                       msg=lambda m: m + f"\nsizes {new_shapes}" + dumps(fd))
+        compared += 1
+    info = fd.cache_info()
+    assert info.hits + info.misses == 1 + compared

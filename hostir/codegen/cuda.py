@@ -88,48 +88,246 @@ def _expr(n: KNode, name) -> str:
     return f"hir_{op.value}({', '.join(a)})"
 
 
-def kernel_source(kern: Kernel) -> str:
-    params = []
-    for k, t in enumerate(kern.inputs):
-        params.append(f"const {CTYPE[t.dtype]}* __restrict__ in{k}")
-        params += [f"long long in{k}_s{d}" for d in range(t.ndim)]
-    for k, t in enumerate(kern.outputs):
-        params.append(f"{CTYPE[t.dtype]}* __restrict__ out{k}")
-        params += [f"long long out{k}_s{d}" for d in range(t.ndim)]
-    params += [f"{PARAM_CTYPE[v.dtype]} p{k}" for k, v in enumerate(kern.params)]
+VEC_TYPE = {2: "unsigned short", 4: "unsigned int", 8: "uint2", 16: "uint4"}
+
+
+def _inner_deps(kern: Kernel, inner: int) -> set[int]:
+    """Nodes whose value depends on the innermost iteration index."""
+    dep: set[int] = set()
+    for n in kern.order:
+        if (n.op == K.INDEX and n.arg == inner) or any(id(s) in dep for s in n.src):
+            dep.add(id(n))
+    return dep
+
+
+def _affine(n: KNode, inner: int):
+    """c if n is `i_inner + c` (c a constant), else None."""
+    if n.op == K.INDEX and n.arg == inner:
+        return 0
+    if n.op is Op.ADD and n.src[0].op == K.INDEX and n.src[0].arg == inner and n.src[1].op == K.CONST:
+        return n.src[1].arg
+    return None
+
+
+def _uniform(p: KNode, v: int, inner: int, dep: set[int]) -> bool:
+    """Is predicate p the same for the v consecutive points of an aligned group?"""
+    if id(p) not in dep:
+        return True
+    if p.op is Op.LOGICAL_AND:
+        return all(_uniform(s, v, inner, dep) for s in p.src)
+    if p.op in (Op.LT, Op.GE, Op.LE, Op.GT) and len(p.src) == 2:
+        a, b = p.src
+        c = _affine(a, inner)
+        if c is None or b.op != K.CONST or id(b) in dep:
+            return False
+        k = b.arg + (1 if p.op in (Op.LE, Op.GT) else 0)
+        return (k - c) % v == 0
+    return False
+
+
+def vector_loads(kern: Kernel, v: int) -> set[int]:
+    """LOAD nodes that read v consecutive, aligned elements per group of points."""
     n = len(kern.extent_vals)
-    params += [f"long long e{d}" for d in range(n)]
-    params.append("long long numel")
-    names: dict[int, str] = {}
-    body = []
+    if v == 1 or n == 0:
+        return set()
+    inner = n - 1
+    dep = _inner_deps(kern, inner)
+    out = set()
     for node in kern.order:
-        if node.op in (K.CONST, K.INDEX):
-            names[id(node)] = _expr(node, lambda s: names[id(s)])
+        if node.op != K.LOAD or id(node) not in dep:
             continue
-        var = f"v{len(names)}"
-        body.append(f"    const {CTYPE[node.dtype]} {var} = {_expr(node, lambda s: names[id(s)])};")
-        names[id(node)] = var
-    index = []
-    if n:
-        index.append("    long long rest = lin;")
-        for d in reversed(range(n)):
-            if d == 0:
-                index.append("    const long long i0 = rest;")
+        idx = node.src[1:]
+        c = _affine(idx[-1], inner) if idx else None
+        if c is None or c % v or any(id(i) in dep for i in idx[:-1]):
+            continue
+        if _uniform(node.src[0], v, inner, dep):
+            out.add(id(node))
+    return out
+
+
+class _Printer:
+    def __init__(self, kern: Kernel, vec: int, idx: str):
+        self.k = kern
+        self.vec = vec
+        self.idx = idx
+        self.n = len(kern.extent_vals)
+        self.inner = self.n - 1
+        self.dep = _inner_deps(kern, self.inner) if self.n else set()
+        self.vloads = vector_loads(kern, vec)
+        self.index_nodes = _index_nodes(kern)
+        self.lines: list[str] = []
+        self.count = 0
+
+    def fresh(self) -> str:
+        self.count += 1
+        return f"v{self.count}"
+
+    def emit_all(self, nodes, names: dict, ix_inner: str, indent: str):
+        """SSA statements for `nodes` not named yet; names maps node id -> C text."""
+        for node in nodes:
+            if id(node) in names:
+                continue
+            if node.op == K.INDEX:
+                names[id(node)] = ix_inner if node.arg == self.inner else f"i{node.arg}"
+                continue
+            is_index = id(node) in self.index_nodes
+            if node.op == K.CONST:
+                names[id(node)] = (str(int(node.arg)) if is_index and self.idx == "int"
+                                   else _literal(node.arg, node.dtype))
+                continue
+            if node.op == K.LOAD:
+                text = self._load(node, names)
+            elif node.op == K.PARAM and is_index:
+                text = f"({self.idx})p{node.arg}"
             else:
-                index.append(f"    const long long i{d} = rest % e{d}; rest /= e{d};")
-    stores = []
-    for k, node in kern.stores:
-        off = " + ".join(f"i{d} * out{k}_s{d}" for d in range(kern.outputs[k].ndim)) or "0"
-        stores.append(f"    out{k}[{off}] = {names[id(node)]};")
-    lines = [
-        '#include "hostir.cuh"',
-        f'extern "C" __global__ void __launch_bounds__(256) {kern.name}(',
-        "    " + ",\n    ".join(params) + ") {",
-        "  const long long stride = (long long)gridDim.x * blockDim.x;",
-        "  for (long long lin = (long long)blockIdx.x * blockDim.x + threadIdx.x; lin < numel; "
-        "lin += stride) {",
-        *index, *body, *stores,
-        "  }",
-        "}",
-    ]
-    return "\n".join(lines) + "\n"
+                text = _expr(node, lambda s: names[id(s)])
+            var = self.fresh()
+            ctype = self.idx if is_index else CTYPE[node.dtype]
+            self.lines.append(f"{indent}const {ctype} {var} = {text};")
+            names[id(node)] = var
+
+    def _load(self, node, names) -> str:
+        k = node.arg
+        a = [names[id(s)] for s in node.src]
+        off = " + ".join(f"{i} * in{k}_s{d}" for d, i in enumerate(a[1:])) or "0"
+        return f"({a[0]} ? in{k}[{off}] : ({CTYPE[node.dtype]})0)"
+
+    def source(self) -> str:
+        if self.n == 0:
+            self.vec = 1
+        k, v, idx = self.k, self.vec, self.idx
+        params = []
+        for s, t in enumerate(k.inputs):
+            params.append(f"const {CTYPE[t.dtype]}* __restrict__ in{s}")
+            params += [f"{idx} in{s}_s{d}" for d in range(t.ndim)]
+        for s, t in enumerate(k.outputs):
+            params.append(f"{CTYPE[t.dtype]}* __restrict__ out{s}")
+            params += [f"{idx} out{s}_s{d}" for d in range(t.ndim)]
+        params += [f"{PARAM_CTYPE[p.dtype]} p{s}" for s, p in enumerate(k.params)]
+        params += [f"{idx} e{d}" for d in range(self.n)]
+        params.append(f"{idx} nslots")
+        L = self.lines
+        L.append(f"  for ({idx} j = ({idx})blockIdx.x * blockDim.x + threadIdx.x; j < nslots; "
+                 f"j += ({idx})gridDim.x * blockDim.x) {{")
+        if self.n:
+            L.append(f"    {idx} rest = j * {v};")
+            for d in reversed(range(self.n)):
+                if d == 0:
+                    L.append("    const %s i0 = rest;" % idx)
+                else:
+                    L.append(f"    const {idx} i{d} = rest % e{d}; rest /= e{d};")
+        names: dict[int, str] = {}
+        outer = [n for n in k.order if id(n) not in self.dep]
+        self.emit_all(outer, names, f"i{self.inner}", "    ")
+        inner_nodes = [n for n in k.order if id(n) in self.dep]
+        if v == 1:
+            self.emit_all(inner_nodes, names, f"i{self.inner}", "    ")
+            for s, node in k.stores:
+                off = " + ".join(f"i{d} * out{s}_s{d}" for d in range(k.outputs[s].ndim)) or "0"
+                L.append(f"    out{s}[{off}] = {names[id(node)]};")
+            L.append("  }")
+            return self._wrap(params)
+        # vector loads, evaluated once per group at u = 0
+        base = dict(names)
+        needed = []
+        for node in inner_nodes:
+            if id(node) in self.vloads:
+                needed.append(node)
+        pre = _closure(needed, self.dep)
+        self.emit_all([n for n in pre if n.op != K.LOAD], base, f"i{self.inner}", "    ")
+        for node in needed:
+            t = k.inputs[node.arg]
+            size = t.dtype.itemsize * v
+            a = [base[id(s)] for s in node.src]
+            off = " + ".join(f"{i} * in{node.arg}_s{d}" for d, i in enumerate(a[1:])) or "0"
+            arr = self.fresh()
+            L.append(f"    {CTYPE[t.dtype]} {arr}[{v}];")
+            L.append(f"    if ({a[0]}) *reinterpret_cast<{VEC_TYPE[size]}*>({arr}) = "
+                     f"*reinterpret_cast<const {VEC_TYPE[size]}*>(in{node.arg} + {off});")
+            L.append(f"    else {{ for (int u = 0; u < {v}; ++u) {arr}[u] = ({CTYPE[t.dtype]})0; }}")
+            names[id(node)] = f"{arr}[u]"
+        outs = []
+        for s, node in k.stores:
+            arr = self.fresh()
+            L.append(f"    {CTYPE[k.outputs[s].dtype]} {arr}[{v}];")
+            outs.append(arr)
+        L.append("    #pragma unroll")
+        L.append(f"    for (int u = 0; u < {v}; ++u) {{")
+        L.append(f"      const {idx} ii = i{self.inner} + u;")
+        self.emit_all(inner_nodes, names, "ii", "      ")
+        for (s, node), arr in zip(k.stores, outs):
+            L.append(f"      {arr}[u] = {names[id(node)]};")
+        L.append("    }")
+        for (s, node), arr in zip(k.stores, outs):
+            t = k.outputs[s]
+            size = t.dtype.itemsize * v
+            off = " + ".join(f"i{d} * out{s}_s{d}" for d in range(t.ndim)) or "0"
+            L.append(f"    *reinterpret_cast<{VEC_TYPE[size]}*>(out{s} + {off}) = "
+                     f"*reinterpret_cast<const {VEC_TYPE[size]}*>({arr});")
+        L.append("  }")
+        return self._wrap(params)
+
+    def _wrap(self, params) -> str:
+        head = ['#include "hostir.cuh"',
+                f'extern "C" __global__ void __launch_bounds__(256) {self.k.name}(',
+                "    " + ",\n    ".join(params) + ") {"]
+        return "\n".join(head + self.lines + ["}"]) + "\n"
+
+
+def _index_nodes(kern: Kernel) -> set[int]:
+    """Int nodes that only compute indices and predicates (load offsets), never
+    data: these may use 32-bit arithmetic when the launch's offsets fit."""
+    data: set[int] = set()
+    for n in kern.order:
+        if n.op == K.LOAD or any(id(s) in data for s in n.src):
+            data.add(id(n))
+    roots = []
+    for n in kern.order:
+        if n.op == K.LOAD:
+            roots.extend(n.src)
+    reach: set[int] = set()
+    stack = list(roots)
+    while stack:
+        n = stack.pop()
+        if id(n) in reach or id(n) in data:
+            continue
+        if n.dtype is DataType.Int or n.op in (Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE,
+                                                 Op.LOGICAL_AND):
+            reach.add(id(n))
+            stack.extend(n.src)
+    # a node also used to compute data keeps its 64-bit type
+    shared: set[int] = set()
+    for n in kern.order:
+        if id(n) not in reach and n.op != K.LOAD:
+            shared.update(id(s) for s in n.src)
+    return {id(n) for n in kern.order
+            if id(n) in reach and id(n) not in shared and n.dtype is DataType.Int}
+
+
+def _closure(roots, dep) -> list:
+    """The dependence-ordered sub-DAG under `roots` (the roots' own sources only)."""
+    seen, order = set(), []
+
+    def visit(n):
+        if id(n) in seen:
+            return
+        seen.add(id(n))
+        for s in n.src:
+            visit(s)
+        order.append(n)
+    for r in roots:
+        for s in r.src:
+            visit(s)
+    return order
+
+
+def vector_width(kern: Kernel) -> int:
+    """Elements per thread group: 16 bytes of the widest element type."""
+    sizes = [t.dtype.itemsize for t in kern.inputs + kern.outputs] or [4]
+    return max(1, 16 // max(sizes))
+
+
+def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long") -> str:
+    """CUDA C++ for `kern`: `vec` points per thread iteration (vector loads and
+    stores where aligned), `idx` the index type ("int" when offsets fit)."""
+    return _Printer(kern, vec, idx).source()

@@ -84,21 +84,21 @@ class Builder:
     def is_const(self, n: KNode, value=None) -> bool:
         return n.op == K.CONST and (value is None or n.arg == value)
 
-    # index arithmetic with folding
+    # index arithmetic with folding; affine forms are kept as `x + c` (c constant last)
     def add(self, a: KNode, b: KNode) -> KNode:
+        if self.is_const(a) and not self.is_const(b):
+            a, b = b, a
         if self.is_const(b, 0):
             return a
-        if self.is_const(a, 0):
-            return b
         if self.is_const(a) and self.is_const(b):
             return self.i(a.arg + b.arg)
+        if self.is_const(b) and a.op is Op.ADD and self.is_const(a.src[1]):
+            return self.add(a.src[0], self.i(a.src[1].arg + b.arg))
         return self.mk(Op.ADD, DataType.Int, (a, b))
 
     def sub(self, a: KNode, b: KNode) -> KNode:
-        if self.is_const(b, 0):
-            return a
-        if self.is_const(a) and self.is_const(b):
-            return self.i(a.arg - b.arg)
+        if self.is_const(b):
+            return self.add(a, self.i(-b.arg))
         return self.mk(Op.SUB, DataType.Int, (a, b))
 
     def mul(self, a: KNode, b: KNode) -> KNode:

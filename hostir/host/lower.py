@@ -8,14 +8,14 @@ import math
 import torch
 
 from .. import config
-from ..codegen.cuda import kernel_source
+from ..codegen.cuda import kernel_source, vector_loads, vector_width
 from ..codegen.interpret import interpret
 from ..codegen.kir import Kernel
 from ..codegen.lower import lower_pointwise
-from ..ir.errors import UnsupportedError
+from ..ir.errors import ExecutionError, UnsupportedError
 from ..ir.node import Op
 from ..ir.reference import Env, eval_node
-from ..runtime.launch import I64, PTR, CompiledKernel, param_ctype, sm_count
+from ..runtime.launch import I32, I64, PTR, CompiledKernel, param_ctype, sm_count
 from ..passes.alias import apply_view
 from ..segment import Segment, SegmentedFusion
 from . import ir as H
@@ -36,7 +36,9 @@ class SegmentLaunch:
 
 class KernelLaunch:
     """A segment compiled to a generated kernel: NVRTC + launch on CUDA tensors,
-    the kernel-IR interpreter on CPU tensors."""
+    the kernel-IR interpreter on CPU tensors. Variants (points per thread with
+    vector loads/stores, 32- or 64-bit indices) are compiled on first use and
+    chosen per call from the actual extents, strides and alignment."""
 
     BLOCK = 256
 
@@ -44,25 +46,44 @@ class KernelLaunch:
         self.seg = seg
         self.kernel = kernel
         self.name = f"seg{seg.id}_{seg.scheduler}"
-        self._compiled: CompiledKernel | None = None
+        self._variants: dict[tuple, tuple[CompiledKernel, frozenset]] = {}
+        self.vec = vector_width(kernel)
 
     @property
     def source(self) -> str:
-        return self.compiled.source
+        """The general variant's source (one point per thread, 64-bit indices)."""
+        return self.variant(1, "long long")[0].source
 
     @property
     def compiled(self) -> CompiledKernel:
-        if self._compiled is None:
-            self._compiled = CompiledKernel(self.kernel.name, kernel_source(self.kernel))
-        return self._compiled
+        return self.variant(1, "long long")[0]
+
+    def variant(self, vec: int, idx: str):
+        key = (vec, idx)
+        got = self._variants.get(key)
+        if got is None:
+            name = f"{self.kernel.name}_v{vec}_{'i32' if idx == 'int' else 'i64'}"
+            self.kernel.name, base = name, self.kernel.name
+            try:
+                src = kernel_source(self.kernel, vec, idx)
+            finally:
+                self.kernel.name = base
+            slots = frozenset(n.arg for n in self.kernel.order if id(n) in vector_loads(self.kernel, vec))
+            got = self._variants[key] = (CompiledKernel(name, src), slots)
+        return got
 
     def launch(self, env: Env, args: list) -> list:
         k = self.kernel
         extents = [env.scalar(e) for e in k.extent_vals]
         params = [env.scalar(p) for p in k.params]
         ins = [env[t.val] for t in k.inputs]
-        outs = [torch.empty(env.extents(t.val.logical), dtype=t.dtype.torch, device=env.device)
-                for t in k.outputs]
+        shapes = [env.extents(t.val.logical) for t in k.outputs]
+        for t, shape in zip(k.outputs, shapes):
+            if shape != extents:
+                raise ExecutionError(f"{self.name}: output {t.val!r} has shape {shape} but the "
+                                     f"kernel iterates over {extents}")
+        outs = [torch.empty(shape, dtype=t.dtype.torch, device=env.device)
+                for t, shape in zip(k.outputs, shapes)]
         numel = math.prod(extents)
         if numel == 0:
             return outs
@@ -72,21 +93,42 @@ class KernelLaunch:
             interpret(k, ins, outs, params, extents)
         return outs
 
+    def _vector_ok(self, vec, slots, ins, outs, extents) -> bool:
+        if vec == 1 or not extents or extents[-1] % vec:
+            return False
+        for t in [ins[s] for s in slots] + outs:
+            if t.ndim == 0 or t.stride(-1) != 1 or t.data_ptr() % (vec * t.element_size()):
+                return False
+            if any(st % vec for st in t.stride()[:-1]):
+                return False
+        return True
+
     def _launch_cuda(self, device, ins, outs, params, extents, numel) -> None:
+        limit = 2 ** 31 - 1
+        fits = numel <= limit and all(
+            sum((sz - 1) * abs(st) for sz, st in zip(t.shape, t.stride())) <= limit for t in ins + outs)
+        idx = "int" if fits else "long long"
+        vec = self.vec
+        compiled, slots = self.variant(vec, idx)
+        if not self._vector_ok(vec, slots, ins, outs, extents):
+            vec = 1
+            compiled, slots = self.variant(1, idx)
+        it = I32 if fits else I64
         values, types = [], []
         for t in ins + outs:
             values.append(t.data_ptr())
             types.append(PTR)
             values += list(t.stride())
-            types += [I64] * t.ndim
+            types += [it] * t.ndim
         for v, p in zip(params, self.kernel.params):
             values.append(v)
             types.append(param_ctype(p.dtype))
-        values += extents + [numel]
-        types += [I64] * (len(extents) + 1)
-        grid = max(1, min(-(-numel // self.BLOCK), sm_count(device) * 16))
+        nslots = numel // vec
+        values += extents + [nslots]
+        types += [it] * (len(extents) + 1)
+        grid = max(1, min(-(-nslots // self.BLOCK), sm_count(device) * 32))
         stream = torch.cuda.current_stream(device).cuda_stream
-        self.compiled.launch(device, grid, self.BLOCK, tuple(values), tuple(types), stream)
+        compiled.launch(device, grid, self.BLOCK, tuple(values), tuple(types), stream)
 
 
 def make_launch(seg: Segment):

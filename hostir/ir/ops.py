@@ -380,7 +380,17 @@ def cat(tensors: Sequence[Val], dim: int) -> Val:
     d = _norm_dim("cat", t0, dim)
     dtype = promote([(t.dtype, True) for t in tensors])
     tensors = [cast(t, dtype) if t.dtype != dtype else t for t in tensors]
-    axes = list(broadcast_axes("cat", [t for t in tensors]))  # checks the other dims
+    # the other dims must agree; the cat dim's extents may differ
+    axes: list = []
+    for i in range(t0.ndim):
+        if i == d:
+            axes.append(None)
+            continue
+        ref = next((t for t in tensors if t.logical[i].kind is AxisKind.ITER), t0)
+        for t in tensors:
+            if t.logical[i].kind is AxisKind.ITER:
+                _check_same_extent("cat", ref, i, t, i, ref.logical[i].extent, t.logical[i].extent)
+        axes.append(ref.logical[i])
     for t in tensors:
         for i, ax in enumerate(t.logical):
             if i != d and ax.kind is AxisKind.BCAST and axes[i].kind is AxisKind.ITER:

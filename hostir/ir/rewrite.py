@@ -38,7 +38,7 @@ def rebuild(v: Val, src: tuple[Val, ...]) -> Val:
     elif op is Op.PAD:
         out = O.pad_raw(src[0], src[1], src[2:])
     elif op is Op.CAT:
-        out = _cat_raw(list(src), v.arg)
+        out = O.cat(list(src), v.arg)
     elif op in (Op.SUM, Op.MAX, Op.MIN, Op.MEAN, Op.VAR):
         out = O.reduction_raw(op, src[0], v.arg)
     elif op is Op.MATMUL:
@@ -56,20 +56,6 @@ def rebuild(v: Val, src: tuple[Val, ...]) -> Val:
     if out.is_scalar or out.op is not op:
         return out
     return replace(out, name=v.name)
-
-
-def _cat_raw(tensors: list[Val], dim: int) -> Val:
-    """cat of pieces that `O.cat` already checked and promoted. Their extents
-    along `dim` may now be different constants (concretized slices), which
-    `O.cat`'s per-dim merge would reject; the other dims merge as usual."""
-    rest = [replace(t, axes=tuple(a for i, a in enumerate(t.logical) if i != dim))
-            for t in tensors]
-    axes = list(O.broadcast_axes("cat", rest))
-    extent = O.ZERO
-    for t in tensors:
-        extent = S.add(extent, t.logical[dim].extent)
-    axes.insert(dim, O.iter_axis(extent))
-    return Val(Op.CAT, tensors[0].dtype, tuple(tensors), arg=dim, axes=tuple(axes))
 
 
 def with_axis_kinds(v: Val, kinds: list[AxisKind]) -> Val:

@@ -68,10 +68,10 @@ def coerce(value, dtype: DataType):
 def apply_scalar(op: Op, dtype: DataType, args: list):
     """Evaluate one scalar op on Python values; the result has type `dtype`."""
     if op is Op.DIV:
-        if dtype.is_float:
-            result = args[0] / args[1]
-        else:
-            result = _floordiv(args[0], args[1])
+        try:
+            result = args[0] / args[1] if dtype.is_float else _floordiv(args[0], args[1])
+        except ZeroDivisionError:
+            raise ExecutionError(f"scalar div{tuple(args)}: division by zero") from None
     elif op is Op.WHERE:
         result = args[1] if args[0] else args[2]
     elif op is Op.CAST:

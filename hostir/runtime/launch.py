@@ -17,6 +17,7 @@ _PARAM_CTYPES = {DataType.Bool: ctypes.c_int, DataType.Int32: ctypes.c_int,
                  DataType.BFloat16: ctypes.c_float}
 PTR = ctypes.c_void_p
 I64 = ctypes.c_longlong
+I32 = ctypes.c_int
 
 
 def param_ctype(dtype: DataType):
