@@ -352,11 +352,6 @@ def test_type_promotion_matches_torch(name, lhs, rhs):
     check(out, expected)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "hostir/codegen/lower.py _op_compute_type promotes with the old two-tier rule "
-    "(promote([(dtype, is_tensor)])), so a 0-dim Double operand makes a Float kernel compute "
-    "in Double; torch and nvFuser cast it to the result type (Float) first. Fix: use "
-    "hostir.ir.scalar.promote_vals(v.src) there, as reference._compute_type does"))
 def test_zero_dim_double_operand_is_cast_to_the_result_type_first():
     x = rand((4096,), D.Float)
     y = torch.tensor(0.1234567890123, dtype=torch.float64)

@@ -12,18 +12,11 @@ from __future__ import annotations
 from ..ir.dtypes import DataType, compute_dtype, promote
 from ..ir.errors import UnsupportedError
 from ..ir.node import BINARY, UNARY, AxisKind, Kind, Op, Val
+from ..ir.reference import op_compute_type
 from ..segment import Segment
 from .kir import K, Builder, Kernel, KNode, TensorParam
 
 INT = DataType.Int
-
-
-def _op_compute_type(v: Val) -> DataType:
-    kind = UNARY.get(v.op) or BINARY.get(v.op)
-    operand = promote([(s.dtype, s.is_tensor) for s in v.src])
-    if kind is Kind.FLOAT and not operand.is_float:
-        operand = DataType.Float
-    return compute_dtype(operand)
 
 
 class PointwiseLowering:
@@ -104,7 +97,7 @@ class PointwiseLowering:
             return self.load(v, ix, pred)
         op = v.op
         if op in UNARY or op in BINARY:
-            c = _op_compute_type(v)
+            c = op_compute_type(v)
             args = [self.cast(self._operand(s, v, ix, pred), c) for s in v.src]
             out_dtype = DataType.Bool if (UNARY.get(op) or BINARY.get(op)) is Kind.BOOL else c
             return self.rounded(b.mk(op, out_dtype, args), v.dtype)

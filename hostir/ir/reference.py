@@ -77,7 +77,8 @@ def bind_inputs(fusion: Fusion, args: list, device: torch.device) -> Env:
     return env
 
 
-def _compute_type(v: Val) -> DataType:
+def op_compute_type(v: Val) -> DataType:
+    """The type a pointwise op computes in (generated kernels use it too)."""
     if v.op in UNARY or v.op in BINARY:
         kind = UNARY.get(v.op) or BINARY.get(v.op)
         operand = promote_vals(v.src)
@@ -118,7 +119,7 @@ def _pointwise(v: Val, args: list, env: Env) -> torch.Tensor:
         ct = compute_dtype(v.dtype).torch
         return torch.where(c, _as_tensor(args[1], ct, env.device),
                            _as_tensor(args[2], ct, env.device)).to(v.dtype.torch)
-    ct = _compute_type(v).torch
+    ct = op_compute_type(v).torch
     ops = [_as_tensor(a, ct, env.device) for a in args]
     return TORCH_FN[v.op](*ops).to(v.dtype.torch)
 
