@@ -77,34 +77,41 @@ def main(argv=None):
     if dev.type == "cuda":
         launch = [s.target for s in fd._cache.last_plan.program.body if hasattr(s.target, "kernel")][0]
         out = torch.empty_like(x)
-        k = launch.kernel
-        from hostir.runtime.launch import I64, PTR
+        from hostir.runtime.launch import I64, PTR, arch_of, check, current_stream_handle
+        from hostir.runtime.nvrtc import compile_cubin
+        comp_k = launch.compiled  # one point per thread, 64-bit indices
         values = (x.data_ptr(), 1, out.data_ptr(), 1, 1024, 1024)
         types = (PTR, I64, PTR, I64, I64, I64)
-        stream = torch.cuda.current_stream().cuda_stream
-        comp_k = launch.compiled
+        stream = current_stream_handle(dev)
         comp_k.launch(dev, 4, 256, values, types, stream)
-        rows.append({"what": "bare cuLaunchKernel (cuda.bindings) of the same kernel",
+        rows.append({"what": "hostir CompiledKernel.launch (argument packing + launch)",
                      "us": per_call(lambda: comp_k.launch(dev, 4, 256, values, types, stream), dev,
                                     args.n) * 1e6})
+        from cuda.bindings import driver as cu
+        f = comp_k.function(dev)
+        rows.append({"what": "bare cuLaunchKernel (cuda.bindings) of the same kernel",
+                     "us": per_call(lambda: cu.cuLaunchKernel(f, 4, 1, 1, 256, 1, 1, 0, stream,
+                                                              (values, types), 0), dev, args.n) * 1e6})
         try:
+            import numpy as np
             from cuda.core import LaunchConfig, ObjectCode, Stream
             from cuda.core import launch as cc_launch
-            import numpy as np
-            from hostir.runtime.launch import arch_of
-            from hostir.runtime.nvrtc import compile_cubin
-            kern = ObjectCode.from_cubin(compile_cubin(comp_k.source, arch_of(dev), k.name)).get_kernel(k.name)
+            kern = ObjectCode.from_cubin(compile_cubin(comp_k.source, arch_of(dev), comp_k.name)
+                                         ).get_kernel(comp_k.name)
             cs = Stream.from_handle(stream)
             cfg = LaunchConfig(grid=4, block=256)
             a = (np.uint64(x.data_ptr()), np.int64(1), np.uint64(out.data_ptr()), np.int64(1),
                  np.int64(1024), np.int64(1024))
             cc_launch(cs, cfg, kern, *a)
-            rows.append({"what": "bare cuda.core launch of the same kernel",
+            rows.append({"what": "bare cuda.core launch of the same kernel (prebuilt args)",
                          "us": per_call(lambda: cc_launch(cs, cfg, kern, *a), dev, args.n) * 1e6})
             torch.testing.assert_close(out, eager(x))
         except Exception as e:
             rows.append({"what": f"bare cuda.core launch: failed ({type(e).__name__}: {e})"[:200],
                          "us": float("nan")})
+        from hostir.runtime.launch import _CORE
+        rows.append({"what": f"hostir launcher uses cuda.core: {_CORE.usable} {_CORE.error or ''}"[:200],
+                     "us": float("nan")})
     write_results(Path(args.out), "host_overhead", meta_for(dev), rows, ["what", "us"])
 
 

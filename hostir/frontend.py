@@ -9,7 +9,7 @@ from .ir import scalar as S
 from .ir.dtypes import DataType, from_torch, python_scalar_dtype
 from .ir.errors import DefinitionError, InputError
 from .ir.fusion import Fusion, Output, TensorInputArg, verify
-from .ir.inputs import strides_for, validate_inputs
+from .ir.inputs import strides_for
 from .ir.node import Axis, AxisKind, Op, Val, const
 from .ir.printer import fusion_text
 from .host.cache import CacheInfo, FusionCache
@@ -330,14 +330,13 @@ class FusionDefinition:
     # ------------------------------------------------------------ execution
     def execute(self, inputs, device=None) -> list[torch.Tensor]:
         """Run the fusion on `inputs` (tensors and Python numbers, in definition order)."""
-        fusion = self._ensure_defined()
-        run_device = validate_inputs(fusion, inputs)
-        if device is not None and not any(v.op is Op.TENSOR_INPUT for v in fusion.inputs):
-            run_device = torch.device(device)
+        self._ensure_defined()
         if not self._dumped:
             config.dump("fusion_ir", self.fusion_ir())
             self._dumped = True
-        return self._cache.run(list(inputs), run_device)
+        if not isinstance(inputs, (list, tuple)):
+            raise InputError(f"execute expects a list of inputs, got {type(inputs).__name__}")
+        return self._cache.execute(inputs, device)
 
     @property
     def _cache(self) -> FusionCache:

@@ -88,7 +88,7 @@ class KernelLaunch:
         if numel == 0:
             return outs
         if env.device.type == "cuda":
-            self._launch_cuda(env.device, ins, outs, params, extents, numel)
+            self._launch_cuda(env.device, ins, outs, params, extents, numel, env.pool.handle)
         else:
             interpret(k, ins, outs, params, extents)
         return outs
@@ -103,7 +103,7 @@ class KernelLaunch:
                 return False
         return True
 
-    def _launch_cuda(self, device, ins, outs, params, extents, numel) -> None:
+    def _launch_cuda(self, device, ins, outs, params, extents, numel, stream) -> None:
         limit = 2 ** 31 - 1
         fits = numel <= limit and all(
             sum((sz - 1) * abs(st) for sz, st in zip(t.shape, t.stride())) <= limit for t in ins + outs)
@@ -127,7 +127,6 @@ class KernelLaunch:
         values += extents + [nslots]
         types += [it] * (len(extents) + 1)
         grid = max(1, min(-(-nslots // self.BLOCK), sm_count(device) * 32))
-        stream = torch.cuda.current_stream(device).cuda_stream
         compiled.launch(device, grid, self.BLOCK, tuple(values), tuple(types), stream)
 
 

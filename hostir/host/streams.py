@@ -10,10 +10,22 @@ class StreamPool:
     def __init__(self, device: torch.device):
         self.active = device.type == "cuda"
         self.device = device
-        if self.active:
-            self.main = torch.cuda.current_stream(device)
+        self.current = 0
+        self._handle = None
+        self.streams = None  # made on the first stream switch; most programs never switch
+
+    @property
+    def handle(self) -> int:
+        """Raw handle of the stream launches go to now."""
+        if self._handle is None:
+            from ..runtime.launch import current_stream_handle
+            self._handle = current_stream_handle(self.device)
+        return self._handle
+
+    def _ensure(self) -> None:
+        if self.streams is None:
+            self.main = torch.cuda.current_stream(self.device)
             self.streams = {0: self.main}
-            self.current = 0
 
     def _get(self, k: int):
         s = self.streams.get(k)
@@ -25,20 +37,24 @@ class StreamPool:
     def set_current(self, k: int) -> None:
         if not self.active:
             return
-        torch.cuda.set_stream(self._get(k))
+        self._ensure()
+        s = self._get(k)
+        torch.cuda.set_stream(s)
         self.current = k
+        self._handle = s.cuda_stream
 
     def wait_for(self, k: int) -> None:
         """The current stream waits for everything queued so far on stream k."""
         if not self.active or k == self.current:
             return
+        self._ensure()
         ev = torch.cuda.Event()
         ev.record(self._get(k))
         self.streams[self.current].wait_event(ev)
 
     def record_inputs(self, args) -> None:
         """Tensors used on a side stream must not be reused by the allocator early."""
-        if self.current == 0:
+        if self.current == 0 or self.streams is None:
             return
         s = self.streams[self.current]
         for a in args:
@@ -47,10 +63,11 @@ class StreamPool:
 
     def finish(self) -> None:
         """Back on the main stream, which waits for every other stream."""
-        if not self.active:
+        if not self.active or self.streams is None:
             return
         torch.cuda.set_stream(self.main)
         self.current = 0
+        self._handle = None
         for k in list(self.streams):
             if k != 0:
                 self.wait_for(k)

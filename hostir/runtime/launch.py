@@ -83,7 +83,79 @@ class CompiledKernel:
 
     def launch(self, device: torch.device, grid: int, block: int, values: tuple, types: tuple,
                stream: int) -> None:
+        """Launch on `stream` (a raw handle). Uses cuda.core's launcher (its
+        argument packing is compiled) and falls back to cuLaunchKernel."""
+        if _CORE.usable:
+            try:
+                kern = self._core_kernel(device)
+                args = [_NUMPY[t](v) for v, t in zip(values, types)]
+                _CORE.launch(_CORE.stream(stream), _CORE.config(grid, block), kern, *args)
+                return
+            except Exception as e:  # an unusable cuda.core: use the driver API from now on
+                _CORE.disable(e)
         cu = _driver()
         f = self.function(device)
         check(cu.cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, stream, (values, types), 0),
               f"cuLaunchKernel({self.name})")
+
+    def _core_kernel(self, device: torch.device):
+        idx = device.index if device.index is not None else torch.cuda.current_device()
+        k = self._core.get(idx) if hasattr(self, "_core") else None
+        if k is None:
+            if not hasattr(self, "_core"):
+                self._core = {}
+            from cuda.core import ObjectCode
+            torch.cuda.current_stream(idx)
+            code = ObjectCode.from_cubin(compile_cubin(self.source, arch_of(device), self.name))
+            k = self._core[idx] = code.get_kernel(self.name)
+        return k
+
+
+def _numpy_types():
+    import numpy as np
+    return {PTR: np.uint64, I64: np.int64, I32: np.int32, ctypes.c_float: np.float32,
+            ctypes.c_double: np.float64}
+
+
+class _CoreLauncher:
+    """cuda.core's launch with cached Stream and LaunchConfig objects."""
+
+    def __init__(self):
+        self.usable = True
+        self._streams: dict[int, object] = {}
+        self._configs: dict[tuple, object] = {}
+        self.error = None
+        try:
+            from cuda.core import LaunchConfig, Stream, launch
+            self.launch, self._Stream, self._Config = launch, Stream, LaunchConfig
+        except Exception as e:  # pragma: no cover - depends on the install
+            self.disable(e)
+
+    def disable(self, e) -> None:
+        self.usable = False
+        self.error = e
+
+    def stream(self, handle: int):
+        s = self._streams.get(handle)
+        if s is None:
+            s = self._streams[handle] = self._Stream.from_handle(handle)
+        return s
+
+    def config(self, grid: int, block: int):
+        c = self._configs.get((grid, block))
+        if c is None:
+            c = self._configs[(grid, block)] = self._Config(grid=grid, block=block)
+        return c
+
+
+_CORE = _CoreLauncher()
+_NUMPY = _numpy_types()
+
+
+def current_stream_handle(device: torch.device) -> int:
+    """The raw handle of torch's current stream (cheaper than current_stream())."""
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    try:
+        return torch._C._cuda_getCurrentRawStream(idx)
+    except AttributeError:  # pragma: no cover - older torch
+        return torch.cuda.current_stream(idx).cuda_stream
