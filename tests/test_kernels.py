@@ -174,3 +174,30 @@ def test_compile_error_reports_log_and_source(tmp_path, monkeypatch):
     finally:
         monkeypatch.delenv("HOSTIR_CACHE_DIR")
         config.reload()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_rotation_pairs_lanes_and_falls_back_for_other_extents(device):
+    """Each thread computes i and i + N/2 (t0 read once); a symbolic plan built
+    for one N still runs other N (odd ones too) through the unpaired kernel."""
+    fd = rotation_fusion()
+    for n in (64, 96, 40, 7, 1000):
+        x = torch.randn(n, device=device)
+        (out,) = fd.execute([x])
+        h = n // 2
+        torch.testing.assert_close(out, x + torch.cat([x[h:], x[:h]]))
+    launch = [s.target for s in fd._cache.last_plan.program.body if hasattr(s.target, "kernel")][0]
+    assert launch.kernel.lane_dim == 0 and launch.kernel.lanes == (0, launch.kernel.paired_extent // 2)
+    loads = [n for n in launch.kernel.order if n.op == "load"]
+    assert len(loads) == 2  # t0[i] and t0[i + N/2], each once, for two output points
+
+
+def test_rope_pairs_the_rotated_dim():
+    fd = rope_fusion(DataType.BFloat16)
+    t = torch.bfloat16
+    x = torch.randn(2, 3, 4, 16).to(t)
+    cos, sin = torch.randn(4, 16).to(t), torch.randn(4, 16).to(t)
+    (out,) = fd.execute([x, cos, sin])
+    torch.testing.assert_close(out.float(), rope_reference(x, cos, sin).float(), rtol=2e-2, atol=2e-2)
+    launch = [s.target for s in fd._cache.last_plan.program.body if hasattr(s.target, "kernel")][0]
+    assert launch.kernel.lane_dim == 3

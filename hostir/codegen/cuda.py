@@ -222,8 +222,8 @@ class _Printer:
         inner_nodes = [n for n in k.order if id(n) in self.dep]
         if v == 1:
             self.emit_all(inner_nodes, names, f"i{self.inner}", "    ")
-            for s, node in k.stores:
-                off = " + ".join(f"i{d} * out{s}_s{d}" for d in range(k.outputs[s].ndim)) or "0"
+            for s, node, ix in k.stores:
+                off = " + ".join(f"{names[id(i)]} * out{s}_s{d}" for d, i in enumerate(ix)) or "0"
                 L.append(f"    out{s}[{off}] = {names[id(node)]};")
             L.append("  }")
             return self._wrap(params)
@@ -233,7 +233,8 @@ class _Printer:
         for node in inner_nodes:
             if id(node) in self.vloads:
                 needed.append(node)
-        pre = _closure(needed, self.dep)
+        store_ix = [i for _, _, ix in k.stores for i in ix if id(i) in self.dep]
+        pre = _closure(needed, self.dep) + _closure(store_ix, self.dep) + store_ix
         self.emit_all([n for n in pre if n.op != K.LOAD], base, f"i{self.inner}", "    ")
         for node in needed:
             t = k.inputs[node.arg]
@@ -247,7 +248,7 @@ class _Printer:
             L.append(f"    else {{ for (int u = 0; u < {v}; ++u) {arr}[u] = ({CTYPE[t.dtype]})0; }}")
             names[id(node)] = f"{arr}[u]"
         outs = []
-        for s, node in k.stores:
+        for s, node, ix in k.stores:
             arr = self.fresh()
             L.append(f"    {CTYPE[k.outputs[s].dtype]} {arr}[{v}];")
             outs.append(arr)
@@ -255,13 +256,13 @@ class _Printer:
         L.append(f"    for (int u = 0; u < {v}; ++u) {{")
         L.append(f"      const {idx} ii = i{self.inner} + u;")
         self.emit_all(inner_nodes, names, "ii", "      ")
-        for (s, node), arr in zip(k.stores, outs):
+        for (s, node, ix), arr in zip(k.stores, outs):
             L.append(f"      {arr}[u] = {names[id(node)]};")
         L.append("    }")
-        for (s, node), arr in zip(k.stores, outs):
+        for (s, node, ix), arr in zip(k.stores, outs):
             t = k.outputs[s]
             size = t.dtype.itemsize * v
-            off = " + ".join(f"i{d} * out{s}_s{d}" for d in range(t.ndim)) or "0"
+            off = " + ".join(f"{base[id(i)]} * out{s}_s{d}" for d, i in enumerate(ix)) or "0"
             L.append(f"    *reinterpret_cast<{VEC_TYPE[size]}*>(out{s} + {off}) = "
                      f"*reinterpret_cast<const {VEC_TYPE[size]}*>({arr});")
         L.append("  }")
@@ -322,9 +323,19 @@ def _closure(roots, dep) -> list:
 
 
 def vector_width(kern: Kernel) -> int:
-    """Elements per thread group: 16 bytes of the widest element type."""
+    """Elements per thread group: 16 bytes of the widest element type, or 1
+    when a store is not at an aligned, innermost-contiguous position."""
     sizes = [t.dtype.itemsize for t in kern.inputs + kern.outputs] or [4]
-    return max(1, 16 // max(sizes))
+    v = max(1, 16 // max(sizes))
+    n = len(kern.extent_vals)
+    if v == 1 or n == 0:
+        return 1
+    dep = _inner_deps(kern, n - 1)
+    for _, _, ix in kern.stores:
+        c = _affine(ix[-1], n - 1)
+        if c is None or c % v or any(id(i) in dep for i in ix[:-1]):
+            return 1
+    return v
 
 
 def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long") -> str:

@@ -57,9 +57,9 @@ def interpret(kern: Kernel, inputs: list, outputs: list, params: list, extents: 
         else:
             v = TORCH_FN[op](*(vals[id(s)] for s in n.src)).to(n.dtype.torch)
         vals[id(n)] = v
-    for k, node in kern.stores:
+    for k, node, ix in kern.stores:
         out = outputs[k]
         off = torch.full((), out.storage_offset(), dtype=torch.int64, device=device)
-        for i, st in zip(idx, out.stride()):
-            off = off + i * st
+        for i, st in zip(ix, out.stride()):
+            off = off + vals[id(i)] * st
         _flat(out)[off.expand(numel)] = vals[id(node)].expand(numel).to(out.dtype)

@@ -49,7 +49,9 @@ class Kernel:
     outputs: list[TensorParam] = field(default_factory=list)
     params: list[Val] = field(default_factory=list)       # scalar leaves (EXTENT / SCALAR_INPUT)
     extent_vals: list[Val] = field(default_factory=list)  # iteration space (scalar Vals)
-    stores: list[tuple[int, KNode]] = field(default_factory=list)  # (output k, value)
+    stores: list[tuple[int, KNode, tuple]] = field(default_factory=list)  # (output k, value, index)
+    lanes: tuple = (0,)  # offsets along `lane_dim` computed by each thread (shared reads)
+    lane_dim: int | None = None
     order: list[KNode] = field(default_factory=list)      # every node, producers first
 
 
@@ -59,6 +61,7 @@ class Builder:
     def __init__(self):
         self._table: dict[tuple, KNode] = {}
         self.order: list[KNode] = []
+        self.ranges: dict[int, int] = {}  # INDEX dim -> static extent, for folding compares
 
     def mk(self, op, dtype: DataType, src=(), arg=None) -> KNode:
         key = (op, dtype, tuple(id(s) for s in src), arg if not isinstance(arg, float) else ("f", arg))
@@ -124,11 +127,46 @@ class Builder:
 
     def land(self, a: KNode | None, b: KNode | None) -> KNode | None:
         """Conjunction of predicates; None means always true."""
+        if a is not None and self.is_const(a):
+            return b if a.arg else a
+        if b is not None and self.is_const(b):
+            return a if b.arg else b
         if a is None:
             return b
         if b is None or a is b:
             return a
         return self.mk(Op.LOGICAL_AND, DataType.Bool, (a, b))
 
+    def _bounds(self, n: KNode):
+        """[lo, hi] of an index expression `INDEX(d) + c` or a constant, else None."""
+        if self.is_const(n):
+            return (n.arg, n.arg)
+        c = 0
+        if n.op is Op.ADD and self.is_const(n.src[1]):
+            n, c = n.src[0], n.src[1].arg
+        if n.op == K.INDEX and n.arg in self.ranges:
+            return (c, self.ranges[n.arg] - 1 + c)
+        return None
+
     def cmp(self, op: Op, a: KNode, b: KNode) -> KNode:
+        ra, rb = self._bounds(a), self._bounds(b)
+        if ra is not None and rb is not None:
+            decided = {
+                Op.LT: (ra[1] < rb[0], ra[0] >= rb[1]), Op.GE: (ra[0] >= rb[1], ra[1] < rb[0]),
+                Op.LE: (ra[1] <= rb[0], ra[0] > rb[1]), Op.GT: (ra[0] > rb[1], ra[1] <= rb[0]),
+            }.get(op)
+            if decided is not None:
+                if decided[0]:
+                    return self.const(True, DataType.Bool)
+                if decided[1]:
+                    return self.const(False, DataType.Bool)
         return self.mk(op, DataType.Bool, (a, b))
+
+    def where(self, c: KNode, a: KNode, b: KNode) -> KNode:
+        if c is None:
+            return a
+        if self.is_const(c):
+            return a if c.arg else b
+        if a is b:
+            return a
+        return self.mk(Op.WHERE, a.dtype, (c, a, b))

@@ -168,9 +168,13 @@ class PointwiseLowering:
             inside = b.land(inside, ok)
         if inside is None:
             return self.value(src, tuple(inner), pred)
+        if self.b.is_const(inside):
+            if not inside.arg:
+                return self.cast(self.scalar(v.src[1]), compute_dtype(v.dtype))
+            return self.value(src, tuple(inner), pred)
         val = self.value(src, tuple(inner), b.land(pred, inside))
         fill = self.cast(self.scalar(v.src[1]), val.dtype)
-        return b.mk(Op.WHERE, val.dtype, (inside, val, fill))
+        return b.where(inside, val, fill)
 
     def _cat(self, v: Val, ix, pred) -> KNode:
         b = self.b
@@ -188,9 +192,11 @@ class PointwiseLowering:
             lo_ok = b.cmp(Op.GE, ix[c], offsets[k]) if k > 0 else None
             hi_ok = b.cmp(Op.LT, ix[c], offsets[k + 1]) if k + 1 < len(pieces) else None
             in_range = b.land(lo_ok, hi_ok)
+            if in_range is not None and b.is_const(in_range, False):
+                continue  # this piece is never read at these indices
             val = self.value(p, tuple(sub), b.land(pred, in_range))
             val = self.cast(val, compute_dtype(v.dtype))
-            result = val if result is None else b.mk(Op.WHERE, val.dtype, (hi_ok, val, result))
+            result = val if result is None else b.where(hi_ok, val, result)
         return result
 
     def _reshape(self, v: Val, src: Val, ix, pred) -> KNode:
@@ -206,19 +212,35 @@ class PointwiseLowering:
         return self.value(src, tuple(reversed(inner)), pred)
 
     # ------------------------------------------------------------ kernel
-    def run(self) -> Kernel:
+    def run(self, extents: list[int] | None = None, pair_dim: int | None = None) -> Kernel:
+        """Lower the segment. `extents` (the plan's iteration extents) let index
+        ranges fold predicates; with `pair_dim`, each thread computes the points
+        i and i + E/2 along that dim (E its extent), so values both need, such
+        as the two halves of a rotation, are read once."""
         seg, b, k = self.seg, self.b, self.k
         ref = seg.outputs[0]
         k.extent_vals = [a.extent for a in ref.logical]
-        ix = tuple(b.mk(K.INDEX, INT, arg=d) for d in range(ref.ndim))
+        lanes = (0,)
+        if pair_dim is not None:
+            half = extents[pair_dim] // 2
+            k.extent_vals[pair_dim] = Val(Op.CONST, INT, arg=half)
+            k.lanes, k.lane_dim, lanes = (0, half), pair_dim, (0, half)
+            b.ranges[pair_dim] = half
+        ix0 = tuple(b.mk(K.INDEX, INT, arg=d) for d in range(ref.ndim))
         for o in seg.outputs:
             if o.ndim != ref.ndim:
                 raise UnsupportedError(f"pointwise kernel: outputs of different rank ({o!r}, {ref!r})")
             k.outputs.append(TensorParam(o, o.ndim, o.dtype))
-            val = self.cast(self.value(o, ix, None), o.dtype)
-            k.stores.append((len(k.outputs) - 1, val))
-        k.order = _reachable(b.order, [s for _, s in k.stores])
+        for lane in lanes:
+            ix = tuple(b.add(i, b.i(lane)) if d == pair_dim else i for d, i in enumerate(ix0))
+            for slot, o in enumerate(seg.outputs):
+                val = self.cast(self.value(o, ix, None), o.dtype)
+                k.stores.append((slot, val, ix))
+        k.order = _reachable(b.order, [n for _, v, ix in k.stores for n in (v, *ix)])
         return k
+
+    def load_count(self) -> int:
+        return sum(1 for n in self.k.order if n.op == K.LOAD)
 
 
 def _reachable(order: list[KNode], roots: list[KNode]) -> list[KNode]:
@@ -233,5 +255,25 @@ def _reachable(order: list[KNode], roots: list[KNode]) -> list[KNode]:
     return [n for n in order if id(n) in need]
 
 
-def lower_pointwise(seg: Segment, name: str) -> Kernel:
-    return PointwiseLowering(seg, name).run()
+def lower_pointwise(seg: Segment, name: str, extents: list[int] | None = None) -> Kernel:
+    """The segment's kernel; with the plan's `extents`, paired lanes along a dim
+    are used where that reads fewer elements per point (shared reads)."""
+    base = PointwiseLowering(seg, name)
+    kern = base.run()
+    if not extents:
+        return kern
+    best, best_loads = kern, base.load_count()
+    for d, e in enumerate(extents):
+        if e < 2 or e % 2:
+            continue
+        try:
+            low = PointwiseLowering(seg, name)
+            cand = low.run(extents, pair_dim=d)
+        except UnsupportedError:
+            continue
+        if low.load_count() < best_loads * 2 and low.load_count() / 2 < best_loads:
+            best, best_loads = cand, low.load_count() / 2
+    if best is not kern:
+        best.fallback = kern  # used when a launch's extent along the paired dim differs
+        best.paired_extent = extents[best.lane_dim]
+    return best

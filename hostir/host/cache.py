@@ -101,7 +101,7 @@ class FusionCache:
         aliases = analyze_aliases(simplified, env)
         sf = segment(simplified, aliases, notes)
         config.dump("segments", segmented_text(sf))
-        program = lower(sf)
+        program = lower(sf, env)
         config.dump("host_ir", program_text(program))
         return Plan(key, sf, self.specialize, program, Compiler().block(program.body),
                     shape_checks(concrete))

@@ -44,10 +44,12 @@ class KernelLaunch:
 
     def __init__(self, seg: Segment, kernel: Kernel):
         self.seg = seg
-        self.kernel = kernel
+        self.kernel = kernel                       # maybe with paired lanes
+        self.plain = getattr(kernel, "fallback", kernel)
         self.name = f"seg{seg.id}_{seg.scheduler}"
         self._variants: dict[tuple, tuple[CompiledKernel, frozenset]] = {}
-        self.vec = vector_width(kernel)
+        self._vec = {id(self.kernel): vector_width(self.kernel), id(self.plain): vector_width(self.plain)}
+        self.vec = self._vec[id(self.kernel)]
 
     @property
     def source(self) -> str:
@@ -58,37 +60,46 @@ class KernelLaunch:
     def compiled(self) -> CompiledKernel:
         return self.variant(1, "long long")[0]
 
-    def variant(self, vec: int, idx: str):
-        key = (vec, idx)
+    def variant(self, vec: int, idx: str, kernel: Kernel | None = None):
+        kernel = kernel or self.kernel
+        key = (id(kernel), vec, idx)
         got = self._variants.get(key)
         if got is None:
-            name = f"{self.kernel.name}_v{vec}_{'i32' if idx == 'int' else 'i64'}"
-            self.kernel.name, base = name, self.kernel.name
+            lanes = "_pair" if kernel.lane_dim is not None else ""
+            name = f"{kernel.name}{lanes}_v{vec}_{'i32' if idx == 'int' else 'i64'}"
+            kernel.name, base = name, kernel.name
             try:
-                src = kernel_source(self.kernel, vec, idx)
+                src = kernel_source(kernel, vec, idx)
             finally:
-                self.kernel.name = base
-            slots = frozenset(n.arg for n in self.kernel.order if id(n) in vector_loads(self.kernel, vec))
+                kernel.name = base
+            slots = frozenset(n.arg for n in kernel.order if id(n) in vector_loads(kernel, vec))
             got = self._variants[key] = (CompiledKernel(name, src), slots)
         return got
 
     def launch(self, env: Env, args: list) -> list:
         k = self.kernel
-        extents = [env.scalar(e) for e in k.extent_vals]
+        full = [env.scalar(e) for e in self.plain.extent_vals]
+        extents = full
+        if k is not self.plain:
+            if full[k.lane_dim] == k.paired_extent:
+                extents = list(full)
+                extents[k.lane_dim] //= 2
+            else:
+                k = self.plain
         params = [env.scalar(p) for p in k.params]
         ins = [env[t.val] for t in k.inputs]
         shapes = [env.extents(t.val.logical) for t in k.outputs]
         for t, shape in zip(k.outputs, shapes):
-            if shape != extents:
+            if shape != full:
                 raise ExecutionError(f"{self.name}: output {t.val!r} has shape {shape} but the "
-                                     f"kernel iterates over {extents}")
+                                     f"kernel iterates over {full}")
         outs = [torch.empty(shape, dtype=t.dtype.torch, device=env.device)
                 for t, shape in zip(k.outputs, shapes)]
         numel = math.prod(extents)
         if numel == 0:
             return outs
         if env.device.type == "cuda":
-            self._launch_cuda(env.device, ins, outs, params, extents, numel, env.pool.handle)
+            self._launch_cuda(k, env.device, ins, outs, params, extents, numel, env.pool.handle)
         else:
             interpret(k, ins, outs, params, extents)
         return outs
@@ -103,16 +114,16 @@ class KernelLaunch:
                 return False
         return True
 
-    def _launch_cuda(self, device, ins, outs, params, extents, numel, stream) -> None:
+    def _launch_cuda(self, k, device, ins, outs, params, extents, numel, stream) -> None:
         limit = 2 ** 31 - 1
         fits = numel <= limit and all(
             sum((sz - 1) * abs(st) for sz, st in zip(t.shape, t.stride())) <= limit for t in ins + outs)
         idx = "int" if fits else "long long"
-        vec = self.vec
-        compiled, slots = self.variant(vec, idx)
+        vec = self._vec[id(k)]
+        compiled, slots = self.variant(vec, idx, k)
         if not self._vector_ok(vec, slots, ins, outs, extents):
             vec = 1
-            compiled, slots = self.variant(1, idx)
+            compiled, slots = self.variant(1, idx, k)
         it = I32 if fits else I64
         values, types = [], []
         for t in ins + outs:
@@ -120,7 +131,7 @@ class KernelLaunch:
             types.append(PTR)
             values += list(t.stride())
             types += [it] * t.ndim
-        for v, p in zip(params, self.kernel.params):
+        for v, p in zip(params, k.params):
             values.append(v)
             types.append(param_ctype(p.dtype))
         nslots = numel // vec
@@ -130,12 +141,14 @@ class KernelLaunch:
         compiled.launch(device, grid, self.BLOCK, tuple(values), tuple(types), stream)
 
 
-def make_launch(seg: Segment):
+def make_launch(seg: Segment, env: Env | None = None):
     """The launch target of a compute segment: a generated kernel where the
-    segment's kind has a code generator, the reference evaluator otherwise."""
+    segment's kind has a code generator, the reference evaluator otherwise.
+    `env` (the inputs the plan is built for) lets the scheduler pick paired lanes."""
     if seg.scheduler == "pointwise":
         try:
-            kernel = lower_pointwise(seg, f"hir_seg{seg.id}_pointwise")
+            extents = [env.scalar(a.extent) for a in seg.outputs[0].logical] if env is not None else None
+            kernel = lower_pointwise(seg, f"hir_seg{seg.id}_pointwise", extents)
         except UnsupportedError:
             return SegmentLaunch(seg)
         launch = KernelLaunch(seg, kernel)
@@ -170,7 +183,7 @@ class AliasViews:
         return out
 
 
-def lower(sf: SegmentedFusion) -> H.HostIR:
+def lower(sf: SegmentedFusion, env: Env | None = None) -> H.HostIR:
     fusion = sf.fusion
     outputs = {id(o.val) for o in fusion.outputs}
     last_use: dict[int, int] = {}
@@ -182,7 +195,7 @@ def lower(sf: SegmentedFusion) -> H.HostIR:
         if seg.scheduler == "alias":
             target = AliasViews(seg, sf.aliases.views)
         else:
-            target = make_launch(seg)
+            target = make_launch(seg, env)
         body.append(H.LaunchKernel(target, seg.inputs, seg.outputs))
         for v in seg.inputs:
             if (v.is_tensor and v.op is not Op.TENSOR_INPUT and id(v) not in outputs
