@@ -178,18 +178,21 @@ def test_compile_error_reports_log_and_source(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_rotation_pairs_lanes_and_falls_back_for_other_extents(device):
-    """Each thread computes i and i + N/2 (t0 read once); a symbolic plan built
-    for one N still runs other N (odd ones too) through the unpaired kernel."""
+    """Each thread computes i and i + N/2 (t0 read once) in the specialized
+    plan; the symbolic plan made when N changes runs other N (odd ones too)."""
     fd = rotation_fusion()
-    for n in (64, 96, 40, 7, 1000):
+    for k, n in enumerate((64, 96, 40, 7, 1000)):
         x = torch.randn(n, device=device)
         (out,) = fd.execute([x])
         h = n // 2
         torch.testing.assert_close(out, x + torch.cat([x[h:], x[:h]]))
-    launch = [s.target for s in fd._cache.last_plan.program.body if hasattr(s.target, "kernel")][0]
-    assert launch.kernel.lane_dim == 0 and launch.kernel.lanes == (0, launch.kernel.paired_extent // 2)
-    loads = [n for n in launch.kernel.order if n.op == "load"]
-    assert len(loads) == 2  # t0[i] and t0[i + N/2], each once, for two output points
+        if k == 0:
+            body = fd._cache.last_plan.program.body
+            launch = [s.target for s in body if hasattr(s.target, "kernel")][0]
+            assert launch.kernel.lane_dim == 0 and launch.kernel.lanes == (0, 32)
+            loads = [n for n in launch.kernel.order if n.op == "load"]
+            assert len(loads) == 2  # t0[i] and t0[i + N/2], each once, for two output points
+    assert fd.cache_info().plans == 2
 
 
 def test_rope_pairs_the_rotated_dim():
