@@ -96,9 +96,27 @@ class PointwiseLowering:
         if id(v) not in self.members:
             return self.load(v, ix, pred)
         op = v.op
+        if op is Op.POW and v.src[1].op is Op.CONST and v.src[1].arg in (1, 2, 3, -1) \
+                and op_compute_type(v).is_float:
+            # small integral exponents as multiplications (as torch does for 2 and 3)
+            c = op_compute_type(v)
+            x = self.cast(self._operand(v.src[0], v, ix, pred), c)
+            e = int(v.src[1].arg)
+            if e == -1:
+                out = b.mk(Op.TRUEDIV, c, (b.const(1.0, c), x))
+            else:
+                out = x
+                for _ in range(e - 1):
+                    out = b.mk(Op.MUL, c, (out, x))
+            return self.rounded(out, v.dtype)
         if op in UNARY or op in BINARY:
             c = op_compute_type(v)
             args = [self.cast(self._operand(s, v, ix, pred), c) for s in v.src]
+            if op is Op.MUL and c.is_float:  # x * 1.0 is x exactly
+                if args[0].op == K.CONST and args[0].arg == 1.0:
+                    return self.rounded(args[1], v.dtype)
+                if args[1].op == K.CONST and args[1].arg == 1.0:
+                    return self.rounded(args[0], v.dtype)
             out_dtype = DataType.Bool if (UNARY.get(op) or BINARY.get(op)) is Kind.BOOL else c
             return self.rounded(b.mk(op, out_dtype, args), v.dtype)
         if op is Op.WHERE:

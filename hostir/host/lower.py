@@ -34,6 +34,9 @@ class SegmentLaunch:
         return [env[o] for o in self.seg.outputs]
 
 
+_GRID_STRIDE = config.enabled("grid_stride")
+
+
 class KernelLaunch:
     """A segment compiled to a generated kernel: NVRTC + launch on CUDA tensors,
     the kernel-IR interpreter on CPU tensors. Variants (points per thread with
@@ -137,7 +140,9 @@ class KernelLaunch:
         nslots = numel // vec
         values += extents + [nslots]
         types += [it] * (len(extents) + 1)
-        grid = max(1, min(-(-nslots // self.BLOCK), sm_count(device) * 32))
+        blocks = -(-nslots // self.BLOCK)
+        # one thread per slot; HOSTIR_ENABLE=grid_stride caps the grid at 32 blocks per SM
+        grid = max(1, min(blocks, sm_count(device) * 32 if _GRID_STRIDE else 2 ** 31 - 1))
         compiled.launch(device, grid, self.BLOCK, tuple(values), tuple(types), stream)
 
 
