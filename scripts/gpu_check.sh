@@ -19,6 +19,6 @@ HOSTIR_TEST_DEVICE=cuda HOSTIR_TEST_NVRTC=0 "$PY" -m pytest -q -p no:cacheprovid
   tests/test_kernels.py tests/test_host_ir.py tests/test_host_memory.py 2>&1 | tee "$OUTDIR/gpu_tests.log" | tail -25 || status=1
 echo "== benchmarks"
 "$PY" benchmarks/pointwise.py --out "$OUTDIR" 2>&1 | tee "$OUTDIR/bench_pointwise.log" | tail -20 || status=1
-HOSTIR_ENABLE=grid_stride "$PY" benchmarks/pointwise.py --out "$OUTDIR/grid_stride" --no-compile 2>&1 | tail -9 || status=1
+[ "${HOSTIR_TUNE:-0}" = 1 ] && { "$PY" benchmarks/tune_pointwise.py --out "$OUTDIR" 2>&1 | tail -9 || status=1; }
 "$PY" benchmarks/host_overhead.py --out "$OUTDIR" 2>&1 | tee "$OUTDIR/bench_host.log" | tail -15 || status=1
 exit $status

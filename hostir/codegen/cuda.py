@@ -146,8 +146,10 @@ def vector_loads(kern: Kernel, v: int) -> set[int]:
 
 
 class _Printer:
-    def __init__(self, kern: Kernel, vec: int, idx: str):
+    def __init__(self, kern: Kernel, vec: int, idx: str, block: int = 256, streaming: bool = False):
         self.k = kern
+        self.block = block
+        self.streaming = streaming
         self.vec = vec
         self.idx = idx
         self.n = len(kern.extent_vals)
@@ -263,14 +265,20 @@ class _Printer:
             t = k.outputs[s]
             size = t.dtype.itemsize * v
             off = " + ".join(f"{base[id(i)]} * out{s}_s{d}" for d, i in enumerate(ix)) or "0"
-            L.append(f"    *reinterpret_cast<{VEC_TYPE[size]}*>(out{s} + {off}) = "
-                     f"*reinterpret_cast<const {VEC_TYPE[size]}*>({arr});")
+            if self.streaming and size == 16:  # evict-first: the output is not read again soon
+                L.append(f"    {{ const uint4 w = *reinterpret_cast<const uint4*>({arr}); "
+                         f"asm volatile(\"st.global.cs.v4.u32 [%0], {{%1, %2, %3, %4}};\" :: "
+                         f"\"l\"(out{s} + {off}), \"r\"(w.x), \"r\"(w.y), \"r\"(w.z), \"r\"(w.w) : "
+                         f"\"memory\"); }}")
+            else:
+                L.append(f"    *reinterpret_cast<{VEC_TYPE[size]}*>(out{s} + {off}) = "
+                         f"*reinterpret_cast<const {VEC_TYPE[size]}*>({arr});")
         L.append("  }")
         return self._wrap(params)
 
     def _wrap(self, params) -> str:
         head = ['#include "hostir.cuh"',
-                f'extern "C" __global__ void __launch_bounds__(256) {self.k.name}(',
+                f'extern "C" __global__ void __launch_bounds__({self.block}) {self.k.name}(',
                 "    " + ",\n    ".join(params) + ") {"]
         return "\n".join(head + self.lines + ["}"]) + "\n"
 
@@ -338,7 +346,8 @@ def vector_width(kern: Kernel) -> int:
     return v
 
 
-def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long") -> str:
+def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int = 256,
+                  streaming: bool = False) -> str:
     """CUDA C++ for `kern`: `vec` points per thread iteration (vector loads and
     stores where aligned), `idx` the index type ("int" when offsets fit)."""
-    return _Printer(kern, vec, idx).source()
+    return _Printer(kern, vec, idx, block, streaming).source()

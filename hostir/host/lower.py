@@ -43,7 +43,8 @@ class KernelLaunch:
     vector loads/stores, 32- or 64-bit indices) are compiled on first use and
     chosen per call from the actual extents, strides and alignment."""
 
-    BLOCK = 256
+    BLOCK = 256          # threads per block (tuning knobs: benchmarks/tune_pointwise.py)
+    STREAMING = False    # evict-first 16-byte stores
 
     def __init__(self, seg: Segment, kernel: Kernel):
         self.seg = seg
@@ -65,14 +66,15 @@ class KernelLaunch:
 
     def variant(self, vec: int, idx: str, kernel: Kernel | None = None):
         kernel = kernel or self.kernel
-        key = (id(kernel), vec, idx)
+        key = (id(kernel), vec, idx, self.BLOCK, self.STREAMING)
         got = self._variants.get(key)
         if got is None:
             lanes = "_pair" if kernel.lane_dim is not None else ""
-            name = f"{kernel.name}{lanes}_v{vec}_{'i32' if idx == 'int' else 'i64'}"
+            tune = f"_b{self.BLOCK}{'cs' if self.STREAMING else ''}"
+            name = f"{kernel.name}{lanes}_v{vec}_{'i32' if idx == 'int' else 'i64'}{tune}"
             kernel.name, base = name, kernel.name
             try:
-                src = kernel_source(kernel, vec, idx)
+                src = kernel_source(kernel, vec, idx, self.BLOCK, self.STREAMING)
             finally:
                 kernel.name = base
             slots = frozenset(n.arg for n in kernel.order if id(n) in vector_loads(kernel, vec))
