@@ -23,6 +23,7 @@ from hostir.host.lower import KernelLaunch  # noqa: E402
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="benchmarks/out")
+    ap.add_argument("--repeat", type=int, default=2, help="sweeps (to see the run-to-run spread)")
     args = ap.parse_args(argv)
     dev = torch.device("cuda")
     bw = copy_bandwidth(dev)
@@ -30,12 +31,14 @@ def main(argv=None):
     for name, fd, eager, make_inputs, nbytes in cases(False):
         inputs = make_inputs(dev)
         row = {"case": name}
-        for block in (128, 256, 512):
-            for streaming in (False, True):
-                KernelLaunch.BLOCK, KernelLaunch.STREAMING = block, streaming
-                fd.execute(inputs)
-                t = time_fn(lambda: fd.execute(inputs), dev)
-                row[f"b{block}{'cs' if streaming else ''} %"] = 100 * nbytes / t / bw
+        for rep in range(args.repeat):
+            for block in (128, 256, 512):
+                for streaming in (False, True):
+                    KernelLaunch.BLOCK, KernelLaunch.STREAMING = block, streaming
+                    fd.execute(inputs)
+                    t = time_fn(lambda: fd.execute(inputs), dev, warmup=5, reps=50)
+                    key = f"b{block}{'cs' if streaming else ''} %"
+                    row[key] = (row[key] + "/" if key in row else "") + f"{100 * nbytes / t / bw:.1f}"
         rows.append(row)
         del inputs
     KernelLaunch.BLOCK, KernelLaunch.STREAMING = 256, False
