@@ -204,3 +204,27 @@ def test_rope_pairs_the_rotated_dim():
     torch.testing.assert_close(out.float(), rope_reference(x, cos, sin).float(), rtol=2e-2, atol=2e-2)
     launch = [s.target for s in fd._cache.last_plan.program.body if hasattr(s.target, "kernel")][0]
     assert launch.kernel.lane_dim == 3
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_repeated_calls_reuse_prepared_launches(device):
+    """Calls with the signature of an earlier one take the prepared fast path:
+    new data and new (non-shape) scalar values must still be used."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        s = fd.define_scalar(None, dtype=DataType.Double)
+        k = fd.define_scalar(None, dtype=DataType.Int)
+        y = fd.ops.mul(fd.ops.add(x, s), k)
+        fd.add_output(fd.ops.cat([fd.ops.slice(y, [0, 2], [3, 8]), fd.ops.slice(y, [0, 0], [3, 2])], 1))
+    for i in range(4):
+        a = torch.randn(3, 8, device=device)
+        sv, kv = float(torch.randn(())), i + 2
+        (out,) = fd.execute([a, sv, kv])
+        y = (a + sv) * kv
+        torch.testing.assert_close(out, torch.cat([y[:, 2:], y[:, :2]], 1))
+    assert fd.cache_info().plans == 1
+    rot = rotation_fusion()
+    for _ in range(3):
+        a = torch.randn(4096, device=device)
+        (out,) = rot.execute([a])
+        torch.testing.assert_close(out, a + torch.cat([a[2048:], a[:2048]]))

@@ -116,6 +116,7 @@ class FusionCache:
         if hit is not None:
             self.hits += 1
             env = bind_inputs(self.fusion, args, hit[1])
+            env.token = hit[2]
             return self._execute_plan(hit[0], env, args)
         run_device = validate_inputs(self.fusion, args)
         if device is not None and not any(v.op is Op.TENSOR_INPUT for v in self.fusion.inputs):
@@ -125,7 +126,8 @@ class FusionCache:
         if plan.checks:
             run_shape_checks(plan.checks, env)
         if len(self._fast) < 64:
-            self._fast[sig] = (plan, run_device)
+            self._fast[sig] = (plan, run_device, len(self._fast))
+            env.token = len(self._fast) - 1
         return self._execute_plan(plan, env, args)
 
     def _signature(self, args) -> tuple:

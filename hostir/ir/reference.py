@@ -51,7 +51,10 @@ TORCH_FN = {
 
 
 class Env(dict):
-    """Values of nodes (identity-keyed), plus the device tensors are made on."""
+    """Values of nodes (identity-keyed), plus the device tensors are made on.
+    `token` names the input signature of a call (launches cache per token)."""
+
+    token = None
 
     def __init__(self, device: torch.device):
         super().__init__()

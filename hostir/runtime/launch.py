@@ -98,6 +98,19 @@ class CompiledKernel:
         check(cu.cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, stream, (values, types), 0),
               f"cuLaunchKernel({self.name})")
 
+    def launch_prepared(self, device: torch.device, grid: int, block: int, args: list,
+                        types: tuple, stream: int) -> None:
+        """Launch with arguments already converted by `numpy_value`."""
+        if _CORE.usable:
+            try:
+                _CORE.launch(_CORE.stream(stream), _CORE.config(grid, block),
+                             self._core_kernel(device), *args)
+                return
+            except Exception as e:
+                _CORE.disable(e)
+        values = tuple(a.item() for a in args)
+        self.launch(device, grid, block, values, tuple(types), stream)
+
     def _core_kernel(self, device: torch.device):
         idx = device.index if device.index is not None else torch.cuda.current_device()
         k = self._core.get(idx) if hasattr(self, "_core") else None
@@ -150,6 +163,14 @@ class _CoreLauncher:
 
 _CORE = _CoreLauncher()
 _NUMPY = _numpy_types()
+
+
+def numpy_converter(ctype):
+    return _NUMPY[ctype]
+
+
+def numpy_value(value, ctype):
+    return _NUMPY[ctype](value)
 
 
 def current_stream_handle(device: torch.device) -> int:
