@@ -42,6 +42,19 @@ def main(argv=None):
         rows.append(row)
         del inputs
     KernelLaunch.BLOCK, KernelLaunch.STREAMING = 256, False
+    import os
+    os.environ["HOSTIR_DISABLE"] = "paired_lanes"
+    from hostir import config
+    config.reload()
+    for row, (name, fd, eager, make_inputs, nbytes) in zip(rows, cases(False)):
+        inputs = make_inputs(dev)
+        fd.execute(inputs)
+        vals = [f"{100 * nbytes / time_fn(lambda: fd.execute(inputs), dev, warmup=5, reps=50) / bw:.1f}"
+                for _ in range(args.repeat)]
+        row["b256 unpaired %"] = "/".join(vals)
+        del inputs
+    os.environ.pop("HOSTIR_DISABLE")
+    config.reload()
     cols = ["case"] + [k for k in rows[0] if k != "case"]
     meta = meta_for(dev)
     meta["copy GB/s"] = round(bw / 1e9, 1)

@@ -20,5 +20,8 @@ HOSTIR_TEST_DEVICE=cuda HOSTIR_TEST_NVRTC=0 "$PY" -m pytest -q -p no:cacheprovid
 echo "== benchmarks"
 "$PY" benchmarks/pointwise.py --out "$OUTDIR" 2>&1 | tee "$OUTDIR/bench_pointwise.log" | tail -20 || status=1
 [ "${HOSTIR_TUNE:-0}" = 1 ] && { "$PY" benchmarks/tune_pointwise.py --out "$OUTDIR" 2>&1 | tail -9 || status=1; }
+"$PY" benchmarks/compile_time.py --out "$OUTDIR" 2>&1 | tail -14 || status=1
+echo "== main job"
+./run.sh 2>&1 | tail -3 | tee "$OUTDIR/run_sh.log" || status=1
 "$PY" benchmarks/host_overhead.py --out "$OUTDIR" 2>&1 | tee "$OUTDIR/bench_host.log" | tail -15 || status=1
 exit $status

@@ -9,6 +9,7 @@ Half/BFloat16) and are rounded to each node's dtype, as the reference does.
 """
 from __future__ import annotations
 
+from .. import config
 from ..ir.dtypes import DataType, compute_dtype, promote
 from ..ir.errors import UnsupportedError
 from ..ir.node import BINARY, UNARY, AxisKind, Kind, Op, Val
@@ -278,7 +279,7 @@ def lower_pointwise(seg: Segment, name: str, extents: list[int] | None = None) -
     are used where that reads fewer elements per point (shared reads)."""
     base = PointwiseLowering(seg, name)
     kern = base.run()
-    if not extents:
+    if not extents or config.disabled("paired_lanes"):
         return kern
     best, best_loads = kern, base.load_count()
     for d, e in enumerate(extents):
