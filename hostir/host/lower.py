@@ -43,11 +43,14 @@ _U64 = numpy.uint64
 class _Prepared:
     """What a kernel launch needs for one input signature, computed once."""
 
-    __slots__ = ("compiled", "grid", "args", "types", "outs", "in_ptr", "out_ptr", "dyn")
+    __slots__ = ("compiled", "grid", "block", "tuning", "args", "types", "outs", "in_ptr", "out_ptr",
+                 "dyn")
 
     @classmethod
-    def make(cls, k: Kernel, outs: list, launch) -> "_Prepared":
+    def make(cls, k: Kernel, outs: list, launch, tuning: tuple) -> "_Prepared":
         p = cls()
+        p.tuning = tuning
+        p.block = tuning[0]
         p.outs = [(list(t.shape), t.dtype) for t in outs]
         p.compiled = None
         if launch is None:
@@ -118,7 +121,7 @@ class KernelLaunch:
         token = env.token
         if token is not None:
             prep = self._prepared.get(token)
-            if prep is not None:
+            if prep is not None and prep.tuning == (self.BLOCK, self.STREAMING):
                 return self._run_prepared(prep, env)
         k = self.kernel
         full = [env.scalar(e) for e in self.plain.extent_vals]
@@ -146,7 +149,7 @@ class KernelLaunch:
         elif numel:
             interpret(k, ins, outs, params, extents)
         if token is not None and env.device.type == "cuda" and len(self._prepared) < 64:
-            self._prepared[token] = _Prepared.make(k, outs, launch)
+            self._prepared[token] = _Prepared.make(k, outs, launch, (self.BLOCK, self.STREAMING))
         return outs
 
     def _run_prepared(self, prep: "_Prepared", env: Env) -> list:
@@ -163,7 +166,7 @@ class KernelLaunch:
             a[pos] = _U64(outs[j].data_ptr())
         for pos, v, conv in prep.dyn:
             a[pos] = conv(env[v])
-        prep.compiled.launch_prepared(dev, prep.grid, self.BLOCK, a, prep.types, env.pool.handle)
+        prep.compiled.launch_prepared(dev, prep.grid, prep.block, a, prep.types, env.pool.handle)
         return outs
 
     def _vector_ok(self, vec, slots, ins, outs, extents) -> bool:
