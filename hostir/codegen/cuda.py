@@ -146,7 +146,7 @@ def vector_loads(kern: Kernel, v: int) -> set[int]:
 
 
 class _Printer:
-    def __init__(self, kern: Kernel, vec: int, idx: str, block: int = 256, streaming: bool = False):
+    def __init__(self, kern: Kernel, vec: int, idx: str, block: int = 128, streaming: bool = False):
         self.k = kern
         self.block = block
         self.streaming = streaming
@@ -346,7 +346,7 @@ def vector_width(kern: Kernel) -> int:
     return v
 
 
-def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int = 256,
+def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int = 128,
                   streaming: bool = False) -> str:
     """CUDA C++ for `kern`: `vec` points per thread iteration (vector loads and
     stores where aligned), `idx` the index type ("int" when offsets fit)."""

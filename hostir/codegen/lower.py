@@ -258,8 +258,15 @@ class PointwiseLowering:
         k.order = _reachable(b.order, [n for _, v, ix in k.stores for n in (v, *ix)])
         return k
 
-    def load_count(self) -> int:
-        return sum(1 for n in self.k.order if n.op == K.LOAD)
+    def load_count(self, dim: int) -> int:
+        """Loads whose address moves along iteration dim `dim`: the reads that
+        pairing can share. (Loads constant along it, a broadcast bias say, are
+        cache hits anyway; pairing for them only costs parallelism.)"""
+        moving: set[int] = set()
+        for n in self.k.order:
+            if (n.op == K.INDEX and n.arg == dim) or any(id(s) in moving for s in n.src):
+                moving.add(id(n))
+        return sum(1 for n in self.k.order if n.op == K.LOAD and id(n) in moving)
 
 
 def _reachable(order: list[KNode], roots: list[KNode]) -> list[KNode]:
@@ -281,7 +288,7 @@ def lower_pointwise(seg: Segment, name: str, extents: list[int] | None = None) -
     kern = base.run()
     if not extents or config.disabled("paired_lanes"):
         return kern
-    best, best_loads = kern, base.load_count()
+    best, best_gain = kern, 0.0
     for d, e in enumerate(extents):
         if e < 2 or e % 2:
             continue
@@ -290,8 +297,9 @@ def lower_pointwise(seg: Segment, name: str, extents: list[int] | None = None) -
             cand = low.run(extents, pair_dim=d)
         except UnsupportedError:
             continue
-        if low.load_count() < best_loads * 2 and low.load_count() / 2 < best_loads:
-            best, best_loads = cand, low.load_count() / 2
+        before, after = base.load_count(d), low.load_count(d) / 2  # per point
+        if after < before and before - after > best_gain:
+            best, best_gain = cand, before - after
     if best is not kern:
         best.fallback = kern  # used when a launch's extent along the paired dim differs
         best.paired_extent = extents[best.lane_dim]

@@ -78,7 +78,7 @@ class KernelLaunch:
     vector loads/stores, 32- or 64-bit indices) are compiled on first use and
     chosen per call from the actual extents, strides and alignment."""
 
-    BLOCK = 256          # threads per block (tuning knobs: benchmarks/tune_pointwise.py)
+    BLOCK = 128          # threads per block (tuning knobs: benchmarks/tune_pointwise.py)
     STREAMING = False    # evict-first 16-byte stores
 
     def __init__(self, seg: Segment, kernel: Kernel):
