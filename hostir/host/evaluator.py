@@ -98,10 +98,12 @@ class Compiler:
         target, outs, into = s.target, s.outputs, s.into
         getters = [(lambda env, v=v: env[v]) if v.is_tensor else compile_scalar(v) for v in s.inputs]
 
+        needs_args = getattr(target, "needs_args", True)
+
         def run(env):
-            args = [g(env) for g in getters]
             pool = env.pool
-            if pool.active:
+            args = [g(env) for g in getters] if needs_args or pool.current else ()
+            if pool.current:
                 pool.record_inputs(args)
             results = target.launch(env, args)
             if into:

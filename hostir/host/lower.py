@@ -26,6 +26,8 @@ from . import ir as H
 class SegmentLaunch:
     """A segment run by the reference evaluator (the kernel backends replace it)."""
 
+    needs_args = False  # reads its inputs from the environment
+
     def __init__(self, seg: Segment):
         self.seg = seg
         self.name = f"seg{seg.id}_{seg.scheduler}"
@@ -78,6 +80,7 @@ class KernelLaunch:
     vector loads/stores, 32- or 64-bit indices) are compiled on first use and
     chosen per call from the actual extents, strides and alignment."""
 
+    needs_args = False   # reads its inputs from the environment
     BLOCK = 128          # threads per block (tuning knobs: benchmarks/tune_pointwise.py)
     STREAMING = False    # evict-first 16-byte stores
 
@@ -227,6 +230,8 @@ def make_launch(seg: Segment, env: Env | None = None):
 
 class AliasViews:
     """Outputs that are views of inputs: torch views, no kernel."""
+
+    needs_args = False
 
     def __init__(self, seg: Segment, views: dict):
         self.seg = seg
