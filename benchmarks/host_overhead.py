@@ -80,17 +80,18 @@ def main(argv=None):
         from hostir.runtime.launch import I64, PTR, arch_of, check, current_stream_handle
         from hostir.runtime.nvrtc import compile_cubin
         comp_k = launch.compiled  # one point per thread, 64-bit indices
+        block = launch.BLOCK
         values = (x.data_ptr(), 1, out.data_ptr(), 1, 1024, 1024)
         types = (PTR, I64, PTR, I64, I64, I64)
         stream = current_stream_handle(dev)
-        comp_k.launch(dev, 4, 256, values, types, stream)
+        comp_k.launch(dev, 1024 // block, block, values, types, stream)
         rows.append({"what": "hostir CompiledKernel.launch (argument packing + launch)",
-                     "us": per_call(lambda: comp_k.launch(dev, 4, 256, values, types, stream), dev,
+                     "us": per_call(lambda: comp_k.launch(dev, 1024 // block, block, values, types, stream), dev,
                                     args.n) * 1e6})
         from cuda.bindings import driver as cu
         f = comp_k.function(dev)
         rows.append({"what": "bare cuLaunchKernel (cuda.bindings) of the same kernel",
-                     "us": per_call(lambda: cu.cuLaunchKernel(f, 4, 1, 1, 256, 1, 1, 0, stream,
+                     "us": per_call(lambda: cu.cuLaunchKernel(f, 1024 // block, 1, 1, block, 1, 1, 0, stream,
                                                               (values, types), 0), dev, args.n) * 1e6})
         try:
             import numpy as np
@@ -99,7 +100,7 @@ def main(argv=None):
             kern = ObjectCode.from_cubin(compile_cubin(comp_k.source, arch_of(dev), comp_k.name)
                                          ).get_kernel(comp_k.name)
             cs = Stream.from_handle(stream)
-            cfg = LaunchConfig(grid=4, block=256)
+            cfg = LaunchConfig(grid=1024 // block, block=block)
             a = (np.uint64(x.data_ptr()), np.int64(1), np.uint64(out.data_ptr()), np.int64(1),
                  np.int64(1024), np.int64(1024))
             cc_launch(cs, cfg, kern, *a)
