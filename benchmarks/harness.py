@@ -58,6 +58,9 @@ def device_name(device) -> str:
 
 
 def commit() -> str:
+    import os
+    if os.environ.get("HOSTIR_COMMIT"):  # the GPU machines get the tree without .git
+        return os.environ["HOSTIR_COMMIT"]
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                               text=True, check=True).stdout.strip()
