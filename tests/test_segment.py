@@ -12,6 +12,7 @@ from hostir import DataType, FusionDefinition
 from hostir.ir.errors import InputError
 from hostir.ir.fusion import verify
 from hostir.ir.reference import evaluate
+from test_seed003 import nvfuser_fusion_id6
 
 CPU = torch.device("cpu")
 
@@ -105,47 +106,8 @@ def test_seed003_two_outputs_two_segments():
 
 
 def gelu_backward(fd):
-    S0 = fd.define_scalar(None, dtype=DataType.Double)
-    S1 = fd.define_scalar(None, dtype=DataType.Double)
-    S2 = fd.define_scalar(None, dtype=DataType.Double)
-    S3 = fd.define_scalar(None, dtype=DataType.Double)
-    T4 = fd.define_tensor(shape=[-1, -1, -1], contiguity=[True, True, True], dtype=DataType.Float, is_cpu=False)
-    T5 = fd.define_tensor(shape=[-1, -1, -1], contiguity=[True, True, True], dtype=DataType.Float, is_cpu=False)
-    T6 = fd.define_tensor(shape=[-1, -1, -1], contiguity=[True, True, True], dtype=DataType.Float, is_cpu=False)
-    S7 = fd.define_scalar(0.500000, dtype=DataType.Double)
-    T8 = fd.ops.mul(S7, T6)
-    S9 = fd.define_scalar(3.00000, dtype=DataType.Double)
-    T10 = fd.ops.pow(T6, S9)
-    S11 = fd.define_scalar(0.0447150, dtype=DataType.Double)
-    T12 = fd.ops.mul(S11, T10)
-    T13 = fd.ops.add(T6, T12)
-    S14 = fd.define_scalar(0.797885, dtype=DataType.Double)
-    T15 = fd.ops.mul(S14, T13)
-    T16 = fd.ops.tanh(T15)
-    S17 = fd.define_scalar(1.00000, dtype=DataType.Double)
-    T18 = fd.ops.add(S17, T16)
-    T19 = fd.ops.sum(T4, axes=[0, 1], keepdim=False, dtype=DataType.Null)
-    T20 = fd.ops.mul(T5, T18)
-    T21 = fd.ops.mul(T5, T8)
-    S22 = fd.define_scalar(1.00000, dtype=DataType.Double)
-    T23 = fd.ops.mul(S22, T21)
-    T24 = fd.ops.mul(T16, T16)
-    S25 = fd.define_scalar(1.00000, dtype=DataType.Double)
-    T26 = fd.ops.sub(S25, T24)
-    T27 = fd.ops.mul(T23, T26)
-    T28 = fd.ops.mul(T27, S3)
-    S29 = fd.define_scalar(1.00000, dtype=DataType.Double)
-    T30 = fd.ops.mul(S29, T28)
-    T31 = fd.ops.mul(T30, S2)
-    T32 = fd.ops.mul(T31, S1)
-    S33 = fd.define_scalar(2.00000, dtype=DataType.Double)
-    T34 = fd.ops.pow(T6, S33)
-    T35 = fd.ops.mul(T32, T34)
-    T36 = fd.ops.add(T30, T35)
-    T37 = fd.ops.mul(T20, S0)
-    T38 = fd.ops.add(T36, T37)
-    fd.add_output(T19)
-    fd.add_output(T38)
+    """The seed-003 definition (shared with test_seed003.py)."""
+    nvfuser_fusion_id6(fd)
 
 
 def gelu_backward_eager(s0, s1, s2, s3, t4, t5, t6):
