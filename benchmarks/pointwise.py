@@ -37,9 +37,11 @@ def rotation_case(n):
 
 def rope_case(b, h, s, d):
     with FusionDefinition() as fd:
-        x = fd.define_tensor(shape=[-1, -1, -1, -1], contiguity=True, dtype=DataType.BFloat16)
-        cos = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.BFloat16)
-        sin = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.BFloat16)
+        xb = fd.define_tensor(shape=[-1, -1, -1, -1], contiguity=True, dtype=DataType.BFloat16)
+        cosb = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.BFloat16)
+        sinb = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.BFloat16)
+        # compute in float, as the eager function (and Thunder's traces) do
+        x, cos, sin = (fd.ops.cast(t, DataType.Float) for t in (xb, cosb, sinb))
         dd = fd.ops.size(x, 3)
         hh = fd.ops.div(dd, 2)
         bb, nh, ss = (fd.ops.size(x, i) for i in range(3))
