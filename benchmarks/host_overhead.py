@@ -56,7 +56,7 @@ def main(argv=None):
                  "us": per_call(lambda: fd.execute([x]), dev, args.n) * 1e6})
     hp = HostProgram()
     tin = hp.define_tensor(shape=[-1], dtype=DataType.Float)
-    with hp.for_loop(0, args.n) as i:
+    with hp.for_loop(0, args.n):
         hp.launch(fd, [tin])
     hp.add_output(tin)
     hp.execute([x])
@@ -77,7 +77,7 @@ def main(argv=None):
     if dev.type == "cuda":
         launch = [s.target for s in fd._cache.last_plan.program.body if hasattr(s.target, "kernel")][0]
         out = torch.empty_like(x)
-        from hostir.runtime.launch import I64, PTR, arch_of, check, current_stream_handle
+        from hostir.runtime.launch import I64, PTR, arch_of, current_stream_handle
         from hostir.runtime.nvrtc import compile_cubin
         comp_k = launch.compiled  # one point per thread, 64-bit indices
         block = launch.BLOCK

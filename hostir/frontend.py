@@ -5,7 +5,6 @@ import torch
 
 from . import config
 from .ir import ops as O
-from .ir import scalar as S
 from .ir.dtypes import DataType, from_torch, python_scalar_dtype
 from .ir.errors import DefinitionError, InputError
 from .ir.fusion import Fusion, Output, TensorInputArg, verify

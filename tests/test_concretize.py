@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from hostir import DataType, FusionDefinition, config
 from hostir.concretize import concretization_key, concretize, dynamic_info
-from hostir.ir.errors import DefinitionError, ExecutionError
+from hostir.ir.errors import ExecutionError
 from hostir.ir.fusion import verify
 from hostir.ir.node import AxisKind, Op
 from hostir.ir.reference import bind_inputs, evaluate

@@ -10,7 +10,7 @@ from ..ir import scalar as S
 from ..ir.dtypes import DataType
 from ..ir.errors import DefinitionError, ExecutionError, InputError
 from ..ir.fusion import TensorInputArg
-from ..ir.inputs import _check_scalar
+from ..ir.inputs import check_scalar
 from ..ir.node import Axis, AxisKind, Op, Val, const
 from ..ir.reference import Env
 from ..ir.scalar import coerce
@@ -343,7 +343,7 @@ class HostProgram:
                         raise InputError(f"HostProgram input {v!r}: dim {d} must be {ax.extent.arg}, "
                                          f"got {a.shape[d]}")
             else:
-                _check_scalar(i, v, a)
+                check_scalar(i, v, a)
                 env[v] = coerce(a.item() if isinstance(a, torch.Tensor) else a, v.dtype)
         run_block(self._compiled, env)
         try:

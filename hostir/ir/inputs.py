@@ -82,7 +82,7 @@ def _check_tensor(i: int, v: Val, a) -> None:
     _check_layout(label, a, arg)
 
 
-def _check_scalar(i: int, v: Val, a) -> None:
+def check_scalar(i: int, v: Val, a) -> None:
     label = _label(i, v)
     if isinstance(a, torch.Tensor):
         if a.ndim != 0:
@@ -117,5 +117,5 @@ def validate_inputs(fusion: Fusion, args) -> torch.device:
                 raise InputError(f"{_label(i, v)} is on {a.device} but {first} is on {device}; "
                                  f"all tensor inputs must be on one device")
         else:
-            _check_scalar(i, v, a)
+            check_scalar(i, v, a)
     return device or torch.device("cpu")

@@ -97,8 +97,6 @@ BINARY: dict[Op, Kind] = {
 }
 POINTWISE = frozenset(UNARY) | frozenset(BINARY) | {Op.WHERE, Op.CAST, Op.SET}
 REDUCTIONS = frozenset({Op.SUM, Op.MAX, Op.MIN, Op.VAR, Op.MEAN})
-RESIZES = frozenset({Op.SLICE, Op.PAD, Op.CAT})
-VIEWS = frozenset({Op.BROADCAST, Op.SQUEEZE, Op.EXPAND, Op.RESHAPE, Op.PERMUTE})
 
 
 class AxisKind(enum.Enum):

@@ -6,8 +6,7 @@ from dataclasses import replace
 from typing import Callable
 
 from . import ops as O
-from . import scalar as S
-from .fusion import LEAVES, Fusion, Output, toposort
+from .fusion import LEAVES, Fusion, toposort
 from .node import BINARY, UNARY, Axis, AxisKind, Op, Val
 
 
@@ -121,7 +120,3 @@ def op_counts(fusion: Fusion) -> dict[str, int]:
     for v in fusion.tensor_exprs():
         counts[v.op.value] = counts.get(v.op.value, 0) + 1
     return counts
-
-
-def is_scalar_const(v: Val, value=None) -> bool:
-    return S.is_const(v, value)

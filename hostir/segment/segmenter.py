@@ -53,8 +53,6 @@ class SegmentedFusion:
     notes: tuple[str, ...] = ()    # what the passes changed
     aliases: AliasPlan | None = None
 
-    def segment_of(self) -> dict[int, Segment]:
-        return {id(v): seg for seg in self.segments for v in seg.exprs}
 
 
 class _Classes:
