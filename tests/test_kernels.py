@@ -228,3 +228,19 @@ def test_repeated_calls_reuse_prepared_launches(device):
         a = torch.randn(4096, device=device)
         (out,) = rot.execute([a])
         torch.testing.assert_close(out, a + torch.cat([a[2048:], a[:2048]]))
+
+
+def test_dump_kernels_and_host_ir(monkeypatch, capsys):
+    from hostir import config
+    monkeypatch.setenv("HOSTIR_DUMP", "kernels,host_ir,segments")
+    config.reload()
+    try:
+        fd = rotation_fusion()
+        fd.execute([torch.randn(16)])
+    finally:
+        monkeypatch.delenv("HOSTIR_DUMP")
+        config.reload()
+    out = capsys.readouterr().out
+    assert "===== hostir kernels =====" in out and "__global__" in out
+    assert "===== hostir host_ir =====" in out and "launch seg0_pointwise" in out
+    assert "===== hostir segments =====" in out and "# seg0 pointwise" in out

@@ -209,6 +209,9 @@ class KernelLaunch:
         # one thread per slot; HOSTIR_ENABLE=grid_stride caps the grid at 32 blocks per SM
         grid = max(1, min(blocks, sm_count(device) * 32 if _GRID_STRIDE else 2 ** 31 - 1))
         compiled.launch(device, grid, self.BLOCK, tuple(values), tuple(types), stream)
+        if config.dumping("launch"):
+            config.dump("launch", f"{self.name}: {compiled.name} grid={grid} block={self.BLOCK} "
+                                  f"extents={extents} vector={vec} index={idx}")
         return compiled, grid, values, types
 
 
