@@ -9,6 +9,8 @@ Half/BFloat16) and are rounded to each node's dtype, as the reference does.
 """
 from __future__ import annotations
 
+import itertools
+
 from .. import config
 from ..ir.dtypes import DataType, compute_dtype, promote
 from ..ir.errors import UnsupportedError
@@ -231,27 +233,31 @@ class PointwiseLowering:
         return self.value(src, tuple(reversed(inner)), pred)
 
     # ------------------------------------------------------------ kernel
-    def run(self, extents: list[int] | None = None, pair_dim: int | None = None) -> Kernel:
+    def run(self, extents: list[int] | None = None, pair_dims: tuple = ()) -> Kernel:
         """Lower the segment. `extents` (the plan's iteration extents) let index
-        ranges fold predicates; with `pair_dim`, each thread computes the points
-        i and i + E/2 along that dim (E its extent), so values both need, such
-        as the two halves of a rotation, are read once."""
+        ranges fold predicates; for each dim of `pair_dims`, each thread computes
+        the points i and i + E/2 along it (E its extent), so values both need,
+        such as the two halves of a rotation, are read once."""
         seg, b, k = self.seg, self.b, self.k
         ref = seg.outputs[0]
         k.extent_vals = [a.extent for a in ref.logical]
-        lanes = (0,)
-        if pair_dim is not None:
-            half = extents[pair_dim] // 2
-            k.extent_vals[pair_dim] = Val(Op.CONST, INT, arg=half)
-            k.lanes, k.lane_dim, lanes = (0, half), pair_dim, (0, half)
-            b.ranges[pair_dim] = half
+        offsets = []
+        for d in pair_dims:
+            half = extents[d] // 2
+            k.extent_vals[d] = Val(Op.CONST, INT, arg=half)
+            b.ranges[d] = half
+            offsets.append((0, half))
+        k.pairs = tuple((d, extents[d]) for d in pair_dims)
+        if pair_dims:
+            k.lane_dim, k.lanes = pair_dims[0], offsets[0]
         ix0 = tuple(b.mk(K.INDEX, INT, arg=d) for d in range(ref.ndim))
         for o in seg.outputs:
             if o.ndim != ref.ndim:
                 raise UnsupportedError(f"pointwise kernel: outputs of different rank ({o!r}, {ref!r})")
             k.outputs.append(TensorParam(o, o.ndim, o.dtype))
-        for lane in lanes:
-            ix = tuple(b.add(i, b.i(lane)) if d == pair_dim else i for d, i in enumerate(ix0))
+        for combo in itertools.product(*offsets):
+            shift = dict(zip(pair_dims, combo))
+            ix = tuple(b.add(i, b.i(shift[d])) if d in shift else i for d, i in enumerate(ix0))
             for slot, o in enumerate(seg.outputs):
                 val = self.cast(self.value(o, ix, None), o.dtype)
                 k.stores.append((slot, val, ix))
@@ -281,6 +287,9 @@ def _reachable(order: list[KNode], roots: list[KNode]) -> list[KNode]:
     return [n for n in order if id(n) in need]
 
 
+MAX_PAIRED_DIMS = 2
+
+
 def lower_pointwise(seg: Segment, name: str, extents: list[int] | None = None) -> Kernel:
     """The segment's kernel; with the plan's `extents`, paired lanes along a dim
     are used where that reads fewer elements per point (shared reads)."""
@@ -288,19 +297,35 @@ def lower_pointwise(seg: Segment, name: str, extents: list[int] | None = None) -
     kern = base.run()
     if not extents or config.disabled("paired_lanes"):
         return kern
-    best, best_gain = kern, 0.0
+    best, best_gain, best_dims = kern, 0.0, ()
     for d, e in enumerate(extents):
         if e < 2 or e % 2:
             continue
         try:
             low = PointwiseLowering(seg, name)
-            cand = low.run(extents, pair_dim=d)
+            cand = low.run(extents, pair_dims=(d,))
         except UnsupportedError:
             continue
         before, after = base.load_count(d), low.load_count(d) / 2  # per point
         if after < before and before - after > best_gain:
-            best, best_gain = cand, before - after
+            best, best_gain, best_dims = cand, before - after, (d,)
+    if best_dims and MAX_PAIRED_DIMS > 1:
+        # a second paired dim, for reads that stay put along it (RoPE's tables
+        # across heads): taken when it cuts the loads per point
+        per_point = best.load_total() / 2
+        for d, e in enumerate(extents):
+            if d in best_dims or e < 2 or e % 2:
+                continue
+            try:
+                low = PointwiseLowering(seg, name)
+                cand = low.run(extents, pair_dims=best_dims + (d,))
+            except UnsupportedError:
+                continue
+            if low.load_count(d) == cand.load_total() or cand.load_total() / 4 >= per_point * 0.8:
+                continue
+            best, best_dims, per_point = cand, best_dims + (d,), cand.load_total() / 4
+            break
     if best is not kern:
-        best.fallback = kern  # used when a launch's extent along the paired dim differs
+        best.fallback = kern  # used when a launch's extents along the paired dims differ
         best.paired_extent = extents[best.lane_dim]
     return best

@@ -108,7 +108,7 @@ class KernelLaunch:
         key = (id(kernel), vec, idx, self.BLOCK, self.STREAMING)
         got = self._variants.get(key)
         if got is None:
-            lanes = "_pair" if kernel.lane_dim is not None else ""
+            lanes = "_pair" * len(kernel.pairs)
             tune = f"_b{self.BLOCK}{'cs' if self.STREAMING else ''}"
             name = f"{kernel.name}{lanes}_v{vec}_{'i32' if idx == 'int' else 'i64'}{tune}"
             kernel.name, base = name, kernel.name
@@ -130,9 +130,10 @@ class KernelLaunch:
         full = [env.scalar(e) for e in self.plain.extent_vals]
         extents = full
         if k is not self.plain:
-            if full[k.lane_dim] == k.paired_extent:
+            if all(full[d] == e for d, e in k.pairs):
                 extents = list(full)
-                extents[k.lane_dim] //= 2
+                for d, _ in k.pairs:
+                    extents[d] //= 2
             else:
                 k = self.plain
         params = [env.scalar(p) for p in k.params]
