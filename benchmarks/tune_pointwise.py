@@ -42,16 +42,6 @@ def main(argv=None):
         rows.append(row)
         del inputs
     KernelLaunch.BLOCK, KernelLaunch.STREAMING = 128, False
-    import hostir.codegen.lower as cl
-    cl.MAX_PAIRED_DIMS = 1
-    for row, (name, fd, eager, make_inputs, nbytes) in zip(rows, cases(False)):
-        inputs = make_inputs(dev)
-        fd.execute(inputs)
-        vals = [f"{100 * nbytes / time_fn(lambda: fd.execute(inputs), dev, warmup=5, reps=50) / bw:.1f}"
-                for _ in range(args.repeat)]
-        row["b128 one paired dim %"] = "/".join(vals)
-        del inputs
-    cl.MAX_PAIRED_DIMS = 2
     import os
     os.environ["HOSTIR_DISABLE"] = "paired_lanes"
     from hostir import config

@@ -53,9 +53,6 @@ class Kernel:
     lanes: tuple = (0,)  # offsets along `lane_dim` computed by each thread (shared reads)
     lane_dim: int | None = None
     pairs: tuple = ()    # (dim, full extent) of every paired dim; the kernel iterates half of each
-
-    def load_total(self) -> int:
-        return sum(1 for n in self.order if n.op == K.LOAD)
     order: list[KNode] = field(default_factory=list)      # every node, producers first
 
 

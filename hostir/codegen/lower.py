@@ -287,9 +287,6 @@ def _reachable(order: list[KNode], roots: list[KNode]) -> list[KNode]:
     return [n for n in order if id(n) in need]
 
 
-MAX_PAIRED_DIMS = 2
-
-
 def lower_pointwise(seg: Segment, name: str, extents: list[int] | None = None) -> Kernel:
     """The segment's kernel; with the plan's `extents`, paired lanes along a dim
     are used where that reads fewer elements per point (shared reads)."""
@@ -309,22 +306,6 @@ def lower_pointwise(seg: Segment, name: str, extents: list[int] | None = None) -
         before, after = base.load_count(d), low.load_count(d) / 2  # per point
         if after < before and before - after > best_gain:
             best, best_gain, best_dims = cand, before - after, (d,)
-    if best_dims and MAX_PAIRED_DIMS > 1:
-        # a second paired dim, for reads that stay put along it (RoPE's tables
-        # across heads): taken when it cuts the loads per point
-        per_point = best.load_total() / 2
-        for d, e in enumerate(extents):
-            if d in best_dims or e < 2 or e % 2:
-                continue
-            try:
-                low = PointwiseLowering(seg, name)
-                cand = low.run(extents, pair_dims=best_dims + (d,))
-            except UnsupportedError:
-                continue
-            if low.load_count(d) == cand.load_total() or cand.load_total() / 4 >= per_point * 0.8:
-                continue
-            best, best_dims, per_point = cand, best_dims + (d,), cand.load_total() / 4
-            break
     if best is not kern:
         best.fallback = kern  # used when a launch's extents along the paired dims differ
         best.paired_extent = extents[best.lane_dim]
