@@ -16,7 +16,7 @@ from ..codegen.lower import lower_pointwise
 from ..ir.errors import ExecutionError, UnsupportedError
 from ..ir.node import Op
 from ..ir.reference import Env, eval_node
-from ..runtime.launch import (I32, I64, PTR, CompiledKernel, numpy_converter, numpy_value,
+from ..runtime.launch import (_CORE, I32, I64, PTR, CompiledKernel, numpy_converter, numpy_value,
                               param_ctype, sm_count)
 from ..passes.alias import apply_view
 from ..segment import Segment, SegmentedFusion
@@ -46,10 +46,10 @@ class _Prepared:
     """What a kernel launch needs for one input signature, computed once."""
 
     __slots__ = ("compiled", "grid", "block", "tuning", "args", "types", "outs", "in_ptr", "out_ptr",
-                 "dyn")
+                 "dyn", "core")
 
     @classmethod
-    def make(cls, k: Kernel, outs: list, launch, tuning: tuple) -> "_Prepared":
+    def make(cls, k: Kernel, outs: list, launch, tuning: tuple, device=None) -> "_Prepared":
         p = cls()
         p.tuning = tuning
         p.block = tuning[0]
@@ -58,6 +58,7 @@ class _Prepared:
         if launch is None:
             return p
         p.compiled, p.grid, values, p.types = launch
+        p.core = p.compiled.core_handles(device, p.grid, p.block)
         p.args = [numpy_value(v, t) for v, t in zip(values, p.types)]
         p.in_ptr, p.out_ptr, p.dyn = [], [], []
         pos = 0
@@ -153,7 +154,8 @@ class KernelLaunch:
         elif numel:
             interpret(k, ins, outs, params, extents)
         if token is not None and env.device.type == "cuda" and len(self._prepared) < 64:
-            self._prepared[token] = _Prepared.make(k, outs, launch, (self.BLOCK, self.STREAMING))
+            self._prepared[token] = _Prepared.make(k, outs, launch, (self.BLOCK, self.STREAMING),
+                                                  env.device)
         return outs
 
     def _run_prepared(self, prep: "_Prepared", env: Env) -> list:
@@ -170,6 +172,13 @@ class KernelLaunch:
             a[pos] = _U64(outs[j].data_ptr())
         for pos, v, conv in prep.dyn:
             a[pos] = conv(env[v])
+        if prep.core is not None:
+            try:
+                _CORE.launch(_CORE.stream(env.pool.handle), prep.core[1], prep.core[0], *a)
+                return outs
+            except Exception as e:  # an unusable cuda.core: the driver API from now on
+                _CORE.disable(e)
+                prep.core = None
         prep.compiled.launch_prepared(dev, prep.grid, prep.block, a, prep.types, env.pool.handle)
         return outs
 

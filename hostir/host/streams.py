@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import torch
 
+from ..runtime.launch import current_stream_handle
+
 
 class StreamPool:
     def __init__(self, device: torch.device):
@@ -18,7 +20,6 @@ class StreamPool:
     def handle(self) -> int:
         """Raw handle of the stream launches go to now."""
         if self._handle is None:
-            from ..runtime.launch import current_stream_handle
             self._handle = current_stream_handle(self.device)
         return self._handle
 

@@ -64,6 +64,7 @@ class CompiledKernel:
         self.name = name
         self.source = source
         self._funcs: dict[int, object] = {}
+        self._core: dict = {}   # device index -> cuda.core Kernel
         self._lock = threading.Lock()
 
     def function(self, device: torch.device):
@@ -111,16 +112,24 @@ class CompiledKernel:
         values = tuple(a.item() for a in args)
         self.launch(device, grid, block, values, tuple(types), stream)
 
+    def core_handles(self, device: torch.device, grid: int, block: int):
+        """(cuda.core Kernel, LaunchConfig) for direct launches, or None."""
+        if not _CORE.usable:
+            return None
+        try:
+            return self._core_kernel(device), _CORE.config(grid, block)
+        except Exception as e:
+            _CORE.disable(e)
+            return None
+
     def _core_kernel(self, device: torch.device):
-        idx = device.index if device.index is not None else torch.cuda.current_device()
-        k = self._core.get(idx) if hasattr(self, "_core") else None
+        k = self._core.get(device.index)
         if k is None:
-            if not hasattr(self, "_core"):
-                self._core = {}
+            idx = device.index if device.index is not None else torch.cuda.current_device()
             from cuda.core import ObjectCode
             torch.cuda.current_stream(idx)
             code = ObjectCode.from_cubin(compile_cubin(self.source, arch_of(device), self.name))
-            k = self._core[idx] = code.get_kernel(self.name)
+            k = self._core[device.index] = code.get_kernel(self.name)
         return k
 
 
