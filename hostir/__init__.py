@@ -5,6 +5,6 @@ from .ir.dtypes import DataType
 from .ir.errors import (DefinitionError, ExecutionError, HostirError, InputError,
                         UnsupportedError, VerificationError)
 
-__all__ = ["FusionDefinition", "HostProgram", "min", "max", "Tensor", "Scalar", "DataType", "HostirError", "DefinitionError",
+__all__ = ["FusionDefinition", "HostProgram", "Tensor", "Scalar", "DataType", "HostirError", "DefinitionError",
            "InputError", "ExecutionError", "UnsupportedError", "VerificationError"]
 __version__ = "0.1.0"
