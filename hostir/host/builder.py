@@ -47,8 +47,8 @@ class _FusionLaunch:
         self.name = name
         self.fusion = fd._ensure_defined()
 
-    def launch(self, env: Env, args: list) -> list:
-        return self.fd._cache.execute(args, env.device)
+    def launch(self, env: Env, args: list, out=None) -> list:
+        return self.fd._cache.execute(args, env.device, out)
 
 
 class HostProgram:

@@ -109,18 +109,20 @@ class FusionCache:
         return Plan(key, sf, self.specialize, program, Compiler().block(program.body),
                     shape_checks(concrete))
 
-    def execute(self, args, device=None) -> list[torch.Tensor]:
+    def execute(self, args, device=None, out=None) -> list[torch.Tensor]:
         """Validate `args`, then run. Inputs with the signature of an earlier
         validated call (shapes, strides, dtypes, devices, alignment, scalar types
         and shape-deciding scalar values) skip validation, the key computation
         and the shape checks: those depend on nothing else."""
         sig = self._signature(args)
+        if out is not None:  # results go into the caller's buffers: their layout matters too
+            sig = (sig, self._signature(out))
         hit = self._fast.get(sig)
         if hit is not None:
             self.hits += 1
             env = bind_inputs(self.fusion, args, hit[1])
             env.token = hit[2]
-            return self._execute_plan(hit[0], env, args)
+            return self._execute_plan(hit[0], env, args, out)
         run_device = validate_inputs(self.fusion, args)
         if device is not None and not any(v.op is Op.TENSOR_INPUT for v in self.fusion.inputs):
             run_device = torch.device(device)
@@ -131,7 +133,7 @@ class FusionCache:
         if len(self._fast) < 64:
             self._fast[sig] = (plan, run_device, len(self._fast))
             env.token = len(self._fast) - 1
-        return self._execute_plan(plan, env, args)
+        return self._execute_plan(plan, env, args, out)
 
     def _signature(self, args) -> tuple:
         sig = []
@@ -153,8 +155,17 @@ class FusionCache:
             run_shape_checks(plan.checks, env)
         return self._execute_plan(plan, env, args)
 
-    def _execute_plan(self, plan: Plan, env: Env, args) -> list[torch.Tensor]:
+    def _execute_plan(self, plan: Plan, env: Env, args, out=None) -> list[torch.Tensor]:
+        """Run `plan`. With `out` (one tensor per returned output), kernels write
+        those results straight into them; others are copied in at the end."""
         self.last_plan = plan
+        if out is not None:
+            returned = [o.val for o in plan.segmented.fusion.outputs if o.alias_input is None]
+            # a buffer that shares memory with an input is written after the fact instead:
+            # a kernel may read other positions of its inputs than it writes
+            inputs = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor)}
+            env.out_buffers = {v: b for v, b in zip(returned, out)
+                               if b.untyped_storage().data_ptr() not in inputs}
         run_block(plan.run, env)
         return self._outputs(plan.segmented, env, args)
 

@@ -38,6 +38,18 @@ class SegmentLaunch:
         return [env[o] for o in self.seg.outputs]
 
 
+def _output(env: Env, val, shape, dtype) -> torch.Tensor:
+    """The tensor a kernel writes `val` into: the caller's buffer when one was
+    given for it (any strides; the kernel indexes through them), else a new one."""
+    bufs = env.out_buffers
+    if bufs:
+        buf = bufs.get(val)
+        if buf is not None and list(buf.shape) == shape and buf.dtype == dtype \
+                and buf.device == env.device:
+            return buf
+    return torch.empty(shape, dtype=dtype, device=env.device)
+
+
 _GRID_STRIDE = config.enabled("grid_stride")
 _U64 = numpy.uint64
 
@@ -53,7 +65,7 @@ class _Prepared:
         p = cls()
         p.tuning = tuning
         p.block = tuning[0]
-        p.outs = [(list(t.shape), t.dtype) for t in outs]
+        p.outs = [(kt.val, list(t.shape), t.dtype) for kt, t in zip(k.outputs, outs)]
         p.compiled = None
         if launch is None:
             return p
@@ -144,8 +156,7 @@ class KernelLaunch:
             if shape != full:
                 raise ExecutionError(f"{self.name}: output {t.val!r} has shape {shape} but the "
                                      f"kernel iterates over {full}")
-        outs = [torch.empty(shape, dtype=t.dtype.torch, device=env.device)
-                for t, shape in zip(k.outputs, shapes)]
+        outs = [_output(env, t.val, shape, t.dtype.torch) for t, shape in zip(k.outputs, shapes)]
         numel = math.prod(extents)
         launch = None
         if numel and env.device.type == "cuda":
@@ -162,7 +173,10 @@ class KernelLaunch:
         """A launch for inputs of a signature seen before: only pointers and
         scalar inputs change, everything else was computed then."""
         dev = env.device
-        outs = [torch.empty(shape, dtype=dt, device=dev) for shape, dt in prep.outs]
+        if env.out_buffers:
+            outs = [_output(env, v, shape, dt) for v, shape, dt in prep.outs]
+        else:
+            outs = [torch.empty(shape, dtype=dt, device=dev) for _, shape, dt in prep.outs]
         if prep.compiled is None:
             return outs
         a = list(prep.args)

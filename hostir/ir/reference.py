@@ -55,6 +55,7 @@ class Env(dict):
     `token` names the input signature of a call (launches cache per token)."""
 
     token = None
+    out_buffers = None  # output Val -> a tensor the caller wants the result written into
 
     def __init__(self, device: torch.device):
         super().__init__()
