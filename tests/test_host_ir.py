@@ -324,9 +324,8 @@ def test_shard_by_stream_views_cover_the_tensor(size, num):
             assert s.untyped_storage().data_ptr() == a.untyped_storage().data_ptr(), "a view, no copy"
 
 
-@pytest.mark.parametrize("size,num", [(10, 3), (10, 4), (12, 4), (5, 4), (9, 2)])
-def test_shard_by_stream_loop_with_symbolic_stream_index(size, num):
-    """Each shard k gets x*2 + k: shows every element lands in the right shard."""
+def _shard_loop_program(num):
+    """A loop over `num` stream shards; shard k of the output gets x*2 + k."""
     with FusionDefinition() as fd:
         t = fd.define_tensor([-1, -1])
         k = fd.define_scalar(dtype=DataType.Int)
@@ -339,6 +338,13 @@ def test_shard_by_stream_loop_with_symbolic_stream_index(size, num):
             hp.launch(fd, [hp.shard_by_stream(x, 0, k, num), k],
                       outputs=[hp.shard_by_stream(out, 0, k, num)])
     hp.add_output(out)
+    return hp
+
+
+@pytest.mark.parametrize("size,num", [(10, 3), (10, 4), (12, 4), (5, 4), (9, 2)])
+def test_shard_by_stream_loop_with_symbolic_stream_index(size, num):
+    """Each shard k gets x*2 + k: shows every element lands in the right shard."""
+    hp = _shard_loop_program(num)
     text = str(hp)
     assert re.search(r"shard_by_stream\(T\d+, dim=0, stream=\w+, of=" + str(num) + r"\)", text), text
     a = rand_float(size, 4)
@@ -901,18 +907,7 @@ def test_seed001_loop_on_cuda(two_d, arith):
 @pytest.mark.gpu
 @pytest.mark.parametrize("size,num", [(10, 3), (12, 4), (5, 4), (4099, 3)])
 def test_shard_by_stream_loop_on_cuda(size, num):
-    with FusionDefinition() as fd:
-        t = fd.define_tensor([-1, -1])
-        k = fd.define_scalar(dtype=DataType.Int)
-        fd.add_output(fd.ops.add(fd.ops.mul(t, 2.0), k))
-    hp = HostProgram()
-    x = hp.define_tensor([-1, -1])
-    out = hp.allocate([x.logical[0].extent, x.logical[1].extent])
-    with hp.for_loop(0, num) as k:
-        with hp.stream(k):
-            hp.launch(fd, [hp.shard_by_stream(x, 0, k, num), k],
-                      outputs=[hp.shard_by_stream(out, 0, k, num)])
-    hp.add_output(out)
+    hp = _shard_loop_program(num)
     a = rand_float(size, 4).cuda()
     (res,) = hp.execute([a])
     torch.cuda.synchronize()

@@ -56,6 +56,11 @@ def _cast(x: str, src: DataType, dst: DataType) -> str:
     return f"({CTYPE[dst]})({x})"
 
 
+def _offset(indices, tensor: str) -> str:
+    """Element offset of `tensor` (a kernel parameter with strides `<tensor>_s<d>`)."""
+    return " + ".join(f"{i} * {tensor}_s{d}" for d, i in enumerate(indices)) or "0"
+
+
 def _expr(n: KNode, name) -> str:
     op = n.op
     a = [name(s) for s in n.src]
@@ -67,7 +72,7 @@ def _expr(n: KNode, name) -> str:
         return f"({CTYPE[n.dtype]})p{n.arg}"
     if op == K.LOAD:
         k = n.arg
-        off = " + ".join(f"{i} * in{k}_s{d}" for d, i in enumerate(a[1:])) or "0"
+        off = _offset(a[1:], f"in{k}")
         return f"({a[0]} ? in{k}[{off}] : ({CTYPE[n.dtype]})0)"
     if op is Op.CAST:
         return _cast(a[0], n.src[0].dtype, n.dtype)
@@ -177,9 +182,7 @@ class _Printer:
                 names[id(node)] = (str(int(node.arg)) if is_index and self.idx == "int"
                                    else _literal(node.arg, node.dtype))
                 continue
-            if node.op == K.LOAD:
-                text = self._load(node, names)
-            elif node.op == K.PARAM and is_index:
+            if node.op == K.PARAM and is_index:
                 text = f"({self.idx})p{node.arg}"
             else:
                 text = _expr(node, lambda s: names[id(s)])
@@ -187,12 +190,6 @@ class _Printer:
             ctype = self.idx if is_index else CTYPE[node.dtype]
             self.lines.append(f"{indent}const {ctype} {var} = {text};")
             names[id(node)] = var
-
-    def _load(self, node, names) -> str:
-        k = node.arg
-        a = [names[id(s)] for s in node.src]
-        off = " + ".join(f"{i} * in{k}_s{d}" for d, i in enumerate(a[1:])) or "0"
-        return f"({a[0]} ? in{k}[{off}] : ({CTYPE[node.dtype]})0)"
 
     def source(self) -> str:
         if self.n == 0:
@@ -225,7 +222,7 @@ class _Printer:
         if v == 1:
             self.emit_all(inner_nodes, names, f"i{self.inner}", "    ")
             for s, node, ix in k.stores:
-                off = " + ".join(f"{names[id(i)]} * out{s}_s{d}" for d, i in enumerate(ix)) or "0"
+                off = _offset([names[id(i)] for i in ix], f"out{s}")
                 L.append(f"    out{s}[{off}] = {names[id(node)]};")
             L.append("  }")
             return self._wrap(params)
@@ -242,7 +239,7 @@ class _Printer:
             t = k.inputs[node.arg]
             size = t.dtype.itemsize * v
             a = [base[id(s)] for s in node.src]
-            off = " + ".join(f"{i} * in{node.arg}_s{d}" for d, i in enumerate(a[1:])) or "0"
+            off = _offset(a[1:], f"in{node.arg}")
             arr = self.fresh()
             L.append(f"    {CTYPE[t.dtype]} {arr}[{v}];")
             L.append(f"    if ({a[0]}) *reinterpret_cast<{VEC_TYPE[size]}*>({arr}) = "
@@ -264,7 +261,7 @@ class _Printer:
         for (s, node, ix), arr in zip(k.stores, outs):
             t = k.outputs[s]
             size = t.dtype.itemsize * v
-            off = " + ".join(f"{base[id(i)]} * out{s}_s{d}" for d, i in enumerate(ix)) or "0"
+            off = _offset([base[id(i)] for i in ix], f"out{s}")
             if self.streaming and size == 16:  # evict-first: the output is not read again soon
                 L.append(f"    {{ const uint4 w = *reinterpret_cast<const uint4*>({arr}); "
                          f"asm volatile(\"st.global.cs.v4.u32 [%0], {{%1, %2, %3, %4}};\" :: "

@@ -147,14 +147,6 @@ class FusionCache:
                 sig.append(type(a))
         return tuple(sig)
 
-    def run(self, args, device: torch.device) -> list[torch.Tensor]:
-        """Run on inputs already validated for `device`."""
-        env = bind_inputs(self.fusion, args, device)
-        plan = self._plan_for(env, args)
-        if plan.checks:
-            run_shape_checks(plan.checks, env)
-        return self._execute_plan(plan, env, args)
-
     def _execute_plan(self, plan: Plan, env: Env, args, out=None) -> list[torch.Tensor]:
         """Run `plan`. With `out` (one tensor per returned output), kernels write
         those results straight into them; others are copied in at the end."""
