@@ -42,6 +42,34 @@ def time_fn(fn, device, warmup=3, reps=20) -> float:
     return statistics.median(times)
 
 
+def time_interleaved(fns, device, rounds=7, reps=20) -> list[float]:
+    """Median seconds per call of each fn, measured in alternating batches
+    (round r times fns[0], fns[1], ... in turn), so clock and thermal drift
+    during the run affect them alike. Each batch starts with one untimed call."""
+    for fn in fns:
+        for _ in range(3):
+            fn()
+    sync(device)
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(rounds):
+        for i, fn in enumerate(fns):
+            fn()
+            if device.type == "cuda":
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                for _ in range(reps):
+                    fn()
+                b.record()
+                b.synchronize()
+                times[i].append(a.elapsed_time(b) / 1e3 / reps)
+            else:
+                t = time.perf_counter()
+                for _ in range(reps):
+                    fn()
+                times[i].append((time.perf_counter() - t) / reps)
+    return [statistics.median(t) for t in times]
+
+
 def copy_bandwidth(device, nbytes=1 << 30) -> float:
     """Bytes/s of a large device copy, counting bytes read plus written."""
     n = nbytes // 4 if device.type == "cuda" else nbytes // 64

@@ -54,19 +54,35 @@ def main(argv=None):
 
     rows.append({"what": "fd.execute, cached single-kernel fusion",
                  "us": per_call(lambda: fd.execute([x]), dev, args.n) * 1e6})
-    hp = HostProgram()
-    tin = hp.define_tensor(shape=[-1], dtype=DataType.Float)
-    with hp.for_loop(0, args.n):
-        hp.launch(fd, [tin])
-    hp.add_output(tin)
+
+    def loop_program():
+        hp = HostProgram()
+        tin = hp.define_tensor(shape=[-1], dtype=DataType.Float)
+        with hp.for_loop(0, args.n):
+            hp.launch(fd, [tin])
+        hp.add_output(tin)
+        return hp
+
+    def per_launch(hp) -> float:
+        for _ in range(4):  # plans, kernels, direct runners; then the graph capture
+            hp.execute([x])
+        times = []
+        for _ in range(5):
+            sync(dev)
+            t0 = time.perf_counter()
+            hp.execute([x])
+            sync(dev)
+            times.append((time.perf_counter() - t0) / args.n)
+        return statistics.median(times) * 1e6
+
+    hp = loop_program()
+    rows.append({"what": f"HostProgram loop, per launch ({args.n} iterations; CUDA-graph replay "
+                         f"on a GPU)", "us": per_launch(hp)})
+    hp = loop_program()
     hp.execute([x])
-    sync(dev)
-    t0 = time.perf_counter()
-    for _ in range(3):
-        hp.execute([x])
-    sync(dev)
-    rows.append({"what": f"HostProgram loop, per launch ({args.n} iterations)",
-                 "us": (time.perf_counter() - t0) / (3 * args.n) * 1e6})
+    hp._graphs = None  # as HOSTIR_DISABLE=cuda_graphs: every launch from Python
+    rows.append({"what": f"HostProgram loop, per launch ({args.n} iterations, no graph)",
+                 "us": per_launch(hp)})
     rows.append({"what": "torch eager (x + 1) * 2 (2 ops)", "us": per_call(lambda: eager(x), dev, args.n) * 1e6})
     try:
         comp = torch.compile(eager)
@@ -90,9 +106,18 @@ def main(argv=None):
                                     args.n) * 1e6})
         from cuda.bindings import driver as cu
         f = comp_k.function(dev)
-        rows.append({"what": "bare cuLaunchKernel (cuda.bindings) of the same kernel",
+        rows.append({"what": "bare cuLaunchKernel (cuda.bindings), arguments as (values, types)",
                      "us": per_call(lambda: cu.cuLaunchKernel(f, 1024 // block, 1, 1, block, 1, 1, 0, stream,
                                                               (values, types), 0), dev, args.n) * 1e6})
+        from hostir.runtime.launch import PackedArgs
+        packed = PackedArgs(values, types)
+        addr, cstream = packed.address, cu.CUstream(stream)
+        rows.append({"what": "bare cuLaunchKernel (cuda.bindings), arguments packed before",
+                     "us": per_call(lambda: cu.cuLaunchKernel(f, 1024 // block, 1, 1, block, 1, 1, 0, cstream,
+                                                              addr, 0), dev, args.n) * 1e6})
+        direct = comp_k.launcher(dev, 1024 // block, block)
+        rows.append({"what": f"hostir DirectLauncher (packed arguments{', PDL' if comp_k.pdl else ''})",
+                     "us": per_call(lambda: direct(stream, packed), dev, args.n) * 1e6})
         try:
             import numpy as np
             from cuda.core import LaunchConfig, ObjectCode, Stream
@@ -110,9 +135,6 @@ def main(argv=None):
         except Exception as e:
             rows.append({"what": f"bare cuda.core launch: failed ({type(e).__name__}: {e})"[:200],
                          "us": float("nan")})
-        from hostir.runtime.launch import _CORE
-        rows.append({"what": f"hostir launcher uses cuda.core: {_CORE.usable} {_CORE.error or ''}"[:200],
-                     "us": float("nan")})
     write_results(Path(args.out), "host_overhead", meta_for(dev), rows, ["what", "us"])
 
 

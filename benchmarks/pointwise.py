@@ -16,7 +16,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import copy_bandwidth, meta_for, time_fn, write_results  # noqa: E402
+from harness import copy_bandwidth, meta_for, time_interleaved, write_results  # noqa: E402
 
 from hostir import DataType, FusionDefinition  # noqa: E402
 
@@ -133,6 +133,7 @@ def main(argv=None):
     ap.add_argument("--out", default="benchmarks/out")
     ap.add_argument("--small", action="store_true")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    ap.add_argument("--rounds", type=int, default=9, help="alternating timed batches per case")
     args = ap.parse_args(argv)
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     small = args.small or dev.type == "cpu"
@@ -143,21 +144,26 @@ def main(argv=None):
         (ours,) = fd.execute(inputs)
         ref = eager(*inputs)
         err = ((ours.double() - ref.double()).norm() / ref.double().norm()).item()
-        t_h = time_fn(lambda: fd.execute(inputs), dev)
-        t_e = time_fn(lambda: eager(*inputs), dev)
-        row = {"case": name, "hostir us": t_h * 1e6, "hostir GB/s": nbytes / t_h / 1e9,
-               "% copy": 100 * nbytes / t_h / bw, "eager us": t_e * 1e6, "rel err": err}
-        row["vs eager"] = t_e / t_h
+        fns = [lambda: fd.execute(inputs), lambda: eager(*inputs)]
+        compile_error = None
         if not args.no_compile:
             try:
                 compiled = torch.compile(eager)
                 compiled(*inputs)
-                t_c = time_fn(lambda: compiled(*inputs), dev)
-                row["compile us"] = t_c * 1e6
-                row["compile % copy"] = 100 * nbytes / t_c / bw
-                row["vs compile"] = t_c / t_h
+                fns.append(lambda: compiled(*inputs))
             except Exception as e:  # torch.compile may be unavailable (no compiler on CPU)
-                row["compile us"] = f"n/a ({type(e).__name__})"
+                compile_error = f"n/a ({type(e).__name__})"
+        # timed in alternating batches, so drift during the run affects all alike
+        t_h, t_e, *t_c = time_interleaved(fns, dev, rounds=args.rounds)
+        row = {"case": name, "hostir us": t_h * 1e6, "hostir GB/s": nbytes / t_h / 1e9,
+               "% copy": 100 * nbytes / t_h / bw, "eager us": t_e * 1e6, "rel err": err}
+        row["vs eager"] = t_e / t_h
+        if t_c:
+            row["compile us"] = t_c[0] * 1e6
+            row["compile % copy"] = 100 * nbytes / t_c[0] / bw
+            row["vs compile"] = t_c[0] / t_h
+        elif compile_error:
+            row["compile us"] = compile_error
         rows.append(row)
         del inputs, ours, ref
     meta = meta_for(dev)

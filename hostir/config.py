@@ -5,7 +5,9 @@ HOSTIR_DUMP      comma list of stages to print: fusion_ir, preseg, concretized,
 HOSTIR_ENABLE    comma list of optional features to turn on (grid_stride: cap kernel
                  grids at 32 blocks per SM and loop, instead of one thread per slot)
 HOSTIR_DISABLE   comma list of features to turn off: concretize_resize (keep slice/pad/cat
-                 bounds symbolic), paired_lanes (no shared-read pairing in pointwise kernels)
+                 bounds symbolic), paired_lanes (no shared-read pairing in pointwise kernels),
+                 pdl (launch kernels without programmatic dependent launch),
+                 cuda_graphs (no CUDA-graph replay of repeated host program calls)
 HOSTIR_CACHE_DIR where compiled kernels are kept (default ~/.cache/hostir)
 HOSTIR_TRACE     file to write a Chrome/Perfetto trace of host IR execution to
 HOSTIR_DEBUG     comma list of debug checks (e.g. fingerprint)

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import hostir
+from hostir import config
 from hostir import (DataType, DefinitionError, ExecutionError, FusionDefinition, HostProgram,
                     InputError)
 
@@ -977,3 +978,67 @@ def test_chunk_loop_writes_chunks_in_place():
         torch.Tensor.copy_ = orig
     torch.testing.assert_close(res, x.exp())
     assert not copies
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["pointwise", "reduction"])
+def test_repeated_calls_replay_a_cuda_graph(kind):
+    """The third call with the same inputs is captured, later ones replay it;
+    each reads the inputs' current contents and returns fresh outputs."""
+    cases = [(seed001_program(slice_row_fusion(True, True), True), lambda: [rand_float(7, 5)],
+              lambda x: expected_rows(x, range(7), True)),
+             (chunk_program(chunk_fusion(kind), kind, "scalar", 3),
+              lambda: [rand_float(10, 6), 3], lambda x: chunk_expected(kind, x, 3)),
+             (_shard_loop_program(3), lambda: [rand_float(10, 4)], None)]
+    for hp, make, expect in cases:
+        args = [a.cuda() if isinstance(a, torch.Tensor) else a for a in make()]
+        kept = []
+        for call in range(6):
+            fresh = make()[0]
+            args[0].copy_(fresh.cuda())  # same memory, new contents
+            (out,) = hp.execute(args)
+            kept.append((out, fresh))
+        torch.cuda.synchronize()
+        assert hp._graphs.error is None, hp._graphs.error
+        assert hp._graphs.replays == 4
+        for out, fresh in kept:  # earlier results are not overwritten by later replays
+            if expect is not None:
+                torch.testing.assert_close(out.cpu(), expect(fresh))
+            else:
+                chunk = -(-10 // 3)
+                owner = (torch.arange(10) // chunk).to(torch.float32)[:, None]
+                assert_equal(out.cpu(), fresh * 2 + owner)
+        assert len({o.data_ptr() for o, _ in kept}) == len(kept)
+
+
+@pytest.mark.gpu
+def test_graph_replay_returns_inputs_and_views_of_inputs(monkeypatch):
+    with FusionDefinition() as fd:
+        t = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
+        fd.add_output(fd.ops.mul(fd.ops.add(t, 1.0), 2.0))
+    hp = HostProgram()
+    x = hp.define_tensor(shape=[-1], dtype=DataType.Float)
+    with hp.for_loop(0, 5):
+        hp.launch(fd, [x])
+    hp.add_output(x)
+    hp.add_output(hp.slice(x, 0, 1, 3))
+    a = torch.randn(8, device="cuda")
+    for _ in range(5):
+        got_x, got_view = hp.execute([a])
+        assert got_x is a
+        assert got_view.data_ptr() == a[1:3].data_ptr() and got_view.shape == (2,)
+    assert hp._graphs.replays == 2
+    monkeypatch.setenv("HOSTIR_DISABLE", "cuda_graphs")
+    config.reload()
+    try:
+        hp2 = HostProgram()
+        y = hp2.define_tensor(shape=[-1], dtype=DataType.Float)
+        (r,) = hp2.launch(fd, [y])
+        hp2.add_output(r)
+        for _ in range(4):
+            (out,) = hp2.execute([a])
+            torch.testing.assert_close(out, (a + 1) * 2)
+        assert hp2._graphs is None
+    finally:
+        monkeypatch.delenv("HOSTIR_DISABLE")
+        config.reload()

@@ -244,3 +244,91 @@ def test_dump_kernels_and_host_ir(monkeypatch, capsys):
     assert "===== hostir kernels =====" in out and "__global__" in out
     assert "===== hostir host_ir =====" in out and "launch seg0_pointwise" in out
     assert "===== hostir segments =====" in out and "# seg0 pointwise" in out
+
+
+def test_pdl_kernels_wait_before_touching_memory():
+    """Launched with programmatic dependent launch, a kernel may start while the
+    previous one drains: griddepcontrol.wait must come before any load or store."""
+    from hostir.host.lower import KernelLaunch
+    fd = rotation_fusion()
+    fd.execute([torch.randn(64)])
+    launch = [s.target for s in fd._cache.last_plan.program.body if hasattr(s.target, "kernel")][0]
+    for compiled, _ in (launch.variant(1, "long long"), launch.variant(launch.vec, "int")):
+        src = compiled.source
+        assert compiled.pdl == KernelLaunch.PDL
+        if not KernelLaunch.PDL:
+            assert "griddepcontrol" not in src
+            continue
+        body = src[src.index(") {"):]  # past the parameter list
+        wait = body.index("griddepcontrol.wait")
+        accesses = [body.find(tok) for tok in ("in0[", "in0 +", "out0[", "out0 +")]
+        assert any(a >= 0 for a in accesses)
+        assert all(a < 0 or wait < a for a in accesses)
+        assert body.index("griddepcontrol.launch_dependents") > wait
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_dependent_launch_chain_reads_finished_results(device):
+    """Each launch reads the previous launch's output (large enough that their
+    blocks would overlap without the wait)."""
+    with FusionDefinition() as fd:
+        t = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
+        fd.add_output(fd.ops.add(fd.ops.mul(t, 0.5), 1.0))
+    n = (1 << 22) + 3 if device == "cuda" else 1000
+    x = torch.randn(n, device=device)
+    ref = x.clone()
+    for _ in range(40):
+        (x,) = fd.execute([x])
+        ref = ref * 0.5 + 1.0
+    torch.testing.assert_close(x, ref)
+
+
+@pytest.mark.gpu
+def test_direct_path_runs_new_data_scalars_and_empty_tensors():
+    """From a signature's second call on, a single-kernel plan runs through the
+    direct runner: each call must use its own inputs, scalar values and fresh outputs."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        y = fd.define_tensor(shape=[-1], contiguity=True, dtype=DataType.BFloat16)
+        s = fd.define_scalar(None, dtype=DataType.Double)
+        b = fd.ops.broadcast_in_dim(fd.ops.cast(y, DataType.Float), x.shape(), [1])
+        fd.add_output(fd.ops.add(fd.ops.mul(x, s), b))
+        fd.add_output(fd.ops.neg(x))
+    outs = []
+    for shape in [(5, 7), (5, 7), (5, 7), (0, 7), (0, 7), (1, 1), (1, 1), (64, 256), (64, 256)]:
+        for _ in range(2):
+            a = torch.randn(shape, device="cuda")
+            c = torch.randn(shape[1], device="cuda").bfloat16()
+            sv = float(torch.randn(()))
+            got = fd.execute([a, c, sv])
+            torch.testing.assert_close(got[0], a * sv + c.float())
+            torch.testing.assert_close(got[1], -a)
+            outs.append(got)
+    hits = [h for h in fd._cache._fast.values() if h.direct is not None]
+    assert len(hits) >= 3
+    # outputs are fresh tensors each call (no buffer shared between calls)
+    ptrs = [o[0].data_ptr() for o in outs if o[0].numel()]
+    assert len(set(ptrs)) == len(ptrs)
+
+
+@pytest.mark.gpu
+def test_direct_path_runs_two_kernels_in_order():
+    """A plan of two generated kernels (the second reads the first's output)
+    runs through the direct runner from the signature's second call on."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        y = fd.define_tensor(shape=[-1], contiguity=True, dtype=DataType.Float)
+        a = fd.ops.sin(fd.ops.mul(y, 2.0))
+        b = fd.ops.add(x, fd.ops.broadcast_in_dim(a, x.shape(), [1]))
+        fd.add_output(fd.ops.add(fd.ops.exp(b), 1.0))
+        fd.add_output(a)
+    for _ in range(4):
+        p = torch.randn(300, 1000, device="cuda")
+        q = torch.randn(1000, device="cuda")
+        got, got_a = fd.execute([p, q])
+        a_ref = torch.sin(q * 2.0)
+        torch.testing.assert_close(got_a, a_ref)
+        torch.testing.assert_close(got, torch.exp(p + a_ref) + 1.0)
+    kernels = [s for s in fd._cache.last_plan.program.body if hasattr(s, "target")]
+    assert len(kernels) == 2
+    assert all(h.direct is not None for h in fd._cache._fast.values())

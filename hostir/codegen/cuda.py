@@ -151,10 +151,12 @@ def vector_loads(kern: Kernel, v: int) -> set[int]:
 
 
 class _Printer:
-    def __init__(self, kern: Kernel, vec: int, idx: str, block: int = 128, streaming: bool = False):
+    def __init__(self, kern: Kernel, vec: int, idx: str, block: int = 128, streaming: bool = False,
+                 pdl: bool = False):
         self.k = kern
         self.block = block
         self.streaming = streaming
+        self.pdl = pdl
         self.vec = vec
         self.idx = idx
         self.n = len(kern.extent_vals)
@@ -206,6 +208,12 @@ class _Printer:
         params += [f"{idx} e{d}" for d in range(self.n)]
         params.append(f"{idx} nslots")
         L = self.lines
+        if self.pdl:  # launched early, behind the previous kernel of the stream: wait for
+            # it to finish before touching memory; and let the next kernel launch early too
+            L += ["#if __CUDA_ARCH__ >= 900",
+                  '  asm volatile("griddepcontrol.wait;" ::: "memory");',
+                  '  asm volatile("griddepcontrol.launch_dependents;");',
+                  "#endif"]
         L.append(f"  for ({idx} j = ({idx})blockIdx.x * blockDim.x + threadIdx.x; j < nslots; "
                  f"j += ({idx})gridDim.x * blockDim.x) {{")
         if self.n:
@@ -344,7 +352,9 @@ def vector_width(kern: Kernel) -> int:
 
 
 def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int = 128,
-                  streaming: bool = False) -> str:
+                  streaming: bool = False, pdl: bool = False) -> str:
     """CUDA C++ for `kern`: `vec` points per thread iteration (vector loads and
-    stores where aligned), `idx` the index type ("int" when offsets fit)."""
-    return _Printer(kern, vec, idx, block, streaming).source()
+    stores where aligned), `idx` the index type ("int" when offsets fit), `pdl`
+    for a launch with programmatic stream serialization (programmatic
+    dependent launch: the kernel waits on griddepcontrol before any access)."""
+    return _Printer(kern, vec, idx, block, streaming, pdl).source()

@@ -6,6 +6,7 @@ from contextlib import contextmanager
 
 import torch
 
+from .. import config
 from ..ir import scalar as S
 from ..ir.dtypes import DataType
 from ..ir.errors import DefinitionError, ExecutionError, InputError
@@ -16,6 +17,7 @@ from ..ir.reference import Env
 from ..ir.scalar import coerce
 from . import ir as H
 from .evaluator import Compiler, compile_scalar, run_block
+from .graphs import GraphCache, graph_key
 
 _ids = itertools.count()
 
@@ -67,6 +69,7 @@ class HostProgram:
         self._launch_names: dict[int, _FusionLaunch] = {}
         self._stream_depth: list = []
         self._compiled = None
+        self._graphs: GraphCache | None = None
         self._world = Val(Op.SCALAR_INPUT, DataType.Int, arg=("world_size",), name="world_size")
         self._rank = Val(Op.SCALAR_INPUT, DataType.Int, arg=("rank",), name="rank")
         self._counter = itertools.count()
@@ -315,9 +318,29 @@ class HostProgram:
         return str(self.ir())
 
     def execute(self, inputs, device=None) -> list[torch.Tensor]:
+        """Run the program on `inputs`. On CUDA, a call whose inputs (pointers,
+        layouts, scalar values) repeat a call made twice before runs as a CUDA
+        graph replay (see hostir.host.graphs; HOSTIR_DISABLE=cuda_graphs)."""
         if self._compiled is None:
             self._program = self.ir()
             self._compiled = Compiler().block(self._program.body)
+            if not config.disabled("cuda_graphs"):
+                self._graphs = GraphCache(self._program.body)
+        env = self._bind(inputs, device)
+        graphs = self._graphs
+        if graphs is not None and graphs.enabled and env.device.type == "cuda":
+            key = graph_key(inputs)
+            got = graphs.replay(key, inputs)
+            if got is not None:
+                return got
+            if graphs.wants_capture(key):
+                got = graphs.capture(key, lambda: self._run(env), inputs)
+                if got is not None:
+                    return got
+                env = self._bind(inputs, device)  # the capture failed: run it eagerly
+        return self._run(env)
+
+    def _bind(self, inputs, device) -> Env:
         prog = self._program
         if len(inputs) != len(prog.inputs):
             raise InputError(f"HostProgram: expected {len(prog.inputs)} inputs, got {len(inputs)}")
@@ -345,9 +368,12 @@ class HostProgram:
             else:
                 check_scalar(i, v, a)
                 env[v] = coerce(a.item() if isinstance(a, torch.Tensor) else a, v.dtype)
+        return env
+
+    def _run(self, env: Env) -> list[torch.Tensor]:
         run_block(self._compiled, env)
         try:
-            return [env[o] for o in prog.outputs]
+            return [env[o] for o in self._program.outputs]
         except KeyError as e:
             raise ExecutionError(f"HostProgram: output {e.args[0]!r} was never computed") from None
 

@@ -26,6 +26,7 @@ from ..passes.alias import analyze_aliases
 from ..passes.pipeline import run_passes
 from ..segment import SegmentedFusion, segment
 from ..segment.printer import segmented_text
+from .direct import direct_runner
 from .evaluator import Compiler, run_block
 from .ir import HostIR, program_text
 from .lower import lower
@@ -50,6 +51,20 @@ class CacheInfo:
     plans: int
     specialize_resize: bool
     keys: tuple
+
+
+class _Fast:
+    """What a call with a signature seen before needs: the plan, the device,
+    the token launches key their prepared state by, and the direct runner
+    (None until the signature's second call builds it, or where the plan is
+    not straight-line kernel launches)."""
+
+    __slots__ = ("plan", "device", "token", "direct", "tried")
+
+    def __init__(self, plan: Plan, device: torch.device, token: int):
+        self.plan, self.device, self.token = plan, device, token
+        self.direct = None
+        self.tried = False
 
 
 class FusionCache:
@@ -120,9 +135,17 @@ class FusionCache:
         hit = self._fast.get(sig)
         if hit is not None:
             self.hits += 1
-            env = bind_inputs(self.fusion, args, hit[1])
-            env.token = hit[2]
-            return self._execute_plan(hit[0], env, args, out)
+            plan = hit.plan
+            if hit.direct is not None:
+                self.last_plan = plan
+                return hit.direct(args)
+            env = bind_inputs(self.fusion, args, hit.device)
+            env.token = hit.token
+            results = self._execute_plan(plan, env, args, out)
+            if not hit.tried and out is None and self._plain_outputs:
+                hit.tried = True
+                hit.direct = direct_runner(plan.program, hit.token, hit.device)
+            return results
         run_device = validate_inputs(self.fusion, args)
         if device is not None and not any(v.op is Op.TENSOR_INPUT for v in self.fusion.inputs):
             run_device = torch.device(device)
@@ -131,8 +154,8 @@ class FusionCache:
         if plan.checks:
             run_shape_checks(plan.checks, env)
         if len(self._fast) < 64:
-            self._fast[sig] = (plan, run_device, len(self._fast))
-            env.token = len(self._fast) - 1
+            env.token = len(self._fast)
+            self._fast[sig] = _Fast(plan, run_device, env.token)
         return self._execute_plan(plan, env, args, out)
 
     def _signature(self, args) -> tuple:

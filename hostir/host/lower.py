@@ -4,8 +4,8 @@ intermediates freed after their last use."""
 from __future__ import annotations
 
 import math
+import threading
 
-import numpy
 import torch
 
 from .. import config
@@ -16,7 +16,7 @@ from ..codegen.lower import lower_pointwise
 from ..ir.errors import ExecutionError, UnsupportedError
 from ..ir.node import Op
 from ..ir.reference import Env, eval_node
-from ..runtime.launch import (_CORE, I32, I64, PTR, CompiledKernel, numpy_converter, numpy_value,
+from ..runtime.launch import (I32, I64, PTR, CompiledKernel, DirectLauncher, PackedArgs,
                               param_ctype, sm_count)
 from ..passes.alias import apply_view
 from ..segment import Segment, SegmentedFusion
@@ -51,14 +51,15 @@ def _output(env: Env, val, shape, dtype) -> torch.Tensor:
 
 
 _GRID_STRIDE = config.enabled("grid_stride")
-_U64 = numpy.uint64
 
 
 class _Prepared:
-    """What a kernel launch needs for one input signature, computed once."""
+    """What a kernel launch needs for one input signature, computed once: the
+    output shapes, the grid, and the arguments packed in C storage, of which
+    each call rewrites only the pointers and the scalar inputs' values."""
 
-    __slots__ = ("compiled", "grid", "block", "tuning", "args", "types", "outs", "in_ptr", "out_ptr",
-                 "dyn", "core")
+    __slots__ = ("compiled", "grid", "block", "tuning", "packed", "launcher", "outs", "in_ptr",
+                 "out_ptr", "dyn", "lock", "templates", "in_objs", "out_objs", "dyn_objs")
 
     @classmethod
     def make(cls, k: Kernel, outs: list, launch, tuning: tuple, device=None) -> "_Prepared":
@@ -66,12 +67,16 @@ class _Prepared:
         p.tuning = tuning
         p.block = tuning[0]
         p.outs = [(kt.val, list(t.shape), t.dtype) for kt, t in zip(k.outputs, outs)]
+        # new_empty on an empty tensor of the output's dtype and device: cheaper than
+        # torch.empty(shape, dtype=, device=), whose keyword parsing costs more than the allocation
+        p.templates = [t.new_empty(0) for t in outs]
         p.compiled = None
         if launch is None:
             return p
-        p.compiled, p.grid, values, p.types = launch
-        p.core = p.compiled.core_handles(device, p.grid, p.block)
-        p.args = [numpy_value(v, t) for v, t in zip(values, p.types)]
+        p.compiled, p.grid, values, types = launch
+        p.packed = PackedArgs(values, types)
+        p.launcher = DirectLauncher(p.compiled, device, p.grid, p.block)
+        p.lock = threading.Lock()  # the packed arguments are shared: one launch at a time
         p.in_ptr, p.out_ptr, p.dyn = [], [], []
         pos = 0
         for t in k.inputs:
@@ -82,9 +87,28 @@ class _Prepared:
             pos += 1 + t.ndim
         for v in k.params:
             if v.op is Op.SCALAR_INPUT:  # may change between calls of one signature
-                p.dyn.append((pos, v, numpy_converter(p.types[pos])))
+                p.dyn.append((pos, v))
             pos += 1
+        objs = p.packed.objs
+        p.in_objs = [objs[pos] for pos, _ in p.in_ptr]
+        p.out_objs = [objs[pos] for pos, _ in p.out_ptr]
+        p.dyn_objs = [objs[pos] for pos, _ in p.dyn]
         return p
+
+    def empty_outputs(self) -> list:
+        return [t.new_empty(shape) for t, (_, shape, _) in zip(self.templates, self.outs)]
+
+    def run(self, ins: list, outs: list, scalars, stream: int) -> None:
+        """Launch with input tensors `ins` (in_ptr's order), output tensors
+        `outs` and scalar input values `scalars` (dyn's order)."""
+        with self.lock:
+            for o, t in zip(self.in_objs, ins):
+                o.value = t.data_ptr()
+            for o, t in zip(self.out_objs, outs):
+                o.value = t.data_ptr()
+            for o, x in zip(self.dyn_objs, scalars):
+                o.value = x
+            self.launcher(stream, self.packed)
 
 
 class KernelLaunch:
@@ -94,8 +118,12 @@ class KernelLaunch:
     chosen per call from the actual extents, strides and alignment."""
 
     needs_args = False   # reads its inputs from the environment
-    BLOCK = 128          # threads per block (tuning knobs: benchmarks/tune_pointwise.py)
+    # tuning knobs, swept by benchmarks/tune_pointwise.py (findings in benchmarks/RESULTS.md)
+    BLOCK = 256          # threads per block
     STREAMING = False    # evict-first 16-byte stores
+    # programmatic dependent launch: a kernel's blocks start while the previous kernel
+    # of the stream drains, and wait on griddepcontrol before touching memory
+    PDL = not config.disabled("pdl")
 
     def __init__(self, seg: Segment, kernel: Kernel):
         self.seg = seg
@@ -116,28 +144,32 @@ class KernelLaunch:
     def compiled(self) -> CompiledKernel:
         return self.variant(1, "long long")[0]
 
+    @classmethod
+    def tuning(cls) -> tuple:
+        return cls.BLOCK, cls.STREAMING, cls.PDL
+
     def variant(self, vec: int, idx: str, kernel: Kernel | None = None):
         kernel = kernel or self.kernel
-        key = (id(kernel), vec, idx, self.BLOCK, self.STREAMING)
+        key = (id(kernel), vec, idx) + self.tuning()
         got = self._variants.get(key)
         if got is None:
             lanes = "_pair" * len(kernel.pairs)
-            tune = f"_b{self.BLOCK}{'cs' if self.STREAMING else ''}"
+            tune = f"_b{self.BLOCK}{'cs' if self.STREAMING else ''}{'_pdl' if self.PDL else ''}"
             name = f"{kernel.name}{lanes}_v{vec}_{'i32' if idx == 'int' else 'i64'}{tune}"
             kernel.name, base = name, kernel.name
             try:
-                src = kernel_source(kernel, vec, idx, self.BLOCK, self.STREAMING)
+                src = kernel_source(kernel, vec, idx, self.BLOCK, self.STREAMING, self.PDL)
             finally:
                 kernel.name = base
             slots = frozenset(n.arg for n in kernel.order if id(n) in vector_loads(kernel, vec))
-            got = self._variants[key] = (CompiledKernel(name, src), slots)
+            got = self._variants[key] = (CompiledKernel(name, src, pdl=self.PDL), slots)
         return got
 
     def launch(self, env: Env, args: list) -> list:
         token = env.token
         if token is not None:
             prep = self._prepared.get(token)
-            if prep is not None and prep.tuning == (self.BLOCK, self.STREAMING):
+            if prep is not None and prep.tuning == self.tuning():
                 return self._run_prepared(prep, env)
         k = self.kernel
         full = [env.scalar(e) for e in self.plain.extent_vals]
@@ -165,35 +197,19 @@ class KernelLaunch:
         elif numel:
             interpret(k, ins, outs, params, extents)
         if token is not None and env.device.type == "cuda" and len(self._prepared) < 64:
-            self._prepared[token] = _Prepared.make(k, outs, launch, (self.BLOCK, self.STREAMING),
-                                                  env.device)
+            self._prepared[token] = _Prepared.make(k, outs, launch, self.tuning(), env.device)
         return outs
 
     def _run_prepared(self, prep: "_Prepared", env: Env) -> list:
         """A launch for inputs of a signature seen before: only pointers and
         scalar inputs change, everything else was computed then."""
-        dev = env.device
         if env.out_buffers:
             outs = [_output(env, v, shape, dt) for v, shape, dt in prep.outs]
         else:
-            outs = [torch.empty(shape, dtype=dt, device=dev) for _, shape, dt in prep.outs]
-        if prep.compiled is None:
-            return outs
-        a = list(prep.args)
-        for pos, v in prep.in_ptr:
-            a[pos] = _U64(env[v].data_ptr())
-        for pos, j in prep.out_ptr:
-            a[pos] = _U64(outs[j].data_ptr())
-        for pos, v, conv in prep.dyn:
-            a[pos] = conv(env[v])
-        if prep.core is not None:
-            try:
-                _CORE.launch(_CORE.stream(env.pool.handle), prep.core[1], prep.core[0], *a)
-                return outs
-            except Exception as e:  # an unusable cuda.core: the driver API from now on
-                _CORE.disable(e)
-                prep.core = None
-        prep.compiled.launch_prepared(dev, prep.grid, prep.block, a, prep.types, env.pool.handle)
+            outs = prep.empty_outputs()
+        if prep.compiled is not None:
+            prep.run([env[v] for _, v in prep.in_ptr], outs, [env[v] for _, v in prep.dyn],
+                     env.pool.handle)
         return outs
 
     def _vector_ok(self, vec, slots, ins, outs, extents) -> bool:

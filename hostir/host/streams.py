@@ -32,6 +32,8 @@ class StreamPool:
         s = self.streams.get(k)
         if s is None:
             s = torch.cuda.Stream(self.device)
+            # work queued before the program (e.g. what made its inputs) comes first
+            s.wait_stream(self.main)
             self.streams[k] = s
         return s
 

@@ -1,5 +1,6 @@
-"""Loading cubins and launching kernels on torch's current CUDA stream.
-Every driver call is checked."""
+"""Loading cubins and launching kernels on torch's current CUDA stream, through
+cuda.bindings' driver API with arguments packed once in C storage. Every driver
+call is checked."""
 from __future__ import annotations
 
 import ctypes
@@ -60,11 +61,15 @@ def sm_count(device: torch.device) -> int:
 class CompiledKernel:
     """A cubin, the kernel's name, and its loaded function per device."""
 
-    def __init__(self, name: str, source: str):
+    def __init__(self, name: str, source: str, pdl: bool = False):
         self.name = name
         self.source = source
+        # launched with programmatic stream serialization (the source waits on
+        # griddepcontrol before touching memory)
+        self.pdl = pdl
         self._funcs: dict[int, object] = {}
-        self._core: dict = {}   # device index -> cuda.core Kernel
+        self._modules: dict[int, object] = {}
+        self._launchers: dict[tuple, DirectLauncher] = {}
         self._lock = threading.Lock()
 
     def function(self, device: torch.device):
@@ -79,107 +84,22 @@ class CompiledKernel:
                 f = check(cu.cuModuleGetFunction(module, self.name.encode()),
                           f"cuModuleGetFunction({self.name})")
                 self._funcs[idx] = f
-                self._module = module
+                self._modules[idx] = module
         return f
 
-    def launch(self, device: torch.device, grid: int, block: int, values: tuple, types: tuple,
+    def launch(self, device: torch.device, grid: int, block: int, values, types,
                stream: int) -> None:
-        """Launch on `stream` (a raw handle). Uses cuda.core's launcher (its
-        argument packing is compiled) and falls back to cuLaunchKernel."""
-        if _CORE.usable:
-            try:
-                kern = self._core_kernel(device)
-                args = [_NUMPY[t](v) for v, t in zip(values, types)]
-                _CORE.launch(_CORE.stream(stream), _CORE.config(grid, block), kern, *args)
-                return
-            except Exception as e:  # an unusable cuda.core: use the driver API from now on
-                _CORE.disable(e)
-        cu = _driver()
-        f = self.function(device)
-        check(cu.cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, stream, (values, types), 0),
-              f"cuLaunchKernel({self.name})")
+        """Launch on `stream` (a raw handle) with arguments `values` of ctypes `types`."""
+        self.launcher(device, grid, block)(stream, PackedArgs(values, types))
 
-    def launch_prepared(self, device: torch.device, grid: int, block: int, args: list,
-                        types: tuple, stream: int) -> None:
-        """Launch with arguments already converted by `numpy_value`."""
-        if _CORE.usable:
-            try:
-                _CORE.launch(_CORE.stream(stream), _CORE.config(grid, block),
-                             self._core_kernel(device), *args)
-                return
-            except Exception as e:
-                _CORE.disable(e)
-        values = tuple(a.item() for a in args)
-        self.launch(device, grid, block, values, tuple(types), stream)
-
-    def core_handles(self, device: torch.device, grid: int, block: int):
-        """(cuda.core Kernel, LaunchConfig) for direct launches, or None."""
-        if not _CORE.usable:
-            return None
-        try:
-            return self._core_kernel(device), _CORE.config(grid, block)
-        except Exception as e:
-            _CORE.disable(e)
-            return None
-
-    def _core_kernel(self, device: torch.device):
-        k = self._core.get(device.index)
-        if k is None:
-            idx = device.index if device.index is not None else torch.cuda.current_device()
-            from cuda.core import ObjectCode
-            torch.cuda.current_stream(idx)
-            code = ObjectCode.from_cubin(compile_cubin(self.source, arch_of(device), self.name))
-            k = self._core[device.index] = code.get_kernel(self.name)
-        return k
-
-
-def _numpy_types():
-    import numpy as np
-    return {PTR: np.uint64, I64: np.int64, I32: np.int32, ctypes.c_float: np.float32,
-            ctypes.c_double: np.float64}
-
-
-class _CoreLauncher:
-    """cuda.core's launch with cached Stream and LaunchConfig objects."""
-
-    def __init__(self):
-        self.usable = True
-        self._streams: dict[int, object] = {}
-        self._configs: dict[tuple, object] = {}
-        self.error = None
-        try:
-            from cuda.core import LaunchConfig, Stream, launch
-            self.launch, self._Stream, self._Config = launch, Stream, LaunchConfig
-        except Exception as e:  # pragma: no cover - depends on the install
-            self.disable(e)
-
-    def disable(self, e) -> None:
-        self.usable = False
-        self.error = e
-
-    def stream(self, handle: int):
-        s = self._streams.get(handle)
-        if s is None:
-            s = self._streams[handle] = self._Stream.from_handle(handle)
-        return s
-
-    def config(self, grid: int, block: int):
-        c = self._configs.get((grid, block))
-        if c is None:
-            c = self._configs[(grid, block)] = self._Config(grid=grid, block=block)
-        return c
-
-
-_CORE = _CoreLauncher()
-_NUMPY = _numpy_types()
-
-
-def numpy_converter(ctype):
-    return _NUMPY[ctype]
-
-
-def numpy_value(value, ctype):
-    return _NUMPY[ctype](value)
+    def launcher(self, device: torch.device, grid: int, block: int) -> "DirectLauncher":
+        key = (device.index, grid, block)
+        got = self._launchers.get(key)
+        if got is None:
+            if len(self._launchers) > 256:
+                self._launchers.clear()
+            got = self._launchers[key] = DirectLauncher(self, device, grid, block)
+        return got
 
 
 def current_stream_handle(device: torch.device) -> int:
@@ -189,3 +109,69 @@ def current_stream_handle(device: torch.device) -> int:
         return torch._C._cuda_getCurrentRawStream(idx)
     except AttributeError:  # pragma: no cover - older torch
         return torch.cuda.current_stream(idx).cuda_stream
+
+
+_CTYPE_OF = {PTR: ctypes.c_uint64, I64: ctypes.c_longlong, I32: ctypes.c_int,
+             ctypes.c_float: ctypes.c_float, ctypes.c_double: ctypes.c_double}
+
+
+class PackedArgs:
+    """Kernel arguments packed once into C storage (one object per parameter and
+    the void** array cuLaunchKernel takes). Launches of one signature change
+    only pointers and scalar values: `objs[i].value = x`, no repacking."""
+
+    __slots__ = ("objs", "array", "address")
+
+    def __init__(self, values, types):
+        self.objs = [_CTYPE_OF[t](v) for v, t in zip(values, types)]
+        self.array = (ctypes.c_void_p * max(1, len(self.objs)))(
+            *[ctypes.addressof(o) for o in self.objs])
+        self.address = ctypes.addressof(self.array)
+
+
+class DirectLauncher:
+    """Launches one compiled kernel with a fixed grid and block through
+    cuLaunchKernel (cuLaunchKernelEx when the kernel is launched as a
+    programmatic dependent launch) with PackedArgs: the cheapest launch
+    cuda.bindings offers (no argument conversion per call)."""
+
+    __slots__ = ("name", "f", "grid", "block", "pdl", "_streams", "_launch", "_ok")
+
+    def __init__(self, compiled: CompiledKernel, device: torch.device, grid: int, block: int):
+        cu = _driver()
+        self.name = compiled.name
+        self.f = compiled.function(device)
+        self.grid, self.block, self.pdl = grid, block, compiled.pdl
+        self._streams: dict[int, object] = {}
+        self._launch = cu.cuLaunchKernelEx if self.pdl else cu.cuLaunchKernel
+        self._ok = cu.CUresult.CUDA_SUCCESS
+
+    def _stream(self, handle: int):
+        cu = _driver()
+        if not self.pdl:
+            s = self._streams[handle] = cu.CUstream(handle)
+            return s
+        cfg = cu.CUlaunchConfig()
+        cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = self.grid, 1, 1
+        cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = self.block, 1, 1
+        cfg.sharedMemBytes = 0
+        cfg.hStream = cu.CUstream(handle)
+        attr = cu.CUlaunchAttribute()
+        attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+        attr.value.programmaticStreamSerializationAllowed = 1
+        cfg.attrs = [attr]
+        cfg.numAttrs = 1
+        self._streams[handle] = cfg
+        return cfg
+
+    def __call__(self, stream: int, args: PackedArgs) -> None:
+        s = self._streams.get(stream)
+        if s is None:
+            s = self._stream(stream)
+        if self.pdl:
+            (err,) = self._launch(s, self.f, args.address, 0)
+        else:
+            g, b = self.grid, self.block
+            (err,) = self._launch(self.f, g, 1, 1, b, 1, 1, 0, s, args.address, 0)
+        if err != self._ok:
+            check(err, f"{'cuLaunchKernelEx' if self.pdl else 'cuLaunchKernel'}({self.name})")

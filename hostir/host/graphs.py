@@ -1,0 +1,116 @@
+"""CUDA-graph replay of host programs whose calls repeat exactly.
+
+A host program is deterministic in its inputs: the same input pointers,
+layouts and scalar values give the same launches with the same arguments, in
+every loop iteration included. So after a key (those inputs) has run eagerly
+twice (plans made, kernels compiled, direct runners built), its third call is
+captured into a CUDA graph, and every later call with that key replays the
+graph: one graph launch instead of one Python launch per kernel.
+
+What a replay returns is what an eager call would: an output that is an
+input is the caller's tensor; a view of an input is a new view of the same
+memory; an output the program allocated is copied out of the graph's memory
+pool into a fresh tensor (a later replay writes the pool again).
+
+Programs with collectives are never captured, nor are programs that failed to
+capture once (the error is kept in `error`). HOSTIR_DISABLE=cuda_graphs turns
+replay off.
+"""
+from __future__ import annotations
+
+import torch
+
+from . import ir as H
+
+CAPTURE_AFTER = 2   # eager runs of a key before its next call is captured
+MAX_GRAPHS = 4      # graphs kept per program (each holds its memory pool)
+MAX_SEEN = 64       # keys counted per program
+
+
+def capturable(body) -> bool:
+    """Statements a CUDA graph can hold: no collectives, no host waits."""
+    for s in body:
+        if isinstance(s, (H.Communication, H.Wait)):
+            return False
+        if isinstance(s, H.ForLoop) and not capturable(s.body):
+            return False
+    return True
+
+
+def graph_key(inputs) -> tuple:
+    key = []
+    for a in inputs:
+        if isinstance(a, torch.Tensor):
+            key.append((a.data_ptr(), a.shape, a.stride(), a.dtype, a.device))
+        else:
+            key.append((type(a), a))
+    return tuple(key)
+
+
+class GraphCache:
+    def __init__(self, body):
+        self.enabled = capturable(body)
+        self.error: BaseException | None = None
+        self.seen: dict[tuple, int] = {}
+        self.graphs: dict[tuple, tuple] = {}
+        self.replays = 0
+
+    def replay(self, key: tuple, inputs) -> list | None:
+        got = self.graphs.get(key)
+        if got is None:
+            return None
+        graph, outs = got
+        graph.replay()
+        self.replays += 1
+        return [_result(kind, x, inputs) for kind, x in outs]
+
+    def wants_capture(self, key: tuple) -> bool:
+        """Counts an eager run of `key`; True when this call should be captured."""
+        if not self.enabled or len(self.graphs) >= MAX_GRAPHS:
+            return False
+        n = self.seen.get(key, 0)
+        if n >= CAPTURE_AFTER:
+            return True
+        if len(self.seen) >= MAX_SEEN:
+            self.seen.clear()
+        self.seen[key] = n + 1
+        return False
+
+    def capture(self, key: tuple, run, inputs) -> list | None:
+        """Capture run() (which returns the output tensors) and replay it once;
+        None (and replay off for good) when the program cannot be captured."""
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph):
+                static = run()
+        except Exception as e:  # e.g. an op that synchronizes with the host
+            self.enabled = False
+            self.error = e
+            self.seen.clear()
+            return None
+        self.seen.pop(key, None)
+        outs = [_classify(o, inputs) for o in static]
+        self.graphs[key] = (graph, outs)
+        return self.replay(key, inputs)
+
+
+def _classify(o: torch.Tensor, inputs) -> tuple:
+    for i, a in enumerate(inputs):
+        if o is a:
+            return ("input", i)
+    ptr = o.untyped_storage().data_ptr()
+    for i, a in enumerate(inputs):
+        if isinstance(a, torch.Tensor) and a.untyped_storage().data_ptr() == ptr:
+            return ("view", (i, tuple(o.shape), tuple(o.stride()),
+                             o.storage_offset() - a.storage_offset()))
+    return ("pool", o)
+
+
+def _result(kind: str, x, inputs) -> torch.Tensor:
+    if kind == "input":
+        return inputs[x]
+    if kind == "view":
+        i, shape, stride, offset = x
+        a = inputs[i]
+        return a.as_strided(shape, stride, a.storage_offset() + offset)
+    return x.clone()
