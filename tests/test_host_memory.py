@@ -136,13 +136,16 @@ def test_repeated_execute_makes_one_plan_and_does_not_grow_memory():
 
 
 @pytest.mark.gpu
-def test_host_loop_does_not_grow_cuda_memory():
+@pytest.mark.parametrize("graphs", [True, False], ids=["graph-replay", "eager"])
+def test_host_loop_does_not_grow_cuda_memory(graphs):
     fd = row_fusion()
     hp = loop_program(fd, streams=True)
     a = torch.randn(ITERS, WIDTH, device="cuda") + 0.5
     expected = a * 3 + torch.arange(ITERS, dtype=a.dtype, device="cuda")[:, None]
-    for _ in range(2):
+    for _ in range(3):  # with graphs, the third call is captured
         (out,) = hp.execute([a, ITERS])
+        if not graphs:
+            hp._graphs = None
     torch.cuda.synchronize()
     torch.testing.assert_close(out, expected)
     del out
@@ -157,6 +160,8 @@ def test_host_loop_does_not_grow_cuda_memory():
     assert torch.cuda.memory_allocated() <= base, (
         f"allocated CUDA memory grew by {(torch.cuda.memory_allocated() - base) / 2**20:.1f} MiB")
     assert fd.cache_info().plans <= 2
+    if graphs:
+        assert hp._graphs.error is None and hp._graphs.replays == 4, hp._graphs.error
 
 
 if __name__ == "__main__":  # pragma: no cover

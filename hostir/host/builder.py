@@ -329,7 +329,7 @@ class HostProgram:
         env = self._bind(inputs, device)
         graphs = self._graphs
         if graphs is not None and graphs.enabled and env.device.type == "cuda":
-            key = graph_key(inputs)
+            key = graph_key(self._program.inputs, inputs)
             got = graphs.replay(key, inputs)
             if got is not None:
                 return got

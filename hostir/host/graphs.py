@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import torch
 
+from ..ir.node import Op
 from . import ir as H
 
 CAPTURE_AFTER = 2   # eager runs of a key before its next call is captured
@@ -37,13 +38,15 @@ def capturable(body) -> bool:
     return True
 
 
-def graph_key(inputs) -> tuple:
+def graph_key(params, inputs) -> tuple:
+    """What a call's launches depend on: each tensor input's memory and layout,
+    each scalar input's value (a 0-d tensor given for a scalar counts by value)."""
     key = []
-    for a in inputs:
-        if isinstance(a, torch.Tensor):
+    for v, a in zip(params, inputs):
+        if v.op is Op.TENSOR_INPUT:
             key.append((a.data_ptr(), a.shape, a.stride(), a.dtype, a.device))
         else:
-            key.append((type(a), a))
+            key.append((type(a), a.item() if isinstance(a, torch.Tensor) else a))
     return tuple(key)
 
 

@@ -95,6 +95,8 @@ def op_compute_type(v: Val) -> DataType:
 def _as_tensor(x, dtype: torch.dtype, device) -> torch.Tensor:
     if isinstance(x, torch.Tensor):
         return x.to(dtype)
+    if torch.device(device).type == "cuda":  # a fill kernel: no host copy (CUDA graphs can hold it)
+        return torch.full((), x, dtype=dtype, device=device)
     return torch.tensor(x, dtype=dtype, device=device)
 
 
