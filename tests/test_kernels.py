@@ -332,3 +332,28 @@ def test_direct_path_runs_two_kernels_in_order():
     kernels = [s for s in fd._cache.last_plan.program.body if hasattr(s, "target")]
     assert len(kernels) == 2
     assert all(h.direct is not None for h in fd._cache._fast.values())
+
+
+@pytest.mark.parametrize("dtype", [DataType.BFloat16, DataType.Half, DataType.Float])
+def test_exact_cast_round_trips_fold_in_kernels(dtype):
+    """x -> wider -> x is the identity and costs no conversion in the kernel;
+    narrowing round trips (float -> bf16 -> float) still round."""
+    from hostir.codegen.lower import _exact_widening
+    from hostir.ir.node import Op
+    wide = DataType.Double if dtype is DataType.Float else DataType.Float
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=dtype)
+        f = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        same = fd.ops.cast(fd.ops.cast(x, wide), dtype)
+        rounded = fd.ops.cast(fd.ops.cast(f, DataType.BFloat16), DataType.Float)
+        fd.add_output(fd.ops.add(same, fd.ops.cast(rounded, dtype)))
+    a = (torch.randn(5, 9) * 3).to(dtype.torch)
+    b = torch.randn(5, 9) * 3
+    (out,) = fd.execute([a, b])
+    ref = (a.to(torch.float64 if dtype is DataType.Float else torch.float32)
+           + b.bfloat16().float().to(dtype.torch)).to(dtype.torch)
+    torch.testing.assert_close(out, ref)
+    launch = [s.target for s in fd._cache.last_plan.program.body if hasattr(s.target, "kernel")][0]
+    for n in launch.kernel.order:
+        if n.op is Op.CAST and n.src[0].op is Op.CAST and n.src[0].src[0].dtype is n.dtype:
+            assert not _exact_widening(n.dtype, n.src[0].dtype), n

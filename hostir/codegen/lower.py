@@ -60,6 +60,8 @@ class PointwiseLowering:
     def cast(self, x: KNode, dtype: DataType) -> KNode:
         if x.dtype is dtype:
             return x
+        if x.op is Op.CAST and x.src[0].dtype is dtype and _exact_widening(dtype, x.dtype):
+            return x.src[0]  # e.g. bf16 -> float -> bf16: the round trip is the identity
         if x.op == K.CONST:
             return self.b.const(x.arg, dtype) if not dtype in (DataType.Half, DataType.BFloat16) \
                 else self.b.mk(Op.CAST, dtype, (x,), arg=dtype)
@@ -310,3 +312,14 @@ def lower_pointwise(seg: Segment, name: str, extents: list[int] | None = None) -
         best.fallback = kern  # used when a launch's extents along the paired dims differ
         best.paired_extent = extents[best.lane_dim]
     return best
+
+
+_EXACT = {DataType.Half: (DataType.Float, DataType.Double),
+          DataType.BFloat16: (DataType.Float, DataType.Double),
+          DataType.Float: (DataType.Double,),
+          DataType.Int32: (DataType.Int, DataType.Double)}
+
+
+def _exact_widening(src: DataType, dst: DataType) -> bool:
+    """Does every `src` value convert to `dst` and back unchanged?"""
+    return dst in _EXACT.get(src, ()) or (src is DataType.Bool and dst is not DataType.Bool)
