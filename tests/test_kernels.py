@@ -176,6 +176,59 @@ def test_compile_error_reports_log_and_source(tmp_path, monkeypatch):
         config.reload()
 
 
+@nvrtc
+def test_prefetch_compiles_in_background_once(tmp_path, monkeypatch):
+    """Kernels prefetched together compile on the pool; compile_cubin waits for
+    the running compile instead of starting another; errors surface there."""
+    _nvrtc_or_skip()
+    from hostir import config
+    from hostir.ir.errors import ExecutionError
+    from hostir.runtime import nvrtc as N
+    monkeypatch.setenv("HOSTIR_CACHE_DIR", str(tmp_path))
+    config.reload()
+    try:
+        N.clear_memory_cache()
+        srcs = [f'extern "C" __global__ void k{i}(float* a) {{ a[threadIdx.x] *= {i + 2}.0f; }}\n'
+                for i in range(3)]
+        calls, pre = N.stats.nvrtc_calls, N.stats.prefetched
+        for i, src in enumerate(srcs):
+            N.prefetch(src, "sm_90", f"k{i}")
+            N.prefetch(src, "sm_90", f"k{i}")  # already in flight (or done): no second job
+        cubins = [N.compile_cubin(src, "sm_90", f"k{i}") for i, src in enumerate(srcs)]
+        assert all(c.startswith(b"\x7fELF") for c in cubins)
+        assert N.stats.prefetched == pre + 3
+        assert N.stats.nvrtc_calls == calls + 3
+        N.prefetch(srcs[0], "sm_90", "k0")  # in memory now: nothing to do
+        assert N.stats.prefetched == pre + 3
+        bad = 'extern "C" __global__ void bad() { nope(); }'
+        N.prefetch(bad, "sm_90", "bad")
+        with pytest.raises(ExecutionError, match="nope"):
+            N.compile_cubin(bad, "sm_90", "bad")
+    finally:
+        monkeypatch.delenv("HOSTIR_CACHE_DIR")
+        config.reload()
+
+
+@pytest.mark.gpu
+def test_plan_kernels_are_prefetched_in_parallel():
+    from hostir.runtime import nvrtc as N
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        y = fd.define_tensor(shape=[-1], contiguity=True, dtype=DataType.Float)
+        a = fd.ops.cos(fd.ops.mul(y, 3.0))
+        b = fd.ops.sub(x, fd.ops.broadcast_in_dim(a, x.shape(), [1]))
+        fd.add_output(fd.ops.mul(fd.ops.exp(b), 0.25))
+        fd.add_output(a)
+    pre = N.stats.prefetched
+    p, q = torch.randn(33, 77, device="cuda"), torch.randn(77, device="cuda")
+    got, got_a = fd.execute([p, q])
+    torch.testing.assert_close(got_a, torch.cos(q * 3.0))
+    torch.testing.assert_close(got, torch.exp(p - torch.cos(q * 3.0)) * 0.25)
+    kernels = [s for s in fd._cache.last_plan.program.body if hasattr(s, "target")]
+    assert len(kernels) == 2
+    assert N.stats.prefetched - pre == 2  # both kernels started before the first launch
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_rotation_pairs_lanes_and_falls_back_for_other_extents(device):
     """Each thread computes i and i + N/2 (t0 read once) in the specialized

@@ -17,7 +17,8 @@ from ..ir.errors import ExecutionError, UnsupportedError
 from ..ir.node import Op
 from ..ir.reference import Env, eval_node
 from ..runtime.launch import (I32, I64, PTR, CompiledKernel, DirectLauncher, PackedArgs,
-                              param_ctype, sm_count)
+                              arch_of, param_ctype, sm_count)
+from ..runtime.nvrtc import prefetch
 from ..passes.alias import apply_view
 from ..segment import Segment, SegmentedFusion
 from . import ir as H
@@ -212,6 +213,25 @@ class KernelLaunch:
                      env.pool.handle)
         return outs
 
+    def prefetch(self, env: Env) -> None:
+        """Start compiling, in the background, the variant the first launch on
+        these inputs will most likely use (so a plan's kernels compile in parallel)."""
+        k = self.kernel
+        try:
+            full = [env.scalar(e) for e in self.plain.extent_vals]
+        except Exception:  # an extent known only later: compile at the launch
+            return
+        if k is not self.plain and not all(full[d] == e for d, e in k.pairs):
+            k = self.plain
+        numel = math.prod(full)
+        if not numel:
+            return
+        spans = [sum((sz - 1) * abs(st) for sz, st in zip(t.shape, t.stride()))
+                 for t in (env.get(p.val) for p in k.inputs) if isinstance(t, torch.Tensor)]
+        idx = "int" if max([numel] + spans) <= 2 ** 31 - 1 else "long long"
+        compiled = self.variant(self._vec[id(k)], idx, k)[0]
+        prefetch(compiled.source, arch_of(env.device), compiled.name)
+
     def _vector_ok(self, vec, slots, ins, outs, extents) -> bool:
         if vec == 1 or not extents or extents[-1] % vec:
             return False
@@ -313,6 +333,8 @@ def lower(sf: SegmentedFusion, env: Env | None = None) -> H.HostIR:
         else:
             target = make_launch(seg, env)
         body.append(H.LaunchKernel(target, seg.inputs, seg.outputs))
+        if isinstance(target, KernelLaunch) and env is not None and env.device.type == "cuda":
+            target.prefetch(env)
         for v in seg.inputs:
             if (v.is_tensor and v.op is not Op.TENSOR_INPUT and id(v) not in outputs
                     and last_use[id(v)] == i):

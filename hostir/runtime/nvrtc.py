@@ -13,6 +13,7 @@ import hashlib
 import os
 import tempfile
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from .. import config
@@ -29,11 +30,14 @@ class Stats:
         self.memory_hits = 0
         self.disk_hits = 0
         self.corrupt = 0
+        self.prefetched = 0   # compiles started ahead, on the background pool
 
 
 stats = Stats()
 _memory: dict[str, bytes] = {}
+_inflight: dict[str, Future] = {}   # key -> a compile running on the pool
 _lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
 
 
 def _nvrtc():
@@ -129,15 +133,23 @@ def _dump_source(name: str, source: str) -> Path:
 
 
 def compile_cubin(source: str, arch: str, name: str = "kernel", options=OPTIONS) -> bytes:
-    """Cubin bytes for `source` on `arch` (e.g. "sm_90")."""
+    """Cubin bytes for `source` on `arch` (e.g. "sm_90"). Waits for a compile of
+    the same key that `prefetch` started."""
     if not arch.startswith("sm_"):
         raise UnsupportedError(f"compile_cubin: arch must be sm_XX, got {arch!r}")
     key = cache_key(source, arch, options)
     with _lock:
         hit = _memory.get(key)
+        fut = _inflight.get(key) if hit is None else None
     if hit is not None:
         stats.memory_hits += 1
         return hit
+    if fut is not None:
+        return fut.result()
+    return _load_or_compile(key, source, arch, name, options)
+
+
+def _load_or_compile(key, source, arch, name, options) -> bytes:
     cubin = _read_disk(key)
     if cubin is not None:
         stats.disk_hits += 1
@@ -147,6 +159,29 @@ def compile_cubin(source: str, arch: str, name: str = "kernel", options=OPTIONS)
     with _lock:
         _memory[key] = cubin
     return cubin
+
+
+def prefetch(source: str, arch: str, name: str = "kernel", options=OPTIONS) -> None:
+    """Start compiling `source` on a background thread (NVRTC releases the GIL,
+    so the kernels of a plan compile in parallel); `compile_cubin` of the same
+    key waits for it. An error surfaces there, or never if the kernel is not used."""
+    global _pool
+    key = cache_key(source, arch, options)
+    with _lock:
+        if key in _memory or key in _inflight:
+            return
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=max(2, min(8, os.cpu_count() or 2)),
+                                       thread_name_prefix="hostir-nvrtc")
+
+        def job():
+            try:
+                return _load_or_compile(key, source, arch, name, options)
+            finally:
+                with _lock:
+                    _inflight.pop(key, None)
+        _inflight[key] = _pool.submit(job)
+        stats.prefetched += 1
 
 
 def clear_memory_cache() -> None:
