@@ -17,35 +17,12 @@ def sync(device):
         torch.cuda.synchronize(device)
 
 
-def time_fn(fn, device, warmup=3, reps=20) -> float:
-    """Median seconds of fn() (device events on CUDA, wall clock on CPU)."""
-    for _ in range(warmup):
-        fn()
-    sync(device)
-    times = []
-    if device.type == "cuda":
-        # back-to-back calls between two events: steady-state time per call, as a
-        # training loop sees it (host work overlaps the previous call's kernels)
-        for _ in range(5):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            for _ in range(reps):
-                fn()
-            b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b) / 1e3 / reps)
-    else:
-        for _ in range(reps):
-            t = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t)
-    return statistics.median(times)
-
-
 def time_interleaved(fns, device, rounds=7, reps=20) -> list[float]:
-    """Median seconds per call of each fn, measured in alternating batches
-    (round r times fns[0], fns[1], ... in turn), so clock and thermal drift
-    during the run affect them alike. Each batch starts with one untimed call."""
+    """Median seconds per call of each fn (device events on CUDA, wall clock on
+    CPU), measured in alternating batches (round r times fns[0], fns[1], ... in
+    turn) so clock and thermal drift during the run affect them alike. Calls in
+    a batch go back to back, as a training step issues them (host work overlaps
+    the previous call's kernels); each batch starts with one untimed call."""
     for fn in fns:
         for _ in range(3):
             fn()
@@ -75,7 +52,7 @@ def copy_bandwidth(device, nbytes=1 << 30) -> float:
     n = nbytes // 4 if device.type == "cuda" else nbytes // 64
     src = torch.randn(n, device=device)
     dst = torch.empty_like(src)
-    t = time_fn(lambda: dst.copy_(src), device, reps=10)
+    (t,) = time_interleaved([lambda: dst.copy_(src)], device, rounds=5, reps=10)
     return 2 * src.numel() * 4 / t
 
 

@@ -176,6 +176,19 @@ def test_compile_error_reports_log_and_source(tmp_path, monkeypatch):
         config.reload()
 
 
+def two_kernel_fusion(scale: float):
+    """a = sin(y * scale) is an output and is broadcast into [N, M] for
+    exp(x + a) + 1: two kernels, the second reading the first's output."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        y = fd.define_tensor(shape=[-1], contiguity=True, dtype=DataType.Float)
+        a = fd.ops.sin(fd.ops.mul(y, scale))
+        b = fd.ops.add(x, fd.ops.broadcast_in_dim(a, x.shape(), [1]))
+        fd.add_output(fd.ops.add(fd.ops.exp(b), 1.0))
+        fd.add_output(a)
+    return fd
+
+
 @nvrtc
 def test_prefetch_compiles_in_background_once(tmp_path, monkeypatch):
     """Kernels prefetched together compile on the pool; compile_cubin waits for
@@ -212,18 +225,12 @@ def test_prefetch_compiles_in_background_once(tmp_path, monkeypatch):
 @pytest.mark.gpu
 def test_plan_kernels_are_prefetched_in_parallel():
     from hostir.runtime import nvrtc as N
-    with FusionDefinition() as fd:
-        x = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
-        y = fd.define_tensor(shape=[-1], contiguity=True, dtype=DataType.Float)
-        a = fd.ops.cos(fd.ops.mul(y, 3.0))
-        b = fd.ops.sub(x, fd.ops.broadcast_in_dim(a, x.shape(), [1]))
-        fd.add_output(fd.ops.mul(fd.ops.exp(b), 0.25))
-        fd.add_output(a)
+    fd = two_kernel_fusion(3.0)  # a scale no other test uses: its kernels are new
     pre = N.stats.prefetched
     p, q = torch.randn(33, 77, device="cuda"), torch.randn(77, device="cuda")
     got, got_a = fd.execute([p, q])
-    torch.testing.assert_close(got_a, torch.cos(q * 3.0))
-    torch.testing.assert_close(got, torch.exp(p - torch.cos(q * 3.0)) * 0.25)
+    torch.testing.assert_close(got_a, torch.sin(q * 3.0))
+    torch.testing.assert_close(got, torch.exp(p + torch.sin(q * 3.0)) + 1.0)
     kernels = [s for s in fd._cache.last_plan.program.body if hasattr(s, "target")]
     assert len(kernels) == 2
     assert N.stats.prefetched - pre == 2  # both kernels started before the first launch
@@ -368,13 +375,7 @@ def test_direct_path_runs_new_data_scalars_and_empty_tensors():
 def test_direct_path_runs_two_kernels_in_order():
     """A plan of two generated kernels (the second reads the first's output)
     runs through the direct runner from the signature's second call on."""
-    with FusionDefinition() as fd:
-        x = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
-        y = fd.define_tensor(shape=[-1], contiguity=True, dtype=DataType.Float)
-        a = fd.ops.sin(fd.ops.mul(y, 2.0))
-        b = fd.ops.add(x, fd.ops.broadcast_in_dim(a, x.shape(), [1]))
-        fd.add_output(fd.ops.add(fd.ops.exp(b), 1.0))
-        fd.add_output(a)
+    fd = two_kernel_fusion(2.0)
     for _ in range(4):
         p = torch.randn(300, 1000, device="cuda")
         q = torch.randn(1000, device="cuda")
