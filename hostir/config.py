@@ -9,8 +9,7 @@ HOSTIR_DISABLE   comma list of features to turn off: concretize_resize (keep sli
                  pdl (launch kernels without programmatic dependent launch),
                  cuda_graphs (no CUDA-graph replay of repeated host program calls)
 HOSTIR_CACHE_DIR where compiled kernels are kept (default ~/.cache/hostir)
-HOSTIR_TRACE     file to write a Chrome/Perfetto trace of host IR execution to
-HOSTIR_DEBUG     comma list of debug checks (e.g. fingerprint)
+HOSTIR_DEBUG     comma list of debug checks: verify (run the IR verifier around every pass)
 """
 from __future__ import annotations
 
@@ -35,7 +34,6 @@ class Config:
     disable: frozenset[str] = field(default_factory=frozenset)
     debug: frozenset[str] = field(default_factory=frozenset)
     cache_dir: Path = Path.home() / ".cache" / "hostir"
-    trace: str | None = None
 
     @classmethod
     def from_env(cls) -> "Config":
@@ -51,7 +49,6 @@ class Config:
             disable=_csv("HOSTIR_DISABLE"),
             debug=_csv("HOSTIR_DEBUG"),
             cache_dir=Path(cache) if cache else Path.home() / ".cache" / "hostir",
-            trace=os.environ.get("HOSTIR_TRACE") or None,
         )
 
 
