@@ -337,9 +337,12 @@ def test_dependent_launch_chain_reads_finished_results(device):
     n = (1 << 22) + 3 if device == "cuda" else 1000
     x = torch.randn(n, device=device)
     ref = x.clone()
-    for _ in range(40):
+    for k in range(40):
         (x,) = fd.execute([x])
         ref = ref * 0.5 + 1.0
+        if k % 3 == 0:  # a torch kernel between ours: reads our result, we read its
+            x = x.flip(0) - 0.25
+            ref = ref.flip(0) - 0.25
     torch.testing.assert_close(x, ref)
 
 
@@ -411,3 +414,34 @@ def test_exact_cast_round_trips_fold_in_kernels(dtype):
     for n in launch.kernel.order:
         if n.op is Op.CAST and n.src[0].op is Op.CAST and n.src[0].src[0].dtype is n.dtype:
             assert not _exact_widening(n.dtype, n.src[0].dtype), n
+
+
+@pytest.mark.gpu
+def test_dependent_launch_across_streams_waits_for_events():
+    """A kernel launched early behind its own stream's previous kernel still
+    waits for what that stream waits on (an event of another stream)."""
+    with FusionDefinition() as fd:
+        t = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
+        fd.add_output(fd.ops.add(fd.ops.mul(t, 0.5), 1.0))
+    x = torch.randn((1 << 22) + 5, device="cuda")
+    ref = x.clone()
+    keep = []  # nothing is freed while another stream may still read it
+    side, other = torch.cuda.Stream(), torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    other.wait_stream(torch.cuda.current_stream())
+    for _ in range(5):
+        with torch.cuda.stream(side):
+            for _ in range(4):
+                (x,) = fd.execute([x])
+                ref = ref * 0.5 + 1.0
+                keep += [x, ref]
+            done = side.record_event()
+        with torch.cuda.stream(other):
+            keep += fd.execute([torch.ones(1 << 20, device="cuda")])  # a kernel ahead in `other`
+            other.wait_event(done)
+            (x,) = fd.execute([x])
+            ref = ref * 0.5 + 1.0
+            keep += [x, ref]
+        side.wait_stream(other)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(x, ref)
