@@ -148,6 +148,8 @@ class DirectLauncher:
 
     def _stream(self, handle: int):
         cu = _driver()
+        if len(self._streams) >= 64:  # (torch hands out pooled streams; stay bounded anyway)
+            self._streams.clear()
         if not self.pdl:
             s = self._streams[handle] = cu.CUstream(handle)
             return s
