@@ -16,7 +16,7 @@ from ..codegen.lower import lower_pointwise
 from ..ir.errors import ExecutionError, UnsupportedError
 from ..ir.node import Op
 from ..ir.reference import Env, eval_node
-from ..runtime.launch import (I32, I64, PTR, CompiledKernel, DirectLauncher, PackedArgs,
+from ..runtime.launch import (I32, I64, PTR, CompiledKernel, PackedArgs,
                               arch_of, param_ctype, sm_count)
 from ..runtime.nvrtc import prefetch
 from ..passes.alias import apply_view
@@ -76,7 +76,7 @@ class _Prepared:
             return p
         p.compiled, p.grid, values, types = launch
         p.packed = PackedArgs(values, types)
-        p.launcher = DirectLauncher(p.compiled, device, p.grid, p.block)
+        p.launcher = p.compiled.launcher(device, p.grid, p.block)
         p.lock = threading.Lock()  # the packed arguments are shared: one launch at a time
         p.in_ptr, p.out_ptr, p.dyn = [], [], []
         pos = 0
@@ -119,7 +119,8 @@ class KernelLaunch:
     chosen per call from the actual extents, strides and alignment."""
 
     needs_args = False   # reads its inputs from the environment
-    # tuning knobs, swept by benchmarks/tune_pointwise.py (findings in benchmarks/RESULTS.md)
+    # tuning knobs, swept by benchmarks/tune_pointwise.py (findings in benchmarks/RESULTS.md);
+    # a signature's prepared launches keep the knobs of its first call (the sweep resets them)
     BLOCK = 256          # threads per block
     STREAMING = False    # evict-first 16-byte stores
     # programmatic dependent launch: a kernel's blocks start while the previous kernel
