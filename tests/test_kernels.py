@@ -445,3 +445,59 @@ def test_dependent_launch_across_streams_waits_for_events():
         side.wait_stream(other)
     torch.cuda.synchronize()
     torch.testing.assert_close(x, ref)
+
+
+@nvrtc
+@pytest.mark.parametrize("shared", ["constant", "parameter"])
+def test_int32_index_math_narrows_shared_64_bit_operands(shared):
+    """A constant or scalar parameter used both in a load's index math and
+    elsewhere stays 64-bit; in the 32-bit-index variant a call such as
+    hir_min must still see one operand type (a fuzzer found `hir_min(1LL, v)`)."""
+    _nvrtc_or_skip()
+    from hostir.codegen.cuda import kernel_source
+    from hostir.codegen.kir import K, Builder, Kernel, TensorParam
+    from hostir.ir.node import Op, Val
+    from hostir.runtime.nvrtc import compile_cubin
+    t = Val(Op.TENSOR_INPUT, DataType.Float, arg=None)
+    b = Builder()
+    i0, i1 = (b.mk(K.INDEX, DataType.Int, arg=d) for d in range(2))
+    one, p0 = b.i(1), b.mk(K.PARAM, DataType.Int, arg=0)
+    row = b.mk(Op.ADD, DataType.Int, (b.mk(Op.MINIMUM, DataType.Int, (one, p0)), i0))
+    val = b.mk(K.LOAD, DataType.Float, (b.const(True, DataType.Bool), row, i1), arg=0)
+    if shared == "constant":  # the constant in a store offset too
+        stores = [(0, val, (i0, i1)), (0, val, (i0, b.add(i1, one)))]
+    else:  # the parameter in data too
+        data = b.mk(Op.CAST, DataType.Float, (b.mk(Op.MUL, DataType.Int, (p0, i1)),),
+                    arg=DataType.Float)
+        stores = [(0, b.mk(Op.ADD, DataType.Float, (val, data)), (i0, i1))]
+    kern = Kernel(f"k_shared_{shared}", inputs=[TensorParam(t, 2, DataType.Float)],
+                  outputs=[TensorParam(t, 2, DataType.Float)], params=[t], extent_vals=[t, t],
+                  stores=stores, order=list(b.order))
+    for idx in ("int", "long long"):
+        src = kernel_source(kern, 1, idx)
+        assert "hir_min(" in src
+        assert compile_cubin(src, "sm_90", kern.name).startswith(b"\x7fELF"), src
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("k", [1, -(2 ** 40) + 1, 2 ** 33 + 1, -2])
+def test_symbolic_slice_bounds_beyond_32_bits(device, k, monkeypatch):
+    """Slice bounds are kernel parameters in a symbolic plan; values outside
+    int32 must not be truncated by the 32-bit-index variant."""
+    from hostir import config
+    monkeypatch.setenv("HOSTIR_DISABLE", "concretize_resize")
+    config.reload()
+    try:
+        with FusionDefinition() as fd:
+            x = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+            s = fd.define_scalar(None, dtype=DataType.Int)
+            y = fd.ops.slice(x, [s, 0], [fd.ops.size(x, 0), 1])
+            fd.add_output(fd.ops.cat([y, fd.ops.neg(y)], 1))
+        a = torch.randn(6, 3, device=device)
+        (out,) = fd.execute([a, k])
+        start = min(max(k + 6 if k < 0 else k, 0), 6)
+        ref = torch.cat([a[start:, :1], -a[start:, :1]], 1)
+        torch.testing.assert_close(out, ref)
+    finally:
+        monkeypatch.delenv("HOSTIR_DISABLE")
+        config.reload()

@@ -186,6 +186,14 @@ class _Printer:
                 continue
             if node.op == K.PARAM and is_index:
                 text = f"({self.idx})p{node.arg}"
+            elif is_index and self.idx == "int":
+                # 32-bit index math: a 64-bit operand shared with other uses (a constant,
+                # say, also in a store offset) is narrowed here, so calls like hir_min see
+                # one type (the variant is only chosen when every offset and index
+                # parameter fits in 32 bits)
+                text = _expr(node, lambda s: names[id(s)] if id(s) in self.index_nodes
+                             or s.dtype is not DataType.Int or s.op == K.INDEX
+                             else (str(int(s.arg)) if s.op == K.CONST else f"(int){names[id(s)]}"))
             else:
                 text = _expr(node, lambda s: names[id(s)])
             var = self.fresh()

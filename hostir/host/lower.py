@@ -246,7 +246,9 @@ class KernelLaunch:
     def _launch_cuda(self, k, device, ins, outs, params, extents, numel, stream) -> None:
         limit = 2 ** 31 - 1
         fits = numel <= limit and all(
-            sum((sz - 1) * abs(st) for sz, st in zip(t.shape, t.stride())) <= limit for t in ins + outs)
+            sum((sz - 1) * abs(st) for sz, st in zip(t.shape, t.stride())) <= limit for t in ins + outs
+        ) and all(-limit - 1 <= v <= limit for v in params  # index parameters (slice bounds...)
+                  if isinstance(v, int) and not isinstance(v, bool))
         idx = "int" if fits else "long long"
         vec = self._vec[id(k)]
         compiled, slots = self.variant(vec, idx, k)
