@@ -501,3 +501,26 @@ def test_symbolic_slice_bounds_beyond_32_bits(device, k, monkeypatch):
     finally:
         monkeypatch.delenv("HOSTIR_DISABLE")
         config.reload()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_many_signatures_evict_the_oldest_fast_paths(device):
+    """More input signatures than the fast-path table holds: the oldest make
+    room, recent ones keep hitting, every result is right."""
+    from hostir.host.cache import MAX_SIGNATURES
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
+        s = fd.define_scalar(None, dtype=DataType.Double)
+        fd.add_output(fd.ops.mul(fd.ops.sin(x), s))
+    sizes = list(range(1, MAX_SIGNATURES + 40))
+    for n in sizes + sizes[-10:] * 2 + sizes[:3]:
+        a = torch.randn(n, device=device)
+        sv = float(n) / 7
+        (out,) = fd.execute([a, sv])
+        torch.testing.assert_close(out, torch.sin(a) * sv)
+    cache = fd._cache
+    assert len(cache._fast) == MAX_SIGNATURES
+    tokens = [h.token for h in cache._fast.values()]
+    assert len(set(tokens)) == len(tokens)  # no token is handed out twice
+    launch = [t.target for t in cache.last_plan.program.body if hasattr(t.target, "kernel")][0]
+    assert len(launch._prepared) <= 64

@@ -32,6 +32,7 @@ from .ir import HostIR, program_text
 from .lower import lower
 
 MAX_SPECIALIZATIONS = 1
+MAX_SIGNATURES = 64  # input signatures with a fast path per fusion (oldest evicted first)
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,8 @@ class FusionCache:
         self.specialize = not config.disabled("concretize_resize")
         self._resize_seen: set = set()
         self.last_plan: Plan | None = None
-        self._fast: dict[tuple, tuple] = {}
+        self._fast: dict[tuple, _Fast] = {}   # signature -> what its calls need
+        self._tokens = 0
         self._shape_scalars = _shape_scalar_positions(fusion)
         # outputs returned as they are: no in-place updates, no requested layouts
         self._plain_outputs = all(o.alias_input is None and o.stride_order is None
@@ -153,9 +155,10 @@ class FusionCache:
         plan = self._plan_for(env, args)
         if plan.checks:
             run_shape_checks(plan.checks, env)
-        if len(self._fast) < 64:
-            env.token = len(self._fast)
-            self._fast[sig] = _Fast(plan, run_device, env.token)
+        if len(self._fast) >= MAX_SIGNATURES:  # the oldest signature makes room
+            del self._fast[next(iter(self._fast))]
+        env.token = self._tokens = self._tokens + 1  # never reused: launches key on it
+        self._fast[sig] = _Fast(plan, run_device, env.token)
         return self._execute_plan(plan, env, args, out)
 
     def _signature(self, args) -> tuple:

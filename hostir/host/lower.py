@@ -198,7 +198,9 @@ class KernelLaunch:
                                        env.pool.handle)
         elif numel:
             interpret(k, ins, outs, params, extents)
-        if token is not None and env.device.type == "cuda" and len(self._prepared) < 64:
+        if token is not None and env.device.type == "cuda":
+            if len(self._prepared) >= 64:  # the oldest signature's launch makes room
+                del self._prepared[next(iter(self._prepared))]
             self._prepared[token] = _Prepared.make(k, outs, launch, self.tuning(), env.device)
         return outs
 
