@@ -55,6 +55,17 @@ def main(argv=None):
     rows.append({"what": "fd.execute, cached single-kernel fusion",
                  "us": per_call(lambda: fd.execute([x]), dev, args.n) * 1e6})
 
+    shapes = [torch.randn(1024 + 4 * k, device=dev) for k in range(200)]  # > 64 signatures
+    for t in shapes:
+        fd.execute([t])
+    state = {"k": 0}
+
+    def new_signature():
+        state["k"] = (state["k"] + 1) % len(shapes)
+        fd.execute([shapes[state["k"]]])
+    rows.append({"what": "fd.execute, another input shape every call (no fast path: validation, "
+                         "key, plan hit, launch set-up)", "us": per_call(new_signature, dev, args.n) * 1e6})
+
     def loop_program():
         hp = HostProgram()
         tin = hp.define_tensor(shape=[-1], dtype=DataType.Float)

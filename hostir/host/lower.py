@@ -74,8 +74,7 @@ class _Prepared:
         p.compiled = None
         if launch is None:
             return p
-        p.compiled, p.grid, values, types = launch
-        p.packed = PackedArgs(values, types)
+        p.compiled, p.grid, p.packed = launch
         p.launcher = p.compiled.launcher(device, p.grid, p.block)
         p.lock = threading.Lock()  # the packed arguments are shared: one launch at a time
         p.in_ptr, p.out_ptr, p.dyn = [], [], []
@@ -273,11 +272,12 @@ class KernelLaunch:
         blocks = -(-nslots // self.BLOCK)
         # one thread per slot; HOSTIR_ENABLE=grid_stride caps the grid at 32 blocks per SM
         grid = max(1, min(blocks, sm_count(device) * 32 if _GRID_STRIDE else 2 ** 31 - 1))
-        compiled.launch(device, grid, self.BLOCK, tuple(values), tuple(types), stream)
+        packed = PackedArgs(values, types)  # kept by the prepared launch of this signature
+        compiled.launcher(device, grid, self.BLOCK)(stream, packed)
         if config.dumping("launch"):
             config.dump("launch", f"{self.name}: {compiled.name} grid={grid} block={self.BLOCK} "
                                   f"extents={extents} vector={vec} index={idx}")
-        return compiled, grid, values, types
+        return compiled, grid, packed
 
 
 def make_launch(seg: Segment, env: Env | None = None):
