@@ -1,9 +1,11 @@
-"""cProfile of repeated `fd.execute` on a cached single-kernel fusion (host overhead breakdown).
+"""Where the host time of a cached `fd.execute` goes: its parts timed one by
+one (GPU), then a cProfile of repeated calls.
 
     python benchmarks/profile_execute.py
 """
 import cProfile
 import pstats
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -13,6 +15,24 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hostir import DataType, FusionDefinition  # noqa: E402
+from hostir.host.lower import KernelLaunch  # noqa: E402
+from hostir.runtime.launch import current_stream_handle  # noqa: E402
+
+
+def per_call(fn, dev, n=5000, rounds=7) -> float:
+    for _ in range(100):
+        fn()
+    if dev == "cuda":
+        torch.cuda.synchronize()
+    out = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        for _ in range(n):
+            fn()
+        if dev == "cuda":
+            torch.cuda.synchronize()
+        out.append((time.perf_counter() - t) / n * 1e6)
+    return statistics.median(out)
 
 
 def main():
@@ -21,20 +41,36 @@ def main():
         t = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
         fd.add_output(fd.ops.mul(fd.ops.add(t, 1.0), 2.0))
     x = torch.randn(1024, device=dev)
-    for _ in range(200):
+    for _ in range(3):
         fd.execute([x])
-    n = 20000
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fd.execute([x])
-    torch.cuda.synchronize() if dev == "cuda" else None
-    print(f"{(time.perf_counter() - t0) / n * 1e6:.1f} us per execute")
+    cache = fd._cache
+    sig = cache._signature([x])
+    hit = cache._fast[sig]
+    parts = {"fd.execute": lambda: fd.execute([x]),
+             "cache.execute": lambda: cache.execute([x]),
+             "signature": lambda: cache._signature([x]),
+             "signature + table lookup": lambda: cache._fast.get(cache._signature([x]))}
+    if dev == "cuda" and hit.direct is not None:
+        launch = [s.target for s in cache.last_plan.program.body if isinstance(s.target, KernelLaunch)][0]
+        prep = launch._prepared[hit.token]
+        out = torch.empty_like(x)
+        stream = current_stream_handle(x.device)
+        parts.update({
+            "direct runner": lambda: hit.direct([x]),
+            "outputs (new_empty)": prep.empty_outputs,
+            "torch.empty(shape, dtype=, device=)": lambda: torch.empty([1024], dtype=torch.float32, device=x.device),
+            "current stream handle": lambda: current_stream_handle(x.device),
+            "prepared run (pointers + launch)": lambda: prep.run([x], [out], (), stream),
+            "launcher only": lambda: prep.launcher(stream, prep.packed),
+        })
+    for name, fn in parts.items():
+        print(f"{per_call(fn, dev):8.2f} us  {name}")
     pr = cProfile.Profile()
     pr.enable()
     for _ in range(5000):
         fd.execute([x])
     pr.disable()
-    pstats.Stats(pr).sort_stats("tottime").print_stats(25)
+    pstats.Stats(pr).sort_stats("tottime").print_stats(18)
 
 
 if __name__ == "__main__":

@@ -119,10 +119,11 @@ def test_compile_cubin_for_sm90(tmp_path, monkeypatch):
     _nvrtc_or_skip()
     from hostir import config
     from hostir.runtime import nvrtc as N
+    src = _rotation_source()  # (on a GPU this compiles and launches: before the cache moves)
+    N.wait_prefetches()  # background compiles must not count here
     monkeypatch.setenv("HOSTIR_CACHE_DIR", str(tmp_path))
     config.reload()
     try:
-        src = _rotation_source()
         N.clear_memory_cache()
         before = N.stats.nvrtc_calls
         cubin = N.compile_cubin(src, "sm_90", "hir_seg0_pointwise")
@@ -200,6 +201,7 @@ def test_prefetch_compiles_in_background_once(tmp_path, monkeypatch):
     monkeypatch.setenv("HOSTIR_CACHE_DIR", str(tmp_path))
     config.reload()
     try:
+        N.wait_prefetches()
         N.clear_memory_cache()
         srcs = [f'extern "C" __global__ void k{i}(float* a) {{ a[threadIdx.x] *= {i + 2}.0f; }}\n'
                 for i in range(3)]

@@ -76,18 +76,8 @@ def direct_runner(program: H.HostIR, token: int, device: torch.device):
 def _make_run(steps, nslots, results, device):
     if len(steps) == 1 and not steps[0][4]:  # the common case: one kernel
         prep, ins, scalars, outs, _ = steps[0]
-        if all(not from_slot for from_slot, _ in ins):
-            positions = [i for _, i in ins]
-            compiled = prep.compiled is not None
-
-            def run_one(args):
-                res = prep.empty_outputs()
-                if compiled:
-                    prep.run([args[i] for i in positions], res,
-                             _scalars(args, scalars) if scalars else (),
-                             current_stream_handle(device))
-                return [res[s] for s in results]
-            return run_one
+        if all(not from_slot for from_slot, _ in ins) and prep.compiled is not None:
+            return _one_kernel(prep, [i for _, i in ins], scalars, results, device)
 
     def run(args):
         stream = current_stream_handle(device)
@@ -103,6 +93,33 @@ def _make_run(steps, nslots, results, device):
                 vals[slot] = None
         return [vals[s] for s in results]
     return run
+
+
+def _one_kernel(prep, positions, scalars, results, device):
+    """The runner of a plan that is one kernel reading only the call's arguments:
+    everything it touches is bound here, so a call is a few attribute-free steps."""
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+        lambda i: torch.cuda.current_stream(i).cuda_stream)  # older torch
+    alloc, lock, launcher, packed = prep.alloc, prep.lock, prep.launcher, prep.packed
+    ins = list(zip(prep.in_objs, positions))
+    outs = prep.out_objs
+    dyn = list(zip(prep.dyn_objs, scalars))
+    order = None if results == list(range(len(alloc))) else results
+
+    def run_one(args):
+        res = [t.new_empty(shape) for t, shape in alloc]
+        with lock:
+            for o, i in ins:
+                o.value = args[i].data_ptr()
+            for o, t in zip(outs, res):
+                o.value = t.data_ptr()
+            for o, (i, dtype) in dyn:
+                a = args[i]
+                o.value = coerce(a.item() if isinstance(a, torch.Tensor) else a, dtype)
+            launcher(raw_stream(idx), packed)
+        return res if order is None else [res[s] for s in order]
+    return run_one
 
 
 def _scalars(args, scalars):

@@ -60,7 +60,7 @@ class _Prepared:
     each call rewrites only the pointers and the scalar inputs' values."""
 
     __slots__ = ("compiled", "grid", "block", "tuning", "packed", "launcher", "outs", "in_ptr",
-                 "out_ptr", "dyn", "lock", "templates", "in_objs", "out_objs", "dyn_objs")
+                 "out_ptr", "dyn", "lock", "alloc", "in_objs", "out_objs", "dyn_objs")
 
     @classmethod
     def make(cls, k: Kernel, outs: list, launch, tuning: tuple, device=None) -> "_Prepared":
@@ -70,7 +70,8 @@ class _Prepared:
         p.outs = [(kt.val, list(t.shape), t.dtype) for kt, t in zip(k.outputs, outs)]
         # new_empty on an empty tensor of the output's dtype and device: cheaper than
         # torch.empty(shape, dtype=, device=), whose keyword parsing costs more than the allocation
-        p.templates = [t.new_empty(0) for t in outs]
+        # (a tuple shape parses faster than a list)
+        p.alloc = [(t.new_empty(0), tuple(t.shape)) for t in outs]
         p.compiled = None
         if launch is None:
             return p
@@ -96,7 +97,7 @@ class _Prepared:
         return p
 
     def empty_outputs(self) -> list:
-        return [t.new_empty(shape) for t, (_, shape, _) in zip(self.templates, self.outs)]
+        return [t.new_empty(shape) for t, shape in self.alloc]
 
     def run(self, ins: list, outs: list, scalars, stream: int) -> None:
         """Launch with input tensors `ins` (in_ptr's order), output tensors

@@ -184,6 +184,14 @@ def prefetch(source: str, arch: str, name: str = "kernel", options=OPTIONS) -> N
         stats.prefetched += 1
 
 
+def wait_prefetches() -> None:
+    """Block until every background compile started so far has finished."""
+    with _lock:
+        running = list(_inflight.values())
+    for fut in running:
+        fut.exception()  # waits; an error belongs to whoever compiles that kernel
+
+
 def clear_memory_cache() -> None:
     with _lock:
         _memory.clear()
