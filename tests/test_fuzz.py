@@ -17,6 +17,8 @@ from hostir.ir.fusion import verify
 from hostir.ir.node import AxisKind
 from hostir.ir.reference import evaluate
 
+from ops_util import TEST_DEVICE, to_device_exact
+
 CPU = torch.device("cpu")
 MAX_RANK = 4
 
@@ -237,6 +239,18 @@ def build_random_fusion(data, in_shapes, layouts, tensors, max_ops=6):
     return fd, outs
 
 
+# with HOSTIR_TEST_DEVICE=cuda the fusions run as CUDA kernels, compared with the
+# CPU reference (device math functions may differ from the CPU's by an ulp or two)
+REF_TOL = 1e-6 if TEST_DEVICE == "cpu" else 1e-5
+
+
+def execute_on_test_device(fd, tensors) -> list[torch.Tensor]:
+    if TEST_DEVICE == "cpu":
+        return fd.execute(tensors)
+    args = [to_device_exact(t, TEST_DEVICE) for t in tensors]
+    return [g.cpu() for g in fd.execute(args)]
+
+
 def dumps(fd) -> str:
     return "\n" + fd.fusion_ir() + "\n" + fd.last_segmented_fusion_ir()
 
@@ -252,20 +266,20 @@ def test_random_fusions_match_reference_and_torch(data, in_shapes, seed):
     tensors = [make_input(s, layout, gen) for s, layout in zip(in_shapes, layouts)]
     fd, outs = build_random_fusion(data, in_shapes, layouts, tensors)
 
-    got = fd.execute(tensors)
+    got = execute_on_test_device(fd, tensors)
     ref = evaluate(fd._fusion, tensors, CPU)
     assert len(got) == len(ref) == len(outs)
     for g, r, o in zip(got, ref, outs):
         assert g.shape == r.shape == o.t.shape, (g.shape, r.shape, o.t.shape, fd.fusion_ir())
         assert g.dtype == r.dtype == o.t.dtype
-        torch.testing.assert_close(g, r, rtol=1e-6, atol=1e-6, msg=lambda m: m + dumps(fd))
+        torch.testing.assert_close(g, r, rtol=REF_TOL, atol=REF_TOL, msg=lambda m: m + dumps(fd))
         torch.testing.assert_close(g, o.t, rtol=1e-5, atol=1e-5, msg=lambda m: m + dumps(fd))
     # a second call with fresh data of the same shapes hits the plan and is right too
     tensors2 = [make_input(s, layout, gen) for s, layout in zip(in_shapes, layouts)]
-    got2 = fd.execute(tensors2)
+    got2 = execute_on_test_device(fd, tensors2)
     ref2 = evaluate(fd._fusion, tensors2, CPU)
     for g, r in zip(got2, ref2):
-        torch.testing.assert_close(g, r, rtol=1e-6, atol=1e-6, msg=lambda m: m + dumps(fd))
+        torch.testing.assert_close(g, r, rtol=REF_TOL, atol=REF_TOL, msg=lambda m: m + dumps(fd))
     assert fd.cache_info().hits >= 1
     for s in fd.last_segments():
         assert s.launches == (s.scheduler != "alias")
@@ -286,7 +300,7 @@ def test_random_fusions_across_changing_shapes(data, in_shapes, seed):
     layouts = ["contiguous"] * len(in_shapes)
     tensors = [make_input(s, "contiguous", gen) for s in in_shapes]
     fd, outs = build_random_fusion(data, in_shapes, layouts, tensors, max_ops=8)
-    for o, g in zip(outs, fd.execute(tensors)):
+    for o, g in zip(outs, execute_on_test_device(fd, tensors)):
         torch.testing.assert_close(g, o.t, rtol=1e-5, atol=1e-5, msg=lambda m: m + dumps(fd))
     compared = 0
     for _ in range(3):
@@ -298,10 +312,10 @@ def test_random_fusions_across_changing_shapes(data, in_shapes, seed):
             ref = evaluate(fd._fusion, xs, CPU)
         except (HostirError, ZeroDivisionError):
             continue    # the unmodified fusion is not defined for these sizes
-        got = fd.execute(xs)
+        got = execute_on_test_device(fd, xs)
         for g, r in zip(got, ref):
             assert g.shape == r.shape, (g.shape, r.shape, new_shapes, dumps(fd))
-            torch.testing.assert_close(g, r, rtol=1e-6, atol=1e-6,
+            torch.testing.assert_close(g, r, rtol=REF_TOL, atol=REF_TOL,
                                        msg=lambda m: m + f"\nsizes {new_shapes}" + dumps(fd))
         compared += 1
     info = fd.cache_info()
