@@ -1,7 +1,8 @@
 """Where the host time of a cached `fd.execute` goes: its parts timed one by
-one (GPU), then a cProfile of repeated calls.
+one (GPU), then a cProfile of repeated calls; with --new-shapes, a cProfile of
+calls that each bring an input shape the fast path does not hold.
 
-    python benchmarks/profile_execute.py
+    python benchmarks/profile_execute.py [--new-shapes]
 """
 import cProfile
 import pstats
@@ -40,6 +41,18 @@ def main():
     with FusionDefinition() as fd:
         t = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
         fd.add_output(fd.ops.mul(fd.ops.add(t, 1.0), 2.0))
+    if "--new-shapes" in sys.argv:
+        shapes = [torch.randn(1024 + 4 * k, device=dev) for k in range(200)]  # > 64 signatures
+        for s in shapes:
+            fd.execute([s])
+        pr = cProfile.Profile()
+        pr.enable()
+        for _ in range(5):
+            for s in shapes:
+                fd.execute([s])
+        pr.disable()
+        pstats.Stats(pr).sort_stats("tottime").print_stats(30)
+        return
     x = torch.randn(1024, device=dev)
     for _ in range(3):
         fd.execute([x])
