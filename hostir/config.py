@@ -2,8 +2,10 @@
 
 HOSTIR_DUMP      comma list of stages to print: fusion_ir, preseg, concretized,
                  segments, kernels, host_ir, launch
-HOSTIR_ENABLE    comma list of optional features to turn on (grid_stride: cap kernel
-                 grids at 32 blocks per SM and loop, instead of one thread per slot)
+HOSTIR_ENABLE    comma list of optional features to turn on: grid_stride (cap kernel
+                 grids at 32 blocks per SM and loop, instead of one thread per slot),
+                 nvtx (an NVTX range around every launch, collective start and wait of a
+                 host program on CUDA, for Nsight Systems)
 HOSTIR_DISABLE   comma list of features to turn off: concretize_resize (keep slice/pad/cat
                  bounds symbolic), paired_lanes (no shared-read pairing in pointwise kernels),
                  pdl (launch kernels without programmatic dependent launch),

@@ -1042,3 +1042,61 @@ def test_graph_replay_returns_inputs_and_views_of_inputs(monkeypatch):
     finally:
         monkeypatch.delenv("HOSTIR_DISABLE")
         config.reload()
+
+
+def _nvtx_recorder(monkeypatch):
+    calls = []
+    monkeypatch.setattr(torch.cuda.nvtx, "range_push", lambda name: calls.append(("push", name)))
+    monkeypatch.setattr(torch.cuda.nvtx, "range_pop", lambda: calls.append(("pop",)))
+    return calls
+
+
+def test_nvtx_ranges_are_balanced_and_named(monkeypatch):
+    """HOSTIR_ENABLE=nvtx wraps launches, collective starts and waits in NVTX
+    ranges on CUDA (a failing statement still closes its range); CPU programs
+    push none."""
+    from types import SimpleNamespace
+
+    from hostir.host import evaluator as E
+    calls = _nvtx_recorder(monkeypatch)
+    cuda_env = SimpleNamespace(device=torch.device("cuda"))
+
+    def boom(env):
+        raise ExecutionError("boom")
+    E._nvtx_range("hostir: launch k", lambda env: None)(cuda_env)
+    with pytest.raises(ExecutionError):
+        E._nvtx_range("hostir: launch bad", boom)(cuda_env)
+    assert calls == [("push", "hostir: launch k"), ("pop",), ("push", "hostir: launch bad"), ("pop",)]
+    calls.clear()
+    monkeypatch.setenv("HOSTIR_ENABLE", "nvtx")
+    config.reload()
+    try:
+        hp = seed001_program(slice_row_fusion(True, True), True)
+        x = rand_float(7, 5)
+        (out,) = hp.execute([x])
+        assert_equal(out, expected_rows(x, range(7), True))
+        assert calls == []  # a CPU program
+        assert E.Compiler().nvtx
+    finally:
+        monkeypatch.delenv("HOSTIR_ENABLE")
+        config.reload()
+
+
+@pytest.mark.gpu
+def test_nvtx_ranges_on_cuda(monkeypatch):
+    calls = _nvtx_recorder(monkeypatch)
+    monkeypatch.setenv("HOSTIR_ENABLE", "nvtx")
+    config.reload()
+    try:
+        hp = seed001_program(slice_row_fusion(True, True), True)
+        x = rand_float(7, 5).cuda()
+        for _ in range(4):  # eager, eager, captured, replayed
+            (out,) = hp.execute([x])
+        assert_equal(out.cpu(), expected_rows(x.cpu(), range(7), True))
+    finally:
+        monkeypatch.delenv("HOSTIR_ENABLE")
+        config.reload()
+    pushes = [c[1] for c in calls if c[0] == "push"]
+    assert len(pushes) == sum(1 for c in calls if c[0] == "pop")
+    assert sum(1 for p in pushes if p.startswith("hostir: launch")) >= 14  # 7 rows, 2 eager calls
+    assert "hostir: graph replay" in pushes

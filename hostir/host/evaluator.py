@@ -10,6 +10,7 @@ from typing import Callable
 
 import torch
 
+from .. import config
 from ..ir.errors import ExecutionError, UnsupportedError
 from ..ir.node import Op, Val
 from ..ir.reference import Env
@@ -57,9 +58,15 @@ class Compiler:
                 c(env)
         return run
 
+    def __init__(self):
+        self.nvtx = config.enabled("nvtx")
+
     def stmt(self, s) -> Closure:
         method = getattr(self, "_" + type(s).__name__)
-        return method(s)
+        run = method(s)
+        if self.nvtx and isinstance(s, (H.LaunchKernel, H.Communication, H.Wait)):
+            return _nvtx_range(_range_name(s), run)
+        return run
 
     def _Allocate(self, s: H.Allocate) -> Closure:
         shape, out, dtype = _shape(s.out), s.out, s.out.dtype.torch
@@ -173,6 +180,28 @@ class Compiler:
 
     def _AddOutput(self, s: H.AddOutput) -> Closure:
         raise UnsupportedError("AddOutput is a builder-level statement")
+
+
+def _range_name(s) -> str:
+    if isinstance(s, H.LaunchKernel):
+        return f"hostir: launch {getattr(s.target, 'name', type(s.target).__name__)}"
+    if isinstance(s, H.Communication):
+        return f"hostir: {s.kind} start"
+    return f"hostir: wait {s.comm.kind}"
+
+
+def _nvtx_range(name: str, run: Closure) -> Closure:
+    """`run` inside an NVTX range named `name` (HOSTIR_ENABLE=nvtx), so Nsight
+    Systems shows each launch and collective; CUDA programs only."""
+    def ranged(env):
+        if env.device.type != "cuda":
+            return run(env)
+        torch.cuda.nvtx.range_push(name)
+        try:
+            run(env)
+        finally:
+            torch.cuda.nvtx.range_pop()
+    return ranged
 
 
 def run_block(run: Closure, env: Env) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import torch
 
+from .. import config
 from ..ir.node import Op
 from . import ir as H
 
@@ -53,6 +54,7 @@ def graph_key(params, inputs) -> tuple:
 class GraphCache:
     def __init__(self, body):
         self.enabled = capturable(body)
+        self.nvtx = config.enabled("nvtx")
         self.error: BaseException | None = None
         self.seen: dict[tuple, int] = {}
         self.graphs: dict[tuple, tuple] = {}
@@ -63,7 +65,13 @@ class GraphCache:
         if got is None:
             return None
         graph, outs = got
-        graph.replay()
+        if self.nvtx:
+            torch.cuda.nvtx.range_push("hostir: graph replay")
+        try:
+            graph.replay()
+        finally:
+            if self.nvtx:
+                torch.cuda.nvtx.range_pop()
         self.replays += 1
         return [_result(kind, x, inputs) for kind, x in outs]
 
