@@ -1100,3 +1100,36 @@ def test_nvtx_ranges_on_cuda(monkeypatch):
     assert len(pushes) == sum(1 for c in calls if c[0] == "pop")
     assert sum(1 for p in pushes if p.startswith("hostir: launch")) >= 14  # 7 rows, 2 eager calls
     assert "hostir: graph replay" in pushes
+
+
+@pytest.mark.gpu
+def test_graph_capture_leaves_other_threads_alone():
+    """While a program is captured, another thread keeps allocating, computing
+    and synchronizing on its own stream: both must go on unharmed. (Not CUDA
+    random numbers: torch refuses those in other threads during any capture.)"""
+    import threading
+    stop, errors, rounds = threading.Event(), [], [0]
+
+    def worker():
+        try:
+            with torch.cuda.stream(torch.cuda.Stream()):
+                while not stop.is_set():
+                    t = torch.arange(4096, device="cuda", dtype=torch.float32)
+                    assert (t * 2).sum().item() == 2 * t.sum().item()
+                    rounds[0] += 1
+        except Exception as e:  # reported below
+            errors.append(e)
+    th = threading.Thread(target=worker)
+    th.start()
+    try:
+        hp = seed001_program(slice_row_fusion(True, True), True)
+        x = rand_float(7, 5).cuda()
+        for _ in range(5):
+            (out,) = hp.execute([x])
+            assert_equal(out.cpu(), expected_rows(x.cpu(), range(7), True))
+    finally:
+        stop.set()
+        th.join()
+    assert not errors, errors
+    assert rounds[0] > 0
+    assert hp._graphs.error is None and hp._graphs.replays == 3, hp._graphs.error

@@ -15,6 +15,12 @@ pool into a fresh tensor (a later replay writes the pool again).
 Programs with collectives are never captured, nor are programs that failed to
 capture once (the error is kept in `error`). HOSTIR_DISABLE=cuda_graphs turns
 replay off.
+
+A capture (once per key, a few milliseconds) uses thread-local capture mode, so
+other threads' CUDA work goes on meanwhile; but torch refuses CUDA random
+numbers drawn by another thread while any graph is being captured. A program
+whose process draws GPU random numbers from several threads should turn
+replay off.
 """
 from __future__ import annotations
 
@@ -92,7 +98,8 @@ class GraphCache:
         None (and replay off for good) when the program cannot be captured."""
         graph = torch.cuda.CUDAGraph()
         try:
-            with torch.cuda.graph(graph):
+            # thread_local: other threads' CUDA calls stay legal while this one captures
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
                 static = run()
         except Exception as e:  # e.g. an op that synchronizes with the host
             self.enabled = False
