@@ -14,7 +14,7 @@ import torch
 
 from ..ir.node import Op
 from ..ir.scalar import coerce
-from ..runtime.launch import current_stream_handle
+from ..runtime.launch import current_stream_handle, raw_stream_handle
 from . import ir as H
 from .lower import KernelLaunch
 
@@ -99,12 +99,9 @@ def _one_kernel(prep, positions, scalars, results, device):
     """The runner of a plan that is one kernel reading only the call's arguments:
     everything it touches is bound here, so a call is a few attribute-free steps."""
     idx = device.index if device.index is not None else torch.cuda.current_device()
-    raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
-        lambda i: torch.cuda.current_stream(i).cuda_stream)  # older torch
     alloc, lock, launcher, packed = prep.alloc, prep.lock, prep.launcher, prep.packed
     ins = list(zip(prep.in_objs, positions))
-    outs = prep.out_objs
-    dyn = list(zip(prep.dyn_objs, scalars))
+    outs, dyn = prep.out_objs, prep.dyn_objs
     order = None if results == list(range(len(alloc))) else results
 
     def run_one(args):
@@ -114,10 +111,10 @@ def _one_kernel(prep, positions, scalars, results, device):
                 o.value = args[i].data_ptr()
             for o, t in zip(outs, res):
                 o.value = t.data_ptr()
-            for o, (i, dtype) in dyn:
-                a = args[i]
-                o.value = coerce(a.item() if isinstance(a, torch.Tensor) else a, dtype)
-            launcher(raw_stream(idx), packed)
+            if scalars:
+                for o, x in zip(dyn, _scalars(args, scalars)):
+                    o.value = x
+            launcher(raw_stream_handle(idx), packed)
         return res if order is None else [res[s] for s in order]
     return run_one
 

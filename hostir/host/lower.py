@@ -52,6 +52,12 @@ def _output(env: Env, val, shape, dtype) -> torch.Tensor:
 
 
 _GRID_STRIDE = config.enabled("grid_stride")
+_I32_MAX = 2 ** 31 - 1
+
+
+def _span(t: torch.Tensor) -> int:
+    """The largest element offset of `t` from its first element."""
+    return sum((sz - 1) * abs(st) for sz, st in zip(t.shape, t.stride()))
 
 
 class _Prepared:
@@ -173,16 +179,8 @@ class KernelLaunch:
             prep = self._prepared.get(token)
             if prep is not None and prep.tuning == self.tuning():
                 return self._run_prepared(prep, env)
-        k = self.kernel
         full = [env.scalar(e) for e in self.plain.extent_vals]
-        extents = full
-        if k is not self.plain:
-            if all(full[d] == e for d, e in k.pairs):
-                extents = list(full)
-                for d, _ in k.pairs:
-                    extents[d] //= 2
-            else:
-                k = self.plain
+        k, extents = self._kernel_for(full)
         params = [env.scalar(p) for p in k.params]
         ins = [env[t.val] for t in k.inputs]
         shapes = [env.extents(t.val.logical) for t in k.outputs]
@@ -219,21 +217,31 @@ class KernelLaunch:
     def prefetch(self, env: Env) -> None:
         """Start compiling, in the background, the variant the first launch on
         these inputs will most likely use (so a plan's kernels compile in parallel)."""
-        k = self.kernel
         try:
             full = [env.scalar(e) for e in self.plain.extent_vals]
         except Exception:  # an extent known only later: compile at the launch
             return
-        if k is not self.plain and not all(full[d] == e for d, e in k.pairs):
-            k = self.plain
+        k, _ = self._kernel_for(full)
         numel = math.prod(full)
         if not numel:
             return
-        spans = [sum((sz - 1) * abs(st) for sz, st in zip(t.shape, t.stride()))
-                 for t in (env.get(p.val) for p in k.inputs) if isinstance(t, torch.Tensor)]
-        idx = "int" if max([numel] + spans) <= 2 ** 31 - 1 else "long long"
+        spans = [_span(t) for t in (env.get(p.val) for p in k.inputs) if isinstance(t, torch.Tensor)]
+        idx = "int" if max([numel] + spans) <= _I32_MAX else "long long"
         compiled = self.variant(self._vec[id(k)], idx, k)[0]
         prefetch(compiled.source, arch_of(env.device), compiled.name)
+
+    def _kernel_for(self, full: list) -> tuple:
+        """(kernel, its iteration extents) for a launch over `full`: the paired-lane
+        kernel (half of each paired dim) where its extents match, else the plain one."""
+        k = self.kernel
+        if k is self.plain:
+            return k, full
+        if not all(full[d] == e for d, e in k.pairs):
+            return self.plain, full
+        extents = list(full)
+        for d, _ in k.pairs:
+            extents[d] //= 2
+        return k, extents
 
     def _vector_ok(self, vec, slots, ins, outs, extents) -> bool:
         if vec == 1 or not extents or extents[-1] % vec:
@@ -246,11 +254,10 @@ class KernelLaunch:
         return True
 
     def _launch_cuda(self, k, device, ins, outs, params, extents, numel, stream) -> None:
-        limit = 2 ** 31 - 1
-        fits = numel <= limit and all(
-            sum((sz - 1) * abs(st) for sz, st in zip(t.shape, t.stride())) <= limit for t in ins + outs
-        ) and all(-limit - 1 <= v <= limit for v in params  # index parameters (slice bounds...)
-                  if isinstance(v, int) and not isinstance(v, bool))
+        limit = _I32_MAX
+        fits = numel <= limit and all(_span(t) <= limit for t in ins + outs) and all(
+            -limit - 1 <= v <= limit for v in params  # index parameters (slice bounds...)
+            if isinstance(v, int) and not isinstance(v, bool))
         idx = "int" if fits else "long long"
         vec = self._vec[id(k)]
         compiled, slots = self.variant(vec, idx, k)

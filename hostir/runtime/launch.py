@@ -102,13 +102,15 @@ class CompiledKernel:
         return got
 
 
+# device index -> raw handle of torch's current stream (cheaper than current_stream())
+raw_stream_handle = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+    lambda idx: torch.cuda.current_stream(idx).cuda_stream)  # older torch
+
+
 def current_stream_handle(device: torch.device) -> int:
-    """The raw handle of torch's current stream (cheaper than current_stream())."""
-    idx = device.index if device.index is not None else torch.cuda.current_device()
-    try:
-        return torch._C._cuda_getCurrentRawStream(idx)
-    except AttributeError:  # pragma: no cover - older torch
-        return torch.cuda.current_stream(idx).cuda_stream
+    """The raw handle of torch's current stream on `device`."""
+    return raw_stream_handle(device.index if device.index is not None
+                             else torch.cuda.current_device())
 
 
 _CTYPE_OF = {PTR: ctypes.c_uint64, I64: ctypes.c_longlong, I32: ctypes.c_int,
