@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 DUMP_STAGES = frozenset({"fusion_ir", "preseg", "concretized", "segments", "kernels",
@@ -36,6 +37,10 @@ class Config:
     disable: frozenset[str] = field(default_factory=frozenset)
     debug: frozenset[str] = field(default_factory=frozenset)
     cache_dir: Path = Path.home() / ".cache" / "hostir"
+    # tuning knobs of generated kernels (no environment variable: benchmarks set
+    # them with `override`); plans read them when they are made
+    block: int = 256          # threads per block
+    streaming: bool = False   # evict-first 16-byte stores
 
     @classmethod
     def from_env(cls) -> "Config":
@@ -68,8 +73,25 @@ def reload() -> Config:
     return _current
 
 
+@contextmanager
+def override(**fields):
+    """Configuration with `fields` replaced, for the plans made inside the block
+    (tests and benchmarks): `with config.override(block=128): ...`."""
+    global _current
+    saved = _current
+    _current = replace(_current, **fields)
+    try:
+        yield _current
+    finally:
+        _current = saved
+
+
 def dumping(stage: str) -> bool:
     return stage in _current.dump
+
+
+def debugging(check: str) -> bool:
+    return check in _current.debug
 
 
 def enabled(feature: str) -> bool:
@@ -80,7 +102,9 @@ def disabled(feature: str) -> bool:
     return feature in _current.disable
 
 
-def dump(stage: str, text: str) -> None:
-    """Print a debug stage if HOSTIR_DUMP asks for it."""
+def dump(stage: str, value) -> None:
+    """Print a debug stage if HOSTIR_DUMP asks for it. `value` prints itself
+    (or is a function giving the text); nothing is formatted otherwise."""
     if stage in _current.dump:
+        text = value() if callable(value) else str(value)
         print(f"===== hostir {stage} =====\n{text}", file=sys.stdout, flush=True)

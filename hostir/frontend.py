@@ -4,17 +4,18 @@ from __future__ import annotations
 import torch
 
 from . import config
+from .host.cache import CacheInfo, FusionCache
+from .host.ir import program_text
+from .host.steps import KernelStep
 from .ir import ops as O
 from .ir.dtypes import DataType, from_torch, python_scalar_dtype
 from .ir.errors import DefinitionError, InputError
-from .ir.fusion import Fusion, Output, TensorInputArg, verify
-from .ir.inputs import strides_for
+from .ir.fusion import Fusion, Output, TensorInputArg
+from .ir.inputs import dense_dims
 from .ir.node import Axis, AxisKind, Op, Val, const
-from .ir.printer import fusion_text
-from .host.cache import CacheInfo, FusionCache
-from .host.ir import program_text
-from .segment import Segment
-from .segment.printer import segmented_text
+from .ir.printer import fusion_text, type_text
+from .ir.verify import verify
+from .segment import Segment, segmented_text
 
 
 class _Handle:
@@ -35,7 +36,6 @@ class _Handle:
         return self.val.dtype
 
     def __repr__(self) -> str:
-        from .ir.printer import type_text
         return f"{self.val.name}: {type_text(self.val)}"
 
     def _bin(self, op, other, reverse=False):
@@ -134,7 +134,8 @@ class FusionDefinition:
         self._fusion = Fusion(tuple(self._inputs), tuple(self._outputs))
         verify(self._fusion)
 
-    def _ensure_defined(self) -> Fusion:
+    def ir(self) -> Fusion:
+        """The definition as hostir's fusion IR (defining a class-style fusion first)."""
         if self._fusion is None:
             if self._defining:
                 raise DefinitionError("execute() was called inside the `with` block; "
@@ -263,24 +264,9 @@ class FusionDefinition:
         for rank, d in enumerate(reversed(order)):
             stride_order[d] = rank
         default = stride_order == list(range(n - 1, -1, -1))
-        dense = strides_for(list(tensor.shape), stride_order)
-        contiguity = [None if s == 1 else tensor.stride(d) == dense[d]
-                      for d, s in enumerate(tensor.shape)]
-        if not all(c in (True, None) for c in contiguity):
-            contiguity = self._contiguity_from_strides(tensor, order)
+        contiguity = [dense for dense, _ in dense_dims(tensor.shape, tensor.stride(), order)]
         return self.define_tensor(shape=shape, contiguity=contiguity, dtype=dtype,
                                   stride_order=None if default else stride_order)
-
-    @staticmethod
-    def _contiguity_from_strides(tensor, order) -> list:
-        out = [None] * tensor.ndim
-        expected = 1
-        for d in reversed(order):
-            if tensor.shape[d] == 1:
-                continue
-            out[d] = tensor.stride(d) == expected
-            expected = tensor.stride(d) * tensor.shape[d]
-        return out
 
     def define_scalar(self, value=None, dtype: DataType | None = None) -> Scalar:
         """A constant (value given) or a scalar input (value None)."""
@@ -327,23 +313,25 @@ class FusionDefinition:
         self._outputs.append(Output(val, alias, stride_order))
 
     # ------------------------------------------------------------ execution
-    def execute(self, inputs, device=None) -> list[torch.Tensor]:
-        """Run the fusion on `inputs` (tensors and Python numbers, in definition order)."""
+    def execute(self, inputs, device=None, *, out=None) -> list[torch.Tensor]:
+        """Run the fusion on `inputs` (tensors and Python numbers, in definition order).
+        `device` places a fusion without tensor inputs; `out` (one tensor per
+        returned output) receives the results, which are returned too."""
         cache = self._fusion_cache
         if cache is not None and isinstance(inputs, (list, tuple)):  # the common, repeated call
-            return cache.execute(inputs, device)
-        self._ensure_defined()
+            return cache.execute(inputs, device, out)
+        fusion = self.ir()
         if not self._dumped:
-            config.dump("fusion_ir", self.fusion_ir())
+            config.dump("fusion_ir", fusion)
             self._dumped = True
         if not isinstance(inputs, (list, tuple)):
             raise InputError(f"execute expects a list of inputs, got {type(inputs).__name__}")
-        return self._cache.execute(inputs, device)
+        return self._cache.execute(inputs, device, out)
 
     @property
     def _cache(self) -> FusionCache:
         if self._fusion_cache is None:
-            self._fusion_cache = FusionCache(self._ensure_defined(), type(self).__name__)
+            self._fusion_cache = FusionCache(self.ir(), type(self).__name__)
         return self._fusion_cache
 
     def cache_info(self) -> CacheInfo:
@@ -366,9 +354,8 @@ class FusionDefinition:
     def last_cuda_code(self) -> str:
         """CUDA C++ of the kernels the last run's plan generates (one per kernel segment)."""
         plan = self._last_plan("last_cuda_code")
-        sources = [s.target.source for s in plan.program.body
-                   if hasattr(getattr(s, "target", None), "kernel")]
-        return "\n".join(sources)
+        return "\n".join(s.target.source for s in plan.program.body
+                         if isinstance(getattr(s, "target", None), KernelStep))
 
     def last_host_ir(self) -> str:
         """The host program the last run executed."""
@@ -379,20 +366,16 @@ class FusionDefinition:
 
     # ------------------------------------------------------------ debug text
     def fusion_ir(self) -> str:
-        return fusion_text(self._ensure_defined())
+        return fusion_text(self.ir())
 
     def __repr__(self) -> str:
         return self.fusion_ir() if self._fusion is not None else "FusionDefinition(<undefined>)"
 
 
-def _dims_arg(opname, dims, axes):
-    if dims is not None and axes is not None:
-        raise DefinitionError(f"{opname}: pass dims or axes, not both")
-    return dims if dims is not None else axes
-
-
 class Ops:
-    """`fd.ops`: every op of the frontend, with nvFuser's argument conventions."""
+    """`fd.ops`: every op of the frontend, with nvFuser's argument conventions.
+    The methods are made from the constructors the op modules register
+    (`hostir.ir.ops.FRONTEND`); `size` reads an extent."""
 
     def __init__(self, fd: FusionDefinition):
         self._fd = fd
@@ -410,107 +393,21 @@ class Ops:
     def _pointwise(self, op: Op, *args):
         return self._call(op.value, O.pointwise, op, *args)
 
-    # pointwise: generated below from the op tables
-    def where(self, cond, a, b):
-        return self._call("where", O.where, cond, a, b)
-
-    def cast(self, v, dtype: DataType):
-        return self._call("cast", O.cast, v, dtype)
-
-    def set(self, t):
-        return self._call("set", O.set_, t)
-
-    def segment_set(self, t):
-        return self._call("segment_set", O.set_, t)
-
-    def clamp(self, t, min=None, max=None):
-        out = t
-        if min is not None:
-            out = self._pointwise(Op.MAXIMUM, out, min)
-        if max is not None:
-            out = self._pointwise(Op.MINIMUM, out, max)
-        return out
-
-    def lerp(self, start, end, weight):
-        return start + weight * (end - start)
-
-    # views
-    def broadcast_in_dim(self, t, shape, broadcast_dims):
-        return self._call("broadcast_in_dim", O.broadcast_in_dim, t, shape, list(broadcast_dims))
-
-    def broadcast(self, t, is_broadcast_dim):
-        return self._call("broadcast", O.broadcast, t, list(is_broadcast_dim))
-
-    def squeeze(self, t, dims, squeeze_expanded: bool = False):
-        return self._call("squeeze", O.squeeze, t, dims, squeeze_expanded)
-
-    def expand(self, t, shape):
-        return self._call("expand", O.expand, t, shape)
-
-    def reshape(self, t, new_shape):
-        return self._call("reshape", O.reshape, t, new_shape)
-
-    def permute(self, t, dims):
-        return self._call("permute", O.permute, t, list(dims))
-
     def size(self, t, dim: int):
         self._fd._check_defining("fd.ops.size")
         val = self._fd._unwrap(t, "size")
         if not isinstance(val, Val) or not val.is_tensor:
             raise DefinitionError(f"size: expected a tensor, got {t!r}")
-        d = O._norm_dim("size", val, dim)
-        return Scalar(val.logical[d].extent, self._fd)
-
-    # resizes
-    def slice(self, t, start_indices, end_indices, strides=None):
-        return self._call("slice", O.slice_, t, start_indices, end_indices, strides)
-
-    def pad(self, t, pad_widths, value=None):
-        return self._call("pad", O.pad, t, pad_widths, value)
-
-    def cat(self, tensors, dim: int = 0, manual_padding: bool = False):
-        return self._call("cat", O.cat, list(tensors), dim)
-
-    # reductions
-    def sum(self, t, dims=None, keepdim: bool = False, dtype: DataType = DataType.Null, *, axes=None):
-        return self._call("sum", O.reduction, Op.SUM, t, _dims_arg("sum", dims, axes), keepdim, dtype)
-
-    def max(self, t, dims=None, keepdim: bool = False, dtype: DataType = DataType.Null, *, axes=None):
-        return self._call("max", O.reduction, Op.MAX, t, _dims_arg("max", dims, axes), keepdim, dtype)
-
-    def min(self, t, dims=None, keepdim: bool = False, dtype: DataType = DataType.Null, *, axes=None):
-        return self._call("min", O.reduction, Op.MIN, t, _dims_arg("min", dims, axes), keepdim, dtype)
-
-    def var_mean(self, t, dims=None, correction: int = 1, keepdim: bool = False, *, axes=None):
-        return self._call("var_mean", O.var_mean, t, _dims_arg("var_mean", dims, axes), correction, keepdim)
-
-    def var(self, t, dims=None, correction: int = 1, keepdim: bool = False, *, axes=None):
-        return self.var_mean(t, dims, correction, keepdim, axes=axes)[0]
-
-    # matmul
-    def matmul(self, a, b):
-        return self._call("matmul", O.matmul, a, b)
-
-    def linear(self, a, w, bias=None):
-        return self._call("linear", O.linear, a, w, bias)
-
-    # factories
-    def full(self, shape, fill_value, dtype: DataType):
-        return self._call("full", O.full, shape, fill_value, dtype)
-
-    def iota(self, length, start=None, step=None, dtype: DataType = DataType.Int):
-        return self._call("iota", O.iota, length, start, step, dtype)
+        return Scalar(val.logical[O.norm_dim("size", val, dim)].extent, self._fd)
 
 
-def _make_pointwise(op: Op):
-    def method(self, *args):
-        return self._pointwise(op, *args)
-    method.__name__ = op.value
-    method.__doc__ = f"Pointwise {op.value} (tensors broadcast like nvFuser; scalars allowed)."
+def _op_method(name: str, fn):
+    def method(self, *args, **kwargs):
+        return self._call(name, fn, *args, **kwargs)
+    method.__name__ = name
+    method.__doc__ = fn.__doc__
     return method
 
 
-from .ir.node import BINARY as _BINARY, UNARY as _UNARY  # noqa: E402
-
-for _op in list(_UNARY) + list(_BINARY):
-    setattr(Ops, _op.value, _make_pointwise(_op))
+for _name, _fn in O.FRONTEND.items():
+    setattr(Ops, _name, _op_method(_name, _fn))

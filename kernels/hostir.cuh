@@ -107,3 +107,5 @@ __device__ __forceinline__ float hir_pow(float a, float b) { return powf(a, b); 
 __device__ __forceinline__ double hir_pow(double a, double b) { return pow(a, b); }
 __device__ __forceinline__ float hir_atan2(float a, float b) { return atan2f(a, b); }
 __device__ __forceinline__ double hir_atan2(double a, double b) { return atan2(a, b); }
+template <typename T> __device__ __forceinline__ T hir_bitwise_not(T x) { return ~x; }
+__device__ __forceinline__ bool hir_bitwise_not(bool x) { return !x; }

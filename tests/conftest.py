@@ -1,7 +1,13 @@
+import os
+
+# The suite runs with every verifier on (fusion IR around each pass and stage,
+# kernel IR, host IR): HOSTIR_DEBUG=verify, unless the caller chose otherwise.
+os.environ.setdefault("HOSTIR_DEBUG", "verify")
+
 import pytest
 import torch
 
-from hostir.ir.fusion import verify
+from hostir.ir.verify import verify
 
 
 def pytest_collection_modifyitems(config, items):
@@ -31,26 +37,22 @@ def run_and_verify(fd, inputs):
 # end of the session (per xdist worker), so CI proves the CUDA printer's output
 # compiles without a GPU. HOSTIR_TEST_NVRTC=0 skips it.
 
-import os as _os
 
-from hostir.host import lower as _lower
+from hostir.codegen import spec as _spec
 
 _KERNEL_SOURCES: dict[str, str] = {}
-_orig_init = _lower.KernelLaunch.__init__
 
 
-def _recording_init(self, seg, kernel):
-    _orig_init(self, seg, kernel)
-    try:  # the general variant and the vectorized 32-bit-index one
-        variants = [self.variant(1, "long long")[0], self.variant(self.vec, "int")[0]]
+def _record(spec):
+    try:  # the general variant and the vectorized 32-bit-index one of each kernel
+        variants = spec.typical_variants()
+        for v in variants:
+            _KERNEL_SOURCES.setdefault(v.source, v.name)
     except Exception as e:  # a printer bug is a test failure too
         _KERNEL_SOURCES[f"<printer error {e!r}>"] = ""
-        return
-    for c in variants:
-        _KERNEL_SOURCES.setdefault(c.source, c.name)
 
 
-_lower.KernelLaunch.__init__ = _recording_init
+_spec.observers.append(_record)
 
 
 def _nvrtc_available() -> bool:
@@ -65,7 +67,7 @@ def _nvrtc_available() -> bool:
 def pytest_configure(config):
     if not hasattr(config, "workerinput"):  # the controller (or a run without xdist)
         import tempfile
-        _os.environ["HOSTIR_NVRTC_REPORT_DIR"] = tempfile.mkdtemp(prefix="hostir-nvrtc-")
+        os.environ["HOSTIR_NVRTC_REPORT_DIR"] = tempfile.mkdtemp(prefix="hostir-nvrtc-")
 
 
 def _compile_all() -> tuple[int, list]:
@@ -92,9 +94,9 @@ def _compile_all() -> tuple[int, list]:
 
 
 def pytest_sessionfinish(session, exitstatus):
-    report_dir = _os.environ.get("HOSTIR_NVRTC_REPORT_DIR")
+    report_dir = os.environ.get("HOSTIR_NVRTC_REPORT_DIR")
     worker = getattr(session.config, "workerinput", None)
-    if _os.environ.get("HOSTIR_TEST_NVRTC", "1") != "0" and _KERNEL_SOURCES:
+    if os.environ.get("HOSTIR_TEST_NVRTC", "1") != "0" and _KERNEL_SOURCES:
         if not _nvrtc_available():
             lines = ["nvrtc: NVRTC not available; generated kernels were not compiled"]
         else:
@@ -105,10 +107,10 @@ def pytest_sessionfinish(session, exitstatus):
                 session.exitstatus = 1
         if report_dir:
             tag = worker["workerid"] if worker else "main"
-            with open(_os.path.join(report_dir, f"{tag}.txt"), "w") as f:
+            with open(os.path.join(report_dir, f"{tag}.txt"), "w") as f:
                 f.write("\n".join(lines) + "\n")
-    if worker is None and report_dir and _os.path.isdir(report_dir):
-        text = "".join(open(_os.path.join(report_dir, f)).read() for f in sorted(_os.listdir(report_dir)))
+    if worker is None and report_dir and os.path.isdir(report_dir):
+        text = "".join(open(os.path.join(report_dir, f)).read() for f in sorted(os.listdir(report_dir)))
         if text:
             print("\n" + text, end="")
         if "FAILED" in text:

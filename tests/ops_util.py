@@ -10,7 +10,7 @@ import os
 import torch
 
 from hostir import DataType, FusionDefinition
-from hostir.ir.fusion import verify
+from hostir.ir.verify import verify
 
 TORCH = {
     DataType.Float: torch.float32, DataType.Double: torch.float64,

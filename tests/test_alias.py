@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from hostir import DataType, FusionDefinition
-from hostir.ir.fusion import verify
+from hostir.ir.verify import verify
 from hostir.ir.reference import evaluate
 
 CPU = torch.device("cpu")

@@ -10,9 +10,10 @@ import torch.nn.functional as F
 from hostir import DataType, FusionDefinition, config
 from hostir.concretize import concretization_key, concretize, dynamic_info
 from hostir.ir.errors import ExecutionError
-from hostir.ir.fusion import verify
+from hostir.ir.verify import verify
 from hostir.ir.node import AxisKind, Op
-from hostir.ir.reference import bind_inputs, evaluate
+from hostir.ir.env import Env, bind_inputs
+from hostir.ir.reference import evaluate
 
 CPU = torch.device("cpu")
 
@@ -136,7 +137,7 @@ def test_concretize_is_pure_and_key_holds_what_was_specialized():
     f = fd._fusion
     info = dynamic_info(f)
     inputs, expected = _pad_inputs(WIDTHS_A)
-    env = bind_inputs(f, inputs, CPU)
+    env = bind_inputs(f.inputs, inputs, Env(CPU))
     key_spec = concretization_key(info, env, inputs, True)
     key_sym = concretization_key(info, env, inputs, False)
     assert key_spec[0] is not None and key_sym[0] is None
@@ -151,7 +152,7 @@ def test_concretize_is_pure_and_key_holds_what_was_specialized():
     assert all(w.op is Op.CONST for w in pad.src[2:])
     # the original and the concrete fusion compute the same thing for these inputs
     torch.testing.assert_close(evaluate(c, inputs, CPU)[0], expected, rtol=0, atol=0)
-    c2 = concretize(f, bind_inputs(f, inputs, CPU), specialize=False)
+    c2 = concretize(f, bind_inputs(f.inputs, inputs, Env(CPU)), specialize=False)
     verify(c2)
     pad2 = next(v for v in c2.tensor_exprs() if v.op is Op.PAD)
     assert [w.op for w in pad2.src[2:4]] == [Op.CONST, Op.CONST]   # dim 0: implicit (0, 0)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from hostir import DataType, FusionDefinition
 from hostir.ir.errors import HostirError
-from hostir.ir.fusion import verify
+from hostir.ir.verify import verify
 from hostir.ir.node import AxisKind
 from hostir.ir.reference import evaluate
 

@@ -15,6 +15,13 @@ CUDA = pytest.param("cuda", marks=pytest.mark.gpu)
 DEVICES = ["cpu", CUDA]
 
 
+def kernel_steps(fd):
+    """The generated-kernel steps of the last plan `fd` ran."""
+    from hostir.host.steps import KernelStep
+    return [s.target for s in fd._cache.last_plan.program.body
+            if isinstance(getattr(s, "target", None), KernelStep)]
+
+
 def rotation_fusion():
     with FusionDefinition() as fd:
         t0 = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
@@ -233,8 +240,7 @@ def test_plan_kernels_are_prefetched_in_parallel():
     got, got_a = fd.execute([p, q])
     torch.testing.assert_close(got_a, torch.sin(q * 3.0))
     torch.testing.assert_close(got, torch.exp(p + torch.sin(q * 3.0)) + 1.0)
-    kernels = [s for s in fd._cache.last_plan.program.body if hasattr(s, "target")]
-    assert len(kernels) == 2
+    assert len(kernel_steps(fd)) == 2
     assert N.stats.prefetched - pre == 2  # both kernels started before the first launch
 
 
@@ -249,10 +255,9 @@ def test_rotation_pairs_lanes_and_falls_back_for_other_extents(device):
         h = n // 2
         torch.testing.assert_close(out, x + torch.cat([x[h:], x[:h]]))
         if k == 0:
-            body = fd._cache.last_plan.program.body
-            launch = [s.target for s in body if hasattr(s.target, "kernel")][0]
-            assert launch.kernel.lane_dim == 0 and launch.kernel.lanes == (0, 32)
-            loads = [n for n in launch.kernel.order if n.op == "load"]
+            paired = kernel_steps(fd)[0].spec.paired
+            assert paired.pairs == ((0, 64),)  # lanes i and i + 32
+            loads = [n for n in paired.order if n.op == "load"]
             assert len(loads) == 2  # t0[i] and t0[i + N/2], each once, for two output points
     assert fd.cache_info().plans == 2
 
@@ -264,8 +269,7 @@ def test_rope_pairs_the_rotated_dim():
     cos, sin = torch.randn(4, 16).to(t), torch.randn(4, 16).to(t)
     (out,) = fd.execute([x, cos, sin])
     torch.testing.assert_close(out.float(), rope_reference(x, cos, sin).float(), rtol=2e-2, atol=2e-2)
-    launch = [s.target for s in fd._cache.last_plan.program.body if hasattr(s.target, "kernel")][0]
-    assert launch.kernel.lane_dim == 3
+    assert kernel_steps(fd)[0].spec.paired.pairs == ((3, 16),)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -311,14 +315,14 @@ def test_dump_kernels_and_host_ir(monkeypatch, capsys):
 def test_pdl_kernels_wait_before_touching_memory():
     """Launched with programmatic dependent launch, a kernel may start while the
     previous one drains: griddepcontrol.wait must come before any load or store."""
-    from hostir.host.lower import KernelLaunch
+    from hostir.codegen import KernelOptions
+    pdl = KernelOptions.from_config().pdl
     fd = rotation_fusion()
     fd.execute([torch.randn(64)])
-    launch = [s.target for s in fd._cache.last_plan.program.body if hasattr(s.target, "kernel")][0]
-    for compiled, _ in (launch.variant(1, "long long"), launch.variant(launch.vec, "int")):
-        src = compiled.source
-        assert compiled.pdl == KernelLaunch.PDL
-        if not KernelLaunch.PDL:
+    for variant in kernel_steps(fd)[0].spec.typical_variants():
+        src = variant.source
+        assert variant.options.pdl == pdl
+        if not pdl:
             assert "griddepcontrol" not in src
             continue
         body = src[src.index(") {"):]  # past the parameter list
@@ -369,7 +373,7 @@ def test_direct_path_runs_new_data_scalars_and_empty_tensors():
             torch.testing.assert_close(got[0], a * sv + c.float())
             torch.testing.assert_close(got[1], -a)
             outs.append(got)
-    hits = [h for h in fd._cache._fast.values() if h.direct is not None]
+    hits = [h for h in fd._cache.bound.values() if h.direct is not None]
     assert len(hits) >= 3
     # outputs are fresh tensors each call (no buffer shared between calls)
     ptrs = [o[0].data_ptr() for o in outs if o[0].numel()]
@@ -388,16 +392,15 @@ def test_direct_path_runs_two_kernels_in_order():
         a_ref = torch.sin(q * 2.0)
         torch.testing.assert_close(got_a, a_ref)
         torch.testing.assert_close(got, torch.exp(p + a_ref) + 1.0)
-    kernels = [s for s in fd._cache.last_plan.program.body if hasattr(s, "target")]
-    assert len(kernels) == 2
-    assert all(h.direct is not None for h in fd._cache._fast.values())
+    assert len(kernel_steps(fd)) == 2
+    assert all(h.direct is not None for h in fd._cache.bound.values())
 
 
 @pytest.mark.parametrize("dtype", [DataType.BFloat16, DataType.Half, DataType.Float])
 def test_exact_cast_round_trips_fold_in_kernels(dtype):
     """x -> wider -> x is the identity and costs no conversion in the kernel;
     narrowing round trips (float -> bf16 -> float) still round."""
-    from hostir.codegen.lower import _exact_widening
+    from hostir.ir.dtypes import exact_cast
     from hostir.ir.node import Op
     wide = DataType.Double if dtype is DataType.Float else DataType.Float
     with FusionDefinition() as fd:
@@ -412,10 +415,9 @@ def test_exact_cast_round_trips_fold_in_kernels(dtype):
     ref = (a.to(torch.float64 if dtype is DataType.Float else torch.float32)
            + b.bfloat16().float().to(dtype.torch)).to(dtype.torch)
     torch.testing.assert_close(out, ref)
-    launch = [s.target for s in fd._cache.last_plan.program.body if hasattr(s.target, "kernel")][0]
-    for n in launch.kernel.order:
+    for n in kernel_steps(fd)[0].spec.plain.order:
         if n.op is Op.CAST and n.src[0].op is Op.CAST and n.src[0].src[0].dtype is n.dtype:
-            assert not _exact_widening(n.dtype, n.src[0].dtype), n
+            assert not exact_cast(n.dtype, n.src[0].dtype), n
 
 
 @pytest.mark.gpu
@@ -506,9 +508,10 @@ def test_symbolic_slice_bounds_beyond_32_bits(device, k, monkeypatch):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_many_signatures_evict_the_oldest_fast_paths(device):
-    """More input signatures than the fast-path table holds: the oldest make
-    room, recent ones keep hitting, every result is right."""
+def test_many_signatures_evict_the_least_recent_bound_plans(device):
+    """More input signatures than the cache holds bound plans for: the least
+    recently used make room, recent ones keep hitting, every result is right,
+    and the prepared launches go with their bound plan."""
     from hostir.host.cache import MAX_SIGNATURES
     with FusionDefinition() as fd:
         x = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
@@ -521,8 +524,7 @@ def test_many_signatures_evict_the_oldest_fast_paths(device):
         (out,) = fd.execute([a, sv])
         torch.testing.assert_close(out, torch.sin(a) * sv)
     cache = fd._cache
-    assert len(cache._fast) == MAX_SIGNATURES
-    tokens = [h.token for h in cache._fast.values()]
-    assert len(set(tokens)) == len(tokens)  # no token is handed out twice
-    launch = [t.target for t in cache.last_plan.program.body if hasattr(t.target, "kernel")][0]
-    assert len(launch._prepared) <= 64
+    assert len(cache.bound) == MAX_SIGNATURES
+    recent = {cache._signature([torch.empty(n, device=device), 1.0]) for n in sizes[:3]}
+    assert recent <= set(cache.bound)  # the last ones used are kept
+    assert all(len(b.prepared) == 1 for b in cache.bound.values())

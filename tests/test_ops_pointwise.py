@@ -1,4 +1,4 @@
-"""Pointwise ops of fd.ops (every entry of node.UNARY and node.BINARY, where,
+"""Pointwise ops of fd.ops (every entry of the unary and binary op tables, where,
 cast, set, clamp, lerp), the Tensor/Scalar operator overloads and type
 promotion, each compared with torch eager on random data."""
 import math
@@ -8,7 +8,8 @@ import torch
 
 from hostir import DataType, FusionDefinition
 from hostir.ir.errors import DefinitionError
-from hostir.ir.node import BINARY, UNARY, Op
+from hostir.ir.node import Op
+from hostir.ir.ops.pointwise import BINARY_TABLE as BINARY, UNARY_TABLE as UNARY
 from ops_util import (ALL, FLOATS, INTS, TORCH, UNARY_LAYOUTS, check, declare,
                       rand, relayout, run)
 
@@ -563,7 +564,7 @@ def test_scalar_binary(name, a, b):
     fn = BINARY_TABLE[name][0]
     ta, tb = _torch0(a), _torch0(b)
     # scalar arithmetic runs in Double (any float operand, or a float-valued op), else Int
-    if BINARY[Op(name)].value == "float" or any(isinstance(v, float) for v in (a, b)):
+    if BINARY[Op(name)][0].value == "float" or any(isinstance(v, float) for v in (a, b)):
         ta, tb = ta.double(), tb.double()
     elif any(type(v) is int for v in (a, b)):
         ta, tb = ta.long(), tb.long()

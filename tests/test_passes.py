@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from hostir import DataType, FusionDefinition
-from hostir.ir.fusion import verify
+from hostir.ir.verify import verify
 from hostir.ir.printer import fusion_text
 from hostir.ir.reference import evaluate
 from hostir.ir.rewrite import op_counts

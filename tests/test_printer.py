@@ -7,7 +7,7 @@ import torch
 import hostir
 import hostir.config
 from hostir import DataType, FusionDefinition
-from hostir.ir.fusion import verify
+from hostir.ir.verify import verify
 
 EXPR = re.compile(r"^  (?P<name>[TS]\d+) (?P<dtype>\w+)\[(?P<axes>.*)\] = (?P<op>\w+)\((?P<args>.*)\)$")
 

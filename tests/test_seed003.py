@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from hostir import DataType, FusionDefinition
-from hostir.ir.fusion import verify
+from hostir.ir.verify import verify
 
 
 def nvfuser_fusion_id6(fd : FusionDefinition) -> None :

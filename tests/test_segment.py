@@ -10,7 +10,7 @@ import torch
 
 from hostir import DataType, FusionDefinition
 from hostir.ir.errors import InputError
-from hostir.ir.fusion import verify
+from hostir.ir.verify import verify
 from hostir.ir.reference import evaluate
 from test_seed003 import nvfuser_fusion_id6
 

@@ -1,14 +1,15 @@
-"""CUDA C++ printer of kernel IR. The kernel takes, in order: per input a
-data pointer and one stride per dim, per output the same, the scalar
-parameters, the iteration extents and the element count; threads walk the
-iteration space with a grid-stride loop."""
+"""CUDA C++ printer of kernel IR. The kernel's parameters are its `layout`
+(kir.py: per input a data pointer and one stride per dim, per output the
+same, the scalar parameters, the iteration extents and the slot count);
+threads walk the iteration space with a grid-stride loop. Each op is spelled
+by its record's `cuda` format (ir/ops/)."""
 from __future__ import annotations
 
 import math
 
 from ..ir.dtypes import DataType
-from ..ir.node import Op
-from .kir import K, Kernel, KNode
+from ..ir.node import OPS, Op
+from .kir import K, Kernel, KNode, layout
 
 CTYPE = {
     DataType.Bool: "bool", DataType.Int32: "int", DataType.Int: "long long",
@@ -17,14 +18,6 @@ CTYPE = {
 }
 # how a scalar parameter travels (a bool goes as a 4-byte int)
 PARAM_CTYPE = {**CTYPE, DataType.Bool: "int", DataType.Half: "float", DataType.BFloat16: "float"}
-
-_INFIX = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.LT: "<", Op.LE: "<=", Op.GT: ">",
-          Op.GE: ">=", Op.EQ: "==", Op.NE: "!=", Op.LOGICAL_AND: "&&", Op.LOGICAL_OR: "||",
-          Op.BITWISE_AND: "&", Op.BITWISE_OR: "|", Op.BITWISE_XOR: "^",
-          Op.BITWISE_LEFT_SHIFT: "<<", Op.BITWISE_RIGHT_SHIFT: ">>", Op.TRUEDIV: "/"}
-_CALL = {Op.DIV: "hir_div", Op.REMAINDER: "hir_remainder", Op.FMOD: "hir_fmod",
-         Op.POW: "hir_pow", Op.ATAN2: "hir_atan2", Op.MAXIMUM: "hir_max", Op.MINIMUM: "hir_min",
-         Op.CEILDIV: "hir_ceildiv"}
 
 
 def _literal(value, dtype: DataType) -> str:
@@ -76,21 +69,7 @@ def _expr(n: KNode, name) -> str:
         return f"({a[0]} ? in{k}[{off}] : ({CTYPE[n.dtype]})0)"
     if op is Op.CAST:
         return _cast(a[0], n.src[0].dtype, n.dtype)
-    if op is Op.WHERE:
-        return f"({a[0]} ? {a[1]} : {a[2]})"
-    if op is Op.NEG:
-        return f"(-{a[0]})"
-    if op is Op.LOGICAL_NOT:
-        return f"(!{a[0]})"
-    if op is Op.BITWISE_NOT:
-        return f"(!{a[0]})" if n.dtype.is_bool else f"(~{a[0]})"
-    if op is Op.LOGICAL_XOR:
-        return f"((bool)({a[0]}) != (bool)({a[1]}))"
-    if op in _INFIX:
-        return f"({a[0]} {_INFIX[op]} {a[1]})"
-    if op in _CALL:
-        return f"{_CALL[op]}({a[0]}, {a[1]})"
-    return f"hir_{op.value}({', '.join(a)})"
+    return OPS[op].cuda.format(*a)
 
 
 VEC_TYPE = {2: "unsigned short", 4: "unsigned int", 8: "uint2", 16: "uint4"}
@@ -151,18 +130,19 @@ def vector_loads(kern: Kernel, v: int) -> set[int]:
 
 
 class _Printer:
-    def __init__(self, kern: Kernel, vec: int, idx: str, block: int = 128, streaming: bool = False,
-                 pdl: bool = False):
+    def __init__(self, kern: Kernel, name: str, vec: int, idx: str, block: int = 128,
+                 streaming: bool = False, pdl: bool = False):
         self.k = kern
+        self.name = name
         self.block = block
         self.streaming = streaming
         self.pdl = pdl
-        self.vec = vec
-        self.idx = idx
         self.n = len(kern.extent_vals)
+        self.vec = vec if self.n else 1
+        self.idx = idx
         self.inner = self.n - 1
         self.dep = _inner_deps(kern, self.inner) if self.n else set()
-        self.vloads = vector_loads(kern, vec)
+        self.vloads = vector_loads(kern, self.vec)
         self.index_nodes = _index_nodes(kern)
         self.lines: list[str] = []
         self.count = 0
@@ -201,21 +181,23 @@ class _Printer:
             self.lines.append(f"{indent}const {ctype} {var} = {text};")
             names[id(node)] = var
 
-    def source(self) -> str:
-        if self.n == 0:
-            self.vec = 1
-        k, v, idx = self.k, self.vec, self.idx
-        params = []
-        for s, t in enumerate(k.inputs):
-            params.append(f"const {CTYPE[t.dtype]}* __restrict__ in{s}")
-            params += [f"{idx} in{s}_s{d}" for d in range(t.ndim)]
-        for s, t in enumerate(k.outputs):
-            params.append(f"{CTYPE[t.dtype]}* __restrict__ out{s}")
-            params += [f"{idx} out{s}_s{d}" for d in range(t.ndim)]
-        params += [f"{PARAM_CTYPE[p.dtype]} p{s}" for s, p in enumerate(k.params)]
-        params += [f"{idx} e{d}" for d in range(self.n)]
-        params.append(f"{idx} nslots")
-        L = self.lines
+    def params(self) -> list[str]:
+        """The parameter declarations, in the kernel's layout."""
+        k, idx, out = self.k, self.idx, []
+        for slot in layout(k):
+            if slot.kind == "in":
+                out.append(f"const {CTYPE[k.inputs[slot.index].dtype]}* __restrict__ {slot.name}")
+            elif slot.kind == "out":
+                out.append(f"{CTYPE[k.outputs[slot.index].dtype]}* __restrict__ {slot.name}")
+            elif slot.kind == "param":
+                out.append(f"{PARAM_CTYPE[k.params[slot.index].dtype]} {slot.name}")
+            else:
+                out.append(f"{idx} {slot.name}")
+        return out
+
+    def loop_head(self) -> None:
+        """The grid-stride loop over slots, and each slot's first point (i0, i1, ...)."""
+        idx, L = self.idx, self.lines
         if self.pdl:  # launched early, behind the previous kernel of the stream: wait for
             # it to finish before touching memory; and let the next kernel launch early too
             L += ["#if __CUDA_ARCH__ >= 900",
@@ -225,43 +207,43 @@ class _Printer:
         L.append(f"  for ({idx} j = ({idx})blockIdx.x * blockDim.x + threadIdx.x; j < nslots; "
                  f"j += ({idx})gridDim.x * blockDim.x) {{")
         if self.n:
-            L.append(f"    {idx} rest = j * {v};")
+            L.append(f"    {idx} rest = j * {self.vec};")
             for d in reversed(range(self.n)):
                 if d == 0:
                     L.append("    const %s i0 = rest;" % idx)
                 else:
                     L.append(f"    const {idx} i{d} = rest % e{d}; rest /= e{d};")
+
+    def source(self) -> str:
+        self.loop_head()
         names: dict[int, str] = {}
-        outer = [n for n in k.order if id(n) not in self.dep]
-        self.emit_all(outer, names, f"i{self.inner}", "    ")
-        inner_nodes = [n for n in k.order if id(n) in self.dep]
-        if v == 1:
-            self.emit_all(inner_nodes, names, f"i{self.inner}", "    ")
-            for s, node, ix in k.stores:
-                off = _offset([names[id(i)] for i in ix], f"out{s}")
-                L.append(f"    out{s}[{off}] = {names[id(node)]};")
-            L.append("  }")
-            return self._wrap(params)
-        # vector loads, evaluated once per group at u = 0
-        base = dict(names)
-        needed = []
-        for node in inner_nodes:
-            if id(node) in self.vloads:
-                needed.append(node)
+        self.emit_all([n for n in self.k.order if id(n) not in self.dep], names,
+                      f"i{self.inner}", "    ")
+        inner_nodes = [n for n in self.k.order if id(n) in self.dep]
+        if self.vec == 1:
+            self.point_body(inner_nodes, names)
+        else:
+            self.vector_body(inner_nodes, names)
+        self.lines.append("  }")
+        return self.wrap()
+
+    def point_body(self, inner_nodes, names) -> None:
+        """One point per slot: compute, then store each output."""
+        self.emit_all(inner_nodes, names, f"i{self.inner}", "    ")
+        for s, node, ix in self.k.stores:
+            off = _offset([names[id(i)] for i in ix], f"out{s}")
+            self.lines.append(f"    out{s}[{off}] = {names[id(node)]};")
+
+    def vector_body(self, inner_nodes, names) -> None:
+        """`vec` points per slot: vector loads, an unrolled loop, vector stores."""
+        k, v, L = self.k, self.vec, self.lines
+        base = dict(names)  # vector loads and store offsets are evaluated once, at u = 0
+        needed = [node for node in inner_nodes if id(node) in self.vloads]
         store_ix = [i for _, _, ix in k.stores for i in ix if id(i) in self.dep]
         pre = _closure(needed, self.dep) + _closure(store_ix, self.dep) + store_ix
         self.emit_all([n for n in pre if n.op != K.LOAD], base, f"i{self.inner}", "    ")
         for node in needed:
-            t = k.inputs[node.arg]
-            size = t.dtype.itemsize * v
-            a = [base[id(s)] for s in node.src]
-            off = _offset(a[1:], f"in{node.arg}")
-            arr = self.fresh()
-            L.append(f"    {CTYPE[t.dtype]} {arr}[{v}];")
-            L.append(f"    if ({a[0]}) *reinterpret_cast<{VEC_TYPE[size]}*>({arr}) = "
-                     f"*reinterpret_cast<const {VEC_TYPE[size]}*>(in{node.arg} + {off});")
-            L.append(f"    else {{ for (int u = 0; u < {v}; ++u) {arr}[u] = ({CTYPE[t.dtype]})0; }}")
-            names[id(node)] = f"{arr}[u]"
+            names[id(node)] = self.vector_load(node, base)
         outs = []
         for s, node, ix in k.stores:
             arr = self.fresh()
@@ -269,31 +251,54 @@ class _Printer:
             outs.append(arr)
         L.append("    #pragma unroll")
         L.append(f"    for (int u = 0; u < {v}; ++u) {{")
-        L.append(f"      const {idx} ii = i{self.inner} + u;")
+        L.append(f"      const {self.idx} ii = i{self.inner} + u;")
         self.emit_all(inner_nodes, names, "ii", "      ")
         for (s, node, ix), arr in zip(k.stores, outs):
             L.append(f"      {arr}[u] = {names[id(node)]};")
         L.append("    }")
         for (s, node, ix), arr in zip(k.stores, outs):
-            t = k.outputs[s]
-            size = t.dtype.itemsize * v
-            off = _offset([base[id(i)] for i in ix], f"out{s}")
-            if self.streaming and size == 16:  # evict-first: the output is not read again soon
-                L.append(f"    {{ const uint4 w = *reinterpret_cast<const uint4*>({arr}); "
-                         f"asm volatile(\"st.global.cs.v4.u32 [%0], {{%1, %2, %3, %4}};\" :: "
-                         f"\"l\"(out{s} + {off}), \"r\"(w.x), \"r\"(w.y), \"r\"(w.z), \"r\"(w.w) : "
-                         f"\"memory\"); }}")
-            else:
-                L.append(f"    *reinterpret_cast<{VEC_TYPE[size]}*>(out{s} + {off}) = "
-                         f"*reinterpret_cast<const {VEC_TYPE[size]}*>({arr});")
-        L.append("  }")
-        return self._wrap(params)
+            self.vector_store(s, arr, _offset([base[id(i)] for i in ix], f"out{s}"))
 
-    def _wrap(self, params) -> str:
-        head = ['#include "hostir.cuh"',
-                f'extern "C" __global__ void __launch_bounds__({self.block}) {self.k.name}(',
-                "    " + ",\n    ".join(params) + ") {"]
+    def vector_load(self, node: KNode, base: dict) -> str:
+        t, v = self.k.inputs[node.arg], self.vec
+        size = t.dtype.itemsize * v
+        a = [base[id(s)] for s in node.src]
+        off = _offset(a[1:], f"in{node.arg}")
+        arr = self.fresh()
+        self.lines += [
+            f"    {CTYPE[t.dtype]} {arr}[{v}];",
+            f"    if ({a[0]}) *reinterpret_cast<{VEC_TYPE[size]}*>({arr}) = "
+            f"*reinterpret_cast<const {VEC_TYPE[size]}*>(in{node.arg} + {off});",
+            f"    else {{ for (int u = 0; u < {v}; ++u) {arr}[u] = ({CTYPE[t.dtype]})0; }}"]
+        return f"{arr}[u]"
+
+    def vector_store(self, s: int, arr: str, off: str) -> None:
+        size = self.k.outputs[s].dtype.itemsize * self.vec
+        if self.streaming and size == 16:  # evict-first: the output is not read again soon
+            self.lines.append(
+                f"    {{ const uint4 w = *reinterpret_cast<const uint4*>({arr}); "
+                f"asm volatile(\"st.global.cs.v4.u32 [%0], {{%1, %2, %3, %4}};\" :: "
+                f"\"l\"(out{s} + {off}), \"r\"(w.x), \"r\"(w.y), \"r\"(w.z), \"r\"(w.w) : "
+                f"\"memory\"); }}")
+        else:
+            self.lines.append(f"    *reinterpret_cast<{VEC_TYPE[size]}*>(out{s} + {off}) = "
+                              f"*reinterpret_cast<const {VEC_TYPE[size]}*>({arr});")
+
+    def wrap(self) -> str:
+        head = ['#include "hostir.cuh"', *_op_definitions(self.k),
+                f'extern "C" __global__ void __launch_bounds__({self.block}) {self.name}(',
+                "    " + ",\n    ".join(self.params()) + ") {"]
         return "\n".join(head + self.lines + ["}"]) + "\n"
+
+
+def _op_definitions(kern: Kernel) -> list[str]:
+    """C++ that ops used by the kernel define beyond kernels/hostir.cuh (`cuda_def`)."""
+    out = []
+    for n in kern.order:
+        d = OPS.get(n.op) if isinstance(n.op, Op) else None
+        if d is not None and d.cuda_def and d.cuda_def not in out:
+            out.append(d.cuda_def)
+    return out
 
 
 def _index_nodes(kern: Kernel) -> set[int]:
@@ -360,9 +365,10 @@ def vector_width(kern: Kernel) -> int:
 
 
 def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int = 128,
-                  streaming: bool = False, pdl: bool = False) -> str:
-    """CUDA C++ for `kern`: `vec` points per thread iteration (vector loads and
-    stores where aligned), `idx` the index type ("int" when offsets fit), `pdl`
-    for a launch with programmatic stream serialization (programmatic
-    dependent launch: the kernel waits on griddepcontrol before any access)."""
-    return _Printer(kern, vec, idx, block, streaming, pdl).source()
+                  streaming: bool = False, pdl: bool = False, name: str | None = None) -> str:
+    """CUDA C++ for `kern`, as the `extern "C"` function `name` (default: the
+    kernel's): `vec` points per thread iteration (vector loads and stores where
+    aligned), `idx` the index type ("int" when offsets fit), `pdl` for a launch
+    with programmatic stream serialization (programmatic dependent launch: the
+    kernel waits on griddepcontrol before any access)."""
+    return _Printer(kern, name or kern.name, vec, idx, block, streaming, pdl).source()

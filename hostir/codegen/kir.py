@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..ir.dtypes import DataType
+from ..ir.dtypes import DataType, coerce
 from ..ir.node import Op, Val
 
 
@@ -50,8 +50,6 @@ class Kernel:
     params: list[Val] = field(default_factory=list)       # scalar leaves (EXTENT / SCALAR_INPUT)
     extent_vals: list[Val] = field(default_factory=list)  # iteration space (scalar Vals)
     stores: list[tuple[int, KNode, tuple]] = field(default_factory=list)  # (output k, value, index)
-    lanes: tuple = (0,)  # offsets along `lane_dim` computed by each thread (shared reads)
-    lane_dim: int | None = None
     pairs: tuple = ()    # (dim, full extent) of every paired dim; the kernel iterates half of each
     order: list[KNode] = field(default_factory=list)      # every node, producers first
 
@@ -74,13 +72,7 @@ class Builder:
         return node
 
     def const(self, value, dtype: DataType) -> KNode:
-        if dtype.is_bool:
-            value = bool(value)
-        elif dtype.is_int:
-            value = int(value)
-        else:
-            value = float(value)
-        return self.mk(K.CONST, dtype, arg=value)
+        return self.mk(K.CONST, dtype, arg=coerce(value, dtype))
 
     def i(self, value: int) -> KNode:
         return self.const(value, DataType.Int)
@@ -171,3 +163,110 @@ class Builder:
         if a is b:
             return a
         return self.mk(Op.WHERE, a.dtype, (c, a, b))
+
+
+# ---------------------------------------------------------------- parameter layout
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """One kernel parameter, in launch order. `kind` is "in" or "out" (a
+    tensor's data pointer), "in_stride" or "out_stride" (one of its strides),
+    "param" (a scalar parameter), "extent" (an iteration extent) or "count"
+    (iteration slots); `index` names the tensor, parameter or dim; `name` is
+    the parameter's name in the CUDA source."""
+
+    kind: str
+    index: int
+    dim: int
+    name: str
+
+
+def layout(kern: Kernel) -> tuple[Slot, ...]:
+    """The one definition of a kernel's parameters: the CUDA printer declares
+    them in this order and the launchers (CUDA and the interpreter) pack them so."""
+    slots = []
+    for kind, tensors in (("in", kern.inputs), ("out", kern.outputs)):
+        for s, t in enumerate(tensors):
+            slots.append(Slot(kind, s, 0, f"{kind}{s}"))
+            slots += [Slot(f"{kind}_stride", s, d, f"{kind}{s}_s{d}") for d in range(t.ndim)]
+    slots += [Slot("param", s, 0, f"p{s}") for s in range(len(kern.params))]
+    slots += [Slot("extent", d, 0, f"e{d}") for d in range(len(kern.extent_vals))]
+    slots.append(Slot("count", 0, 0, "nslots"))
+    return tuple(slots)
+
+
+def pack(slots, ins, outs, params, extents, count, pointer) -> list:
+    """Argument values in `slots` order; `pointer(t)` is what a tensor passes as
+    (its address on CUDA, the tensor itself in the interpreter)."""
+    tensors = {"in": ins, "out": outs}
+    values = []
+    for s in slots:
+        kind = s.kind
+        if kind in ("in", "out"):
+            values.append(pointer(tensors[kind][s.index]))
+        elif kind == "in_stride" or kind == "out_stride":
+            values.append(tensors[kind[:-7]][s.index].stride(s.dim))
+        elif kind == "param":
+            values.append(params[s.index])
+        elif kind == "extent":
+            values.append(extents[s.index])
+        else:
+            values.append(count)
+    return values
+
+
+# ---------------------------------------------------------------- verifier and printer
+
+class KernelVerificationError(AssertionError):
+    pass
+
+
+def verify_kernel(kern: Kernel) -> None:
+    """Kernel IR checks: producers before uses, loads and parameters in range of
+    the kernel's tensors and scalars, index dims in range of the iteration
+    space, every output stored with one index per dim."""
+    n = len(kern.extent_vals)
+    seen: set[int] = set()
+
+    def fail(msg):
+        raise KernelVerificationError(f"malformed kernel {kern.name}: {msg}")
+    for node in kern.order:
+        if any(id(s) not in seen for s in node.src):
+            fail(f"{node!r} uses a node defined after it")
+        seen.add(id(node))
+        if node.op == K.INDEX and not 0 <= node.arg < n:
+            fail(f"index of dim {node.arg}, but the kernel iterates over {n} dims")
+        if node.op == K.PARAM and not 0 <= node.arg < len(kern.params):
+            fail(f"parameter {node.arg} of {len(kern.params)}")
+        if node.op == K.LOAD:
+            if not 0 <= node.arg < len(kern.inputs):
+                fail(f"load of input {node.arg} of {len(kern.inputs)}")
+            t = kern.inputs[node.arg]
+            if len(node.src) != 1 + t.ndim or node.dtype is not t.dtype:
+                fail(f"load of input {node.arg} ({t.dtype.short}, {t.ndim} dims) with "
+                     f"{len(node.src) - 1} indices as {node.dtype.short}")
+    stored = set()
+    for slot, value, ix in kern.stores:
+        if not 0 <= slot < len(kern.outputs) or len(ix) != kern.outputs[slot].ndim:
+            fail(f"store to output {slot} with {len(ix)} indices")
+        if any(id(x) not in seen for x in (value, *ix)):
+            fail(f"store to output {slot} of a value not in the kernel's order")
+        stored.add(slot)
+    if stored != set(range(len(kern.outputs))):
+        fail(f"outputs {sorted(set(range(len(kern.outputs))) - stored)} are never stored")
+
+
+def kernel_text(kern: Kernel) -> str:
+    """Kernel IR as SSA lines, for dumps and debugging."""
+    names: dict[int, str] = {}
+    lines = [f"kernel {kern.name}: {len(kern.inputs)} inputs, {len(kern.outputs)} outputs, "
+             f"{len(kern.extent_vals)} dims" + (f", paired {list(kern.pairs)}" if kern.pairs else "")]
+    for k, node in enumerate(kern.order):
+        names[id(node)] = f"%{k}"
+        op = node.op if isinstance(node.op, str) else node.op.value
+        args = ", ".join(names[id(s)] for s in node.src)
+        arg = "" if node.arg is None else f" [{node.arg}]"
+        lines.append(f"  %{k} {node.dtype.short} = {op}{arg}({args})")
+    for slot, value, ix in kern.stores:
+        lines.append(f"  out{slot}[{', '.join(names[id(i)] for i in ix)}] = {names[id(value)]}")
+    return "\n".join(lines)

@@ -10,14 +10,16 @@ from .. import config
 from ..ir import scalar as S
 from ..ir.dtypes import DataType
 from ..ir.errors import DefinitionError, ExecutionError, InputError
+from ..ir.env import bind_inputs
 from ..ir.fusion import TensorInputArg
 from ..ir.inputs import check_scalar
 from ..ir.node import Axis, AxisKind, Op, Val, const
-from ..ir.reference import Env
-from ..ir.scalar import coerce
 from . import ir as H
+from .collectives import world
+from .context import RunContext
 from .evaluator import Compiler, compile_scalar, run_block
 from .graphs import GraphCache, graph_key
+from .verify import verify_program
 
 _ids = itertools.count()
 
@@ -42,15 +44,15 @@ def _scalar_arg(x, what: str) -> Val:
 
 
 class _FusionLaunch:
-    """A FusionDefinition as a launch target: its own plan cache per inputs."""
+    """A FusionDefinition as a launch target: it plans and caches per inputs itself."""
 
     def __init__(self, fd, name: str):
         self.fd = fd
         self.name = name
-        self.fusion = fd._ensure_defined()
+        self.fusion = fd.ir()
 
-    def launch(self, env: Env, args: list, out=None) -> list:
-        return self.fd._cache.execute(args, env.device, out)
+    def launch(self, ctx, args: list, out=None) -> list:
+        return self.fd.execute(args, device=ctx.device, out=out)
 
 
 class HostProgram:
@@ -210,7 +212,7 @@ class HostProgram:
     def launch(self, fusion, inputs, outputs=None) -> list[Val]:
         """Run a FusionDefinition on `inputs` (tensors and scalars of this program).
         With `outputs`, results are written into those buffers (views allowed)."""
-        if not hasattr(fusion, "_ensure_defined"):
+        if not hasattr(fusion, "fusion_ir"):
             raise DefinitionError(f"launch: expected a FusionDefinition, got {type(fusion).__name__}")
         target = self._launch_names.get(id(fusion))
         if target is None:
@@ -323,6 +325,9 @@ class HostProgram:
         graph replay (see hostir.host.graphs; HOSTIR_DISABLE=cuda_graphs)."""
         if self._compiled is None:
             self._program = self.ir()
+            # a hand-written program is checked once: a value used outside where it is
+            # defined is its author's error, named before anything runs
+            verify_program(self._program, (self._world, self._rank), DefinitionError)
             self._compiled = Compiler().block(self._program.body)
             if not config.disabled("cuda_graphs"):
                 self._graphs = GraphCache(self._program.body)
@@ -340,37 +345,30 @@ class HostProgram:
                 env = self._bind(inputs, device)  # the capture failed: run it eagerly
         return self._run(env)
 
-    def _bind(self, inputs, device) -> Env:
+    def _bind(self, inputs, device) -> RunContext:
         prog = self._program
         if len(inputs) != len(prog.inputs):
             raise InputError(f"HostProgram: expected {len(prog.inputs)} inputs, got {len(inputs)}")
         dev = torch.device(device) if device is not None else None
-        for v, a in zip(prog.inputs, inputs):
+        for i, (v, a) in enumerate(zip(prog.inputs, inputs)):
             if v.op is Op.TENSOR_INPUT:
                 if not isinstance(a, torch.Tensor) or a.dtype != v.dtype.torch or a.ndim != v.ndim:
                     raise InputError(f"HostProgram input {v!r}: expected {v.dtype.short} tensor with "
                                      f"{v.ndim} dims, got {a!r:.60}")
+                for d, ax in enumerate(v.axes):
+                    if ax.extent.op is Op.CONST and a.shape[d] != ax.extent.arg:
+                        raise InputError(f"HostProgram input {v!r}: dim {d} must be {ax.extent.arg}, "
+                                         f"got {a.shape[d]}")
                 dev = dev or a.device
-        env = Env(dev or torch.device("cpu"))
-        from .collectives import world
+            else:
+                check_scalar(i, v, a)
+        env = bind_inputs(prog.inputs, inputs, RunContext(dev or torch.device("cpu")))
         _, size, rank = world()
         env[self._world] = size
         env[self._rank] = rank
-        for i, (v, a) in enumerate(zip(prog.inputs, inputs)):
-            if v.op is Op.TENSOR_INPUT:
-                env[v] = a
-                for d, ax in enumerate(v.axes):
-                    if ax.extent.op is Op.EXTENT:
-                        env[ax.extent] = a.shape[d]
-                    elif a.shape[d] != ax.extent.arg:
-                        raise InputError(f"HostProgram input {v!r}: dim {d} must be {ax.extent.arg}, "
-                                         f"got {a.shape[d]}")
-            else:
-                check_scalar(i, v, a)
-                env[v] = coerce(a.item() if isinstance(a, torch.Tensor) else a, v.dtype)
         return env
 
-    def _run(self, env: Env) -> list[torch.Tensor]:
+    def _run(self, env: RunContext) -> list[torch.Tensor]:
         run_block(self._compiled, env)
         try:
             return [env[o] for o in self._program.outputs]

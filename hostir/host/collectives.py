@@ -23,13 +23,14 @@ def _key(s):
     return ("comm", id(s))
 
 
-def start_collective(s, env) -> None:
+def start_collective(s, env, peer=None, recv_shape=None) -> None:
+    """Start collective `s` (a host-IR Communication) in `env`; `peer` is its
+    evaluated root or peer rank, `recv_shape` a recv's evaluated output shape."""
     dist, size, rank = world()
     x = env[s.input] if s.input is not None else None
     out = None
     if s.kind == "recv":
-        out = torch.empty([a for a in _shape(s.output, env)], dtype=s.output.dtype.torch,
-                          device=env.device)
+        out = torch.empty(recv_shape, dtype=s.output.dtype.torch, device=env.device)
     if s.op not in _REDUCE:
         raise ExecutionError(f"{s.kind}: unknown reduction op {s.op!r}; expected one of {sorted(_REDUCE)}")
     if dist is None:
@@ -42,10 +43,6 @@ def start_collective(s, env) -> None:
         return
     op = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN,
           "avg": dist.ReduceOp.AVG, "product": dist.ReduceOp.PRODUCT}[s.op]
-    peer = None
-    if s.peer is not None:
-        from .evaluator import compile_scalar
-        peer = compile_scalar(s.peer)(env)
     if s.kind == "allgather":
         parts = [torch.empty_like(x) for _ in range(size)]
         work = dist.all_gather(parts, x.contiguous(), async_op=True)
@@ -75,11 +72,6 @@ def start_collective(s, env) -> None:
         env[_key(s)] = (work, lambda: torch.cat(parts_out, dim=s.dim))
     else:
         raise ExecutionError(f"unknown collective {s.kind!r}")
-
-
-def _shape(v, env):
-    from .evaluator import compile_scalar
-    return [compile_scalar(a.extent)(env) for a in v.logical]
 
 
 def wait_collective(s, env) -> None:

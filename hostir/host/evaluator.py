@@ -1,5 +1,5 @@
-"""Runs host IR. A program is compiled once into Python closures over an
-environment dict (Val -> value); scalar expressions are compiled too and
+"""Runs host IR. A program is compiled once into Python closures over a
+RunContext (Val -> value); scalar expressions are compiled too and
 re-evaluated on every use, so a value that depends on a loop index is never
 stale (seed 001's host-loop bug cannot happen: nothing is memoized across
 iterations). Each launch looks its plan up by the current inputs.
@@ -11,16 +11,18 @@ from typing import Callable
 import torch
 
 from .. import config
-from ..ir.errors import ExecutionError, UnsupportedError
+from ..ir.errors import ExecutionError
 from ..ir.node import Op, Val
-from ..ir.reference import Env
 from ..ir.scalar import apply_scalar
 from . import ir as H
+from .collectives import start_collective, wait_collective
+from .context import RunContext
+from .streams import StreamPool
 
-Closure = Callable[[Env], None]
+Closure = Callable[[RunContext], None]
 
 
-def compile_scalar(v) -> Callable[[Env], object]:
+def compile_scalar(v) -> Callable[[RunContext], object]:
     """A closure computing scalar `v` from the leaves bound in env."""
     if not isinstance(v, Val):
         return lambda env, c=v: c
@@ -47,8 +49,7 @@ def _shape(v: Val):
 
 
 class Compiler:
-    """Turns statements into closures over an Env (which carries `.pool`, the
-    program's StreamPool)."""
+    """Turns statements into closures over a RunContext."""
 
     def block(self, stmts) -> Closure:
         closures = [self.stmt(s) for s in stmts]
@@ -105,31 +106,24 @@ class Compiler:
         target, outs, into = s.target, s.outputs, s.into
         getters = [(lambda env, v=v: env[v]) if v.is_tensor else compile_scalar(v) for v in s.inputs]
 
-        needs_args = getattr(target, "needs_args", True)
-        writes_into = hasattr(target, "fd")  # a fusion launch takes output buffers
-
         def run(env):
             pool = env.pool
-            args = [g(env) for g in getters] if needs_args or pool.current else ()
+            args = [g(env) for g in getters]
             if pool.current:
                 pool.record_inputs(args)
-            if into and writes_into:
-                results = target.launch(env, args, [env[o] for o in outs])
-            else:
-                results = target.launch(env, args)
-            if into:
-                for o, r in zip(outs, results):
-                    buf = env[o]
-                    if r is buf:  # the kernel wrote straight into the buffer
-                        continue
-                    if buf.shape != r.shape:
-                        raise ExecutionError(
-                            f"launch {target.name}: result has shape {list(r.shape)} but the "
-                            f"output buffer {o!r} has shape {list(buf.shape)}")
-                    buf.copy_(r)
-            else:
-                for o, r in zip(outs, results):
+            if not into:
+                for o, r in zip(outs, target.launch(env, args)):
                     env[o] = r
+                return
+            bufs = [env[o] for o in outs]
+            for o, buf, r in zip(outs, bufs, target.launch(env, args, bufs)):
+                if r is buf:  # the kernel wrote straight into the buffer
+                    continue
+                if buf.shape != r.shape:
+                    raise ExecutionError(
+                        f"launch {target.name}: result has shape {list(r.shape)} but the "
+                        f"output buffer {o!r} has shape {list(buf.shape)}")
+                buf.copy_(r)
         return run
 
     def _Select(self, s: H.Select) -> Closure:
@@ -171,15 +165,12 @@ class Compiler:
         return run
 
     def _Communication(self, s: H.Communication) -> Closure:
-        from .collectives import start_collective
-        return lambda env: start_collective(s, env)
+        peer = compile_scalar(s.peer) if s.peer is not None else (lambda env: None)
+        shape = _shape(s.output) if s.kind == "recv" else (lambda env: None)
+        return lambda env: start_collective(s, env, peer(env), shape(env))
 
     def _Wait(self, s: H.Wait) -> Closure:
-        from .collectives import wait_collective
         return lambda env: wait_collective(s.comm, env)
-
-    def _AddOutput(self, s: H.AddOutput) -> Closure:
-        raise UnsupportedError("AddOutput is a builder-level statement")
 
 
 def _range_name(s) -> str:
@@ -204,9 +195,8 @@ def _nvtx_range(name: str, run: Closure) -> Closure:
     return ranged
 
 
-def run_block(run: Closure, env: Env) -> None:
+def run_block(run: Closure, env: RunContext) -> None:
     """Run compiled statements with a fresh stream pool; end on the main stream."""
-    from .streams import StreamPool
     env.pool = StreamPool(env.device)
     try:
         run(env)

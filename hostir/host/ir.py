@@ -48,7 +48,7 @@ class Synchronize(Stmt):
 
 @dataclass(frozen=True, slots=True, eq=False)
 class LaunchKernel(Stmt):
-    target: Any          # a Launchable: .name, .launch(env, args) -> list of tensors
+    target: Any          # .name, .launch(ctx, args, out) -> list of tensors (host/steps.py)
     inputs: tuple        # tensor and scalar Vals
     outputs: tuple       # tensor Vals the launch defines (or writes into, see `into`)
     into: bool = False   # outputs are existing buffers (views) the results are written to
@@ -100,11 +100,6 @@ class ShardByStream(Stmt):
     num_streams: Val
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class AddOutput(Stmt):
-    tensor: Val
-
-
 @dataclass(frozen=True, eq=False)
 class HostIR:
     inputs: tuple
@@ -151,9 +146,7 @@ def stmt_lines(stmt: Stmt, namer: Namer, indent: str) -> list[str]:
             extra.append(f"op={stmt.op}")
         if stmt.peer is not None:
             extra.append(f"{'root' if stmt.kind == 'broadcast' else 'peer'}={_s(stmt.peer, n)}")
-        args = ", ".join([n(stmt.input)] if stmt.input is not None else [] + extra)
-        if stmt.input is not None and extra:
-            args = ", ".join([n(stmt.input)] + extra)
+        args = ", ".join(([n(stmt.input)] if stmt.input is not None else []) + extra)
         lhs = f"{n(stmt.output)} {type_text(stmt.output, n)} = " if stmt.output is not None else ""
         return [f"{indent}{lhs}start {stmt.kind}({args})"]
     if isinstance(stmt, Wait):
@@ -168,8 +161,6 @@ def stmt_lines(stmt: Stmt, namer: Namer, indent: str) -> list[str]:
     if isinstance(stmt, ShardByStream):
         return [f"{indent}{n(stmt.out)} {type_text(stmt.out, n)} = shard_by_stream({n(stmt.src)}, "
                 f"dim={stmt.dim}, stream={_s(stmt.stream_index, n)}, of={_s(stmt.num_streams, n)})"]
-    if isinstance(stmt, AddOutput):
-        return [f"{indent}output {n(stmt.tensor)}"]
     raise TypeError(f"unknown host statement {stmt!r}")
 
 

@@ -17,9 +17,9 @@ class StreamPool:
         self.streams = None  # made on the first stream switch; most programs never switch
 
     @property
-    def handle(self) -> int:
-        """Raw handle of the stream launches go to now."""
-        if self._handle is None:
+    def handle(self) -> int | None:
+        """Raw handle of the stream launches go to now (None on CPU)."""
+        if self._handle is None and self.active:
             self._handle = current_stream_handle(self.device)
         return self._handle
 

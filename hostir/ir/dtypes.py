@@ -141,9 +141,30 @@ def _combine(higher: DataType | None, lower: DataType | None) -> DataType | None
     return higher
 
 
-def float_of(dtype: DataType) -> DataType:
-    """Integers and bools become Float for transcendental ops (torch's int-to-float)."""
-    return dtype if dtype.is_float else DataType.Float
+def coerce(value, dtype: DataType):
+    """A Python value converted to the Python type that represents `dtype`."""
+    if dtype.is_bool:
+        return bool(value)
+    if dtype.is_int:
+        return int(value)
+    return float(value)
+
+
+_EXACT = {
+    DataType.Bool: frozenset(DataType) - {DataType.Null},
+    DataType.Int32: frozenset({DataType.Int32, DataType.Int, DataType.Double}),
+    DataType.Int: frozenset({DataType.Int}),
+    DataType.Half: frozenset({DataType.Half, DataType.Float, DataType.Double}),
+    DataType.BFloat16: frozenset({DataType.BFloat16, DataType.Float, DataType.Double}),
+    DataType.Float: frozenset({DataType.Float, DataType.Double}),
+    DataType.Double: frozenset({DataType.Double}),
+}
+
+
+def exact_cast(src: DataType, dst: DataType) -> bool:
+    """Every value of `src` is represented exactly in `dst` (so src -> dst -> src
+    is the identity: bf16 -> float -> bf16 folds, float -> bf16 -> float does not)."""
+    return dst in _EXACT.get(src, ())
 
 
 def compute_dtype(dtype: DataType) -> DataType:

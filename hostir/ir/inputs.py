@@ -33,22 +33,33 @@ def strides_for(shape, stride_order) -> list[int]:
     return strides
 
 
+def dense_dims(shape, strides, order) -> list[tuple[bool | None, int]]:
+    """Per dim: (is its stride the dense one, that dense stride), walking `order`
+    (outermost first) from the innermost dim; size-1 dims get None and do not count."""
+    out: list = [(None, 0)] * len(shape)
+    expected = 1
+    for d in reversed(order):
+        if shape[d] == 1:
+            out[d] = (None, expected)
+            continue
+        out[d] = (strides[d] == expected, expected)
+        expected = strides[d] * shape[d]
+    return out
+
+
 def _check_layout(label: str, t: torch.Tensor, arg) -> None:
     if t.numel() == 0:
         return
     order = allocation_order(t.ndim, arg.stride_order)
-    expected = 1
-    for d in reversed(order):
-        size, stride = t.shape[d], t.stride(d)
-        if size == 1 or arg.contiguity[d] is None:
-            continue
-        if arg.contiguity[d] and stride != expected:
+    dense = dense_dims(t.shape, t.stride(), order)
+    for d in reversed(order):  # the innermost violation first
+        flag, expected = dense[d]
+        if arg.contiguity[d] and flag is False:
             raise InputError(
                 f"{label}: dim {d} is declared contiguous (contiguity={list(arg.contiguity)}"
                 f"{', stride_order=' + str(list(arg.stride_order)) if arg.stride_order else ''}) "
                 f"and needs stride {expected}, but the tensor has strides {list(t.stride())} "
                 f"for shape {list(t.shape)}")
-        expected = stride * size
     if arg.stride_order is not None:
         strides = [t.stride(d) for d in order if t.shape[d] != 1]
         if any(a < b for a, b in zip(strides, strides[1:])):

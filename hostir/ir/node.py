@@ -1,16 +1,21 @@
-"""The one node type of the fusion IR.
+"""The one node type of the fusion IR, its op enum, and the op records.
 
 A `Val` is a scalar or a tensor, defined by an `Op` applied to source `Val`s.
 Symbolic extents are `Val`s of the same graph (scalar expressions of input
 sizes and scalar inputs). Nodes are frozen; identity is node identity.
+
+Everything hostir knows about an op sits in one `OpDef` record, registered in
+`OPS` by the module of `ir/ops/` that defines the op (its constructor, shape
+rule, reference evaluation, printing, index map and CUDA spelling are all
+there). The rest of hostir asks the record; nothing else switches on ops.
 """
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Callable
 
-from .dtypes import DataType
+from .dtypes import DataType, coerce, python_scalar_dtype
 
 
 class Op(enum.Enum):
@@ -50,16 +55,26 @@ class Op(enum.Enum):
     SLICE = "slice"              # src=(t, *starts, *stops), arg=tuple[int] steps
     PAD = "pad"                  # src=(t, value, *(left, right) per dim from dim 0)
     CAT = "cat"                  # src=tensors, arg=dim
-    # reductions: arg=tuple of reduced dims (of the input's logical dims)
-    SUM = "sum"; MAX = "max"; MIN = "min"
-    VAR = "var"                  # arg=(dims, correction)
-    MEAN = "mean"
+    # reductions: arg=ReductionArg (reduced dims of the input's logical dims)
+    SUM = "sum"; MAX = "max"; MIN = "min"; VAR = "var"; MEAN = "mean"
     # matmul family (reduction axis K last in the output's domain)
     MATMUL = "matmul"
     LINEAR = "linear"            # src=(a, w) or (a, w, bias)
     # factories
     FULL = "full"                # src=(fill, *extents)
     IOTA = "iota"                # src=(length, start, step)
+
+
+class Family(enum.Enum):
+    """What an op is, for the stages that treat ops by kind."""
+
+    LEAF = "leaf"
+    POINTWISE = "pointwise"      # elementwise on tensors or scalars
+    VIEW = "view"                # reindexes its input (broadcast, squeeze, permute, ...)
+    RESIZE = "resize"            # slice, pad, cat: bounds concretization may specialize
+    REDUCTION = "reduction"
+    MATMUL = "matmul"
+    FACTORY = "factory"          # makes a tensor from scalars
 
 
 class Kind(enum.Enum):
@@ -71,32 +86,68 @@ class Kind(enum.Enum):
     INTEGRAL = "integral"  # operands must be Int/Bool, result promoted
 
 
-UNARY: dict[Op, Kind] = {
-    Op.NEG: Kind.KEEP, Op.ABS: Kind.KEEP, Op.RELU: Kind.KEEP, Op.SIGN: Kind.KEEP,
-    Op.FLOOR: Kind.KEEP, Op.CEIL: Kind.KEEP, Op.ROUND: Kind.KEEP, Op.TRUNC: Kind.KEEP,
-    Op.EXP: Kind.FLOAT, Op.EXP2: Kind.FLOAT, Op.EXPM1: Kind.FLOAT, Op.LOG: Kind.FLOAT,
-    Op.LOG2: Kind.FLOAT, Op.LOG10: Kind.FLOAT, Op.LOG1P: Kind.FLOAT, Op.SQRT: Kind.FLOAT,
-    Op.RSQRT: Kind.FLOAT, Op.RECIPROCAL: Kind.FLOAT, Op.TANH: Kind.FLOAT,
-    Op.SIGMOID: Kind.FLOAT, Op.SIN: Kind.FLOAT, Op.COS: Kind.FLOAT, Op.TAN: Kind.FLOAT,
-    Op.ASIN: Kind.FLOAT, Op.ACOS: Kind.FLOAT, Op.ATAN: Kind.FLOAT, Op.SINH: Kind.FLOAT,
-    Op.COSH: Kind.FLOAT, Op.ERF: Kind.FLOAT, Op.ERFC: Kind.FLOAT,
-    Op.ISNAN: Kind.BOOL, Op.ISINF: Kind.BOOL, Op.ISFINITE: Kind.BOOL,
-    Op.LOGICAL_NOT: Kind.BOOL, Op.BITWISE_NOT: Kind.INTEGRAL,
-}
-BINARY: dict[Op, Kind] = {
-    Op.ADD: Kind.KEEP, Op.SUB: Kind.KEEP, Op.MUL: Kind.KEEP, Op.DIV: Kind.KEEP,
-    Op.TRUEDIV: Kind.FLOAT, Op.FMOD: Kind.KEEP, Op.REMAINDER: Kind.KEEP, Op.POW: Kind.KEEP,
-    Op.ATAN2: Kind.FLOAT, Op.MAXIMUM: Kind.KEEP, Op.MINIMUM: Kind.KEEP,
-    Op.CEILDIV: Kind.INTEGRAL,
-    Op.LT: Kind.BOOL, Op.LE: Kind.BOOL, Op.GT: Kind.BOOL, Op.GE: Kind.BOOL,
-    Op.EQ: Kind.BOOL, Op.NE: Kind.BOOL,
-    Op.LOGICAL_AND: Kind.BOOL, Op.LOGICAL_OR: Kind.BOOL, Op.LOGICAL_XOR: Kind.BOOL,
-    Op.BITWISE_AND: Kind.INTEGRAL, Op.BITWISE_OR: Kind.INTEGRAL,
-    Op.BITWISE_XOR: Kind.INTEGRAL, Op.BITWISE_LEFT_SHIFT: Kind.INTEGRAL,
-    Op.BITWISE_RIGHT_SHIFT: Kind.INTEGRAL,
-}
-POINTWISE = frozenset(UNARY) | frozenset(BINARY) | {Op.WHERE, Op.CAST, Op.SET}
-REDUCTIONS = frozenset({Op.SUM, Op.MAX, Op.MIN, Op.VAR, Op.MEAN})
+@dataclass(frozen=True, slots=True)
+class OpDef:
+    """One op's rules. `build` is the constructor with the frontend's arguments
+    (checks them, names the op and operands in errors; None for ops only made
+    by other constructors). The other callables take the node `v` first:
+
+    - `rebuild(v, src)`: `v`'s op applied to new, normalized sources (the
+      shape and dtype rule; passes and the verifier re-derive types with it)
+    - `reference(v, args, env)`: the value, with torch (`args`: the values of
+      `v.src`, tensors or Python numbers; `env` evaluates scalars)
+    - `text(v, namer)`: the printed call, `op(args)` when None
+    - `kernel(v, ix, pred, L)`: the value at iteration index `ix` of `v`'s
+      logical dims, built with the kernel lowering `L` (codegen/lower.py);
+      None when generated kernels do not compute this op
+    - `view(v, t, env)`: `t` viewed as `v` without a copy (view ops only;
+      raises RuntimeError where the layout does not allow it)
+    - `identity(v)`: does `v` return its first source unchanged?
+    - `bounds(v)`: scalar sources that concretization may compile in
+    - `check(v)`: None, or a function of an Env that raises ExecutionError
+      when the run-time extents disagree (checks symbolic shapes per call)
+
+    Pointwise ops also carry `kind` (type rule), `py` (evaluation on Python
+    numbers), `torch` (on tensors), `cuda` (a format string over operand
+    texts, e.g. "hir_exp({0})") and `sym` (how printed scalar expressions spell
+    it: an infix symbol such as "+", a call name such as "min", or a function of
+    the result's dtype giving one);
+    `cuda_def` is C++ the kernel source needs for `cuda` beyond kernels/hostir.cuh.
+    """
+
+    op: Op
+    family: Family
+    arity: tuple[int, int | None] = (1, 1)   # (min, max) sources; max None: any number
+    build: Callable | None = None
+    rebuild: Callable | None = None
+    reference: Callable | None = None
+    text: Callable | None = None
+    kernel: Callable | None = None
+    view: Callable | None = None
+    identity: Callable | None = None
+    bounds: Callable | None = None
+    check: Callable | None = None
+    kind: Kind | None = None
+    py: Callable | None = None
+    torch: Callable | None = None
+    cuda: str | None = None
+    cuda_def: str | None = None
+    sym: str | Callable | None = None
+
+    @property
+    def name(self) -> str:
+        return self.op.value
+
+
+OPS: dict[Op, OpDef] = {}
+
+
+def define(record: OpDef) -> OpDef:
+    """Register an op's record (once per op)."""
+    if record.op in OPS:
+        raise AssertionError(f"op {record.op} is defined twice")
+    OPS[record.op] = record
+    return record
 
 
 class AxisKind(enum.Enum):
@@ -128,7 +179,11 @@ class Axis:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Val:
-    """A scalar (axes is None) or a tensor (axes is a tuple of Axis)."""
+    """A scalar (axes is None) or a tensor (axes is a tuple of Axis).
+
+    `refined` lists logical dims that concretization found to be of extent 1
+    at run time: its op rule gives them as iteration axes, the node holds them
+    as broadcasts (see `refine`)."""
 
     op: Op
     dtype: DataType
@@ -136,6 +191,7 @@ class Val:
     arg: Any = None
     axes: tuple[Axis, ...] | None = None
     name: str | None = field(default=None)
+    refined: tuple[int, ...] = ()
 
     @property
     def is_tensor(self) -> bool:
@@ -152,22 +208,26 @@ class Val:
 
     @property
     def ndim(self) -> int:
-        return len(self.logical)
+        return sum(1 for a in self.axes if a.kind is not AxisKind.REDUCE)
 
     @property
     def const(self):
         """The Python value of a constant scalar, else None."""
         return self.arg if self.op is Op.CONST else None
 
+    @property
+    def opdef(self) -> OpDef:
+        return OPS[self.op]
+
     def renamed(self, name: str | None) -> "Val":
         return replace(self, name=name)
 
-    # Scalar arithmetic builds symbolic expressions (host loop bounds, slice bounds).
-    def _scalar(self, op: "Op", *others) -> "Val":
-        from .scalar import scalar_op
-        if self.axes is not None or any(isinstance(o, Val) and o.axes is not None for o in others):
+    # Scalar arithmetic builds symbolic expressions (host loop bounds, slice bounds)
+    # through the ops' own constructors, which fold constants.
+    def _scalar(self, op: Op, *operands) -> "Val":
+        if any(isinstance(o, Val) and o.axes is not None for o in operands):
             raise TypeError("arithmetic operators on Vals are for scalars; use fd.ops for tensors")
-        return scalar_op(op, *others)
+        return OPS[op].build(*operands)
 
     def __add__(self, o): return self._scalar(Op.ADD, self, o)
     def __radd__(self, o): return self._scalar(Op.ADD, o, self)
@@ -192,12 +252,29 @@ class Val:
 
 
 def const(value, dtype: DataType | None = None) -> Val:
-    from .dtypes import python_scalar_dtype
     dtype = dtype or python_scalar_dtype(value)
-    if dtype.is_bool:
-        value = bool(value)
-    elif dtype.is_int:
-        value = int(value)
-    else:
-        value = float(value)
-    return Val(Op.CONST, dtype, arg=value)
+    return Val(Op.CONST, dtype, arg=coerce(value, dtype))
+
+
+ONE = const(1)
+ZERO = const(0)
+
+
+def refine(v: Val, dims) -> Val:
+    """`v` with logical dims `dims` made broadcasts of extent 1: concretization's
+    one change of a node's type, recorded in `v.refined` so that the op rule
+    (`rebuild`) and the verifier re-derive it."""
+    dims = tuple(sorted(set(v.refined) | set(dims)))
+    if not dims:
+        return v
+    logical = 0
+    axes = []
+    for ax in v.axes:
+        if ax.kind is AxisKind.REDUCE:
+            axes.append(ax)
+            continue
+        if logical in dims and ax.kind is AxisKind.ITER:
+            ax = Axis(ONE, AxisKind.BCAST)
+        axes.append(ax)
+        logical += 1
+    return replace(v, axes=tuple(axes), refined=dims)

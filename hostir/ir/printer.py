@@ -8,11 +8,7 @@ expanded to i3, `r(i1)` reduction.
 """
 from __future__ import annotations
 
-from .node import AxisKind, Op, Val
-
-_INFIX = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.DIV: "/", Op.REMAINDER: "%",
-          Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">=", Op.EQ: "==", Op.NE: "!="}
-_CALL = {Op.MINIMUM: "min", Op.MAXIMUM: "max", Op.CEILDIV: "ceilDiv"}
+from .node import OPS, AxisKind, Op, Val
 
 
 class Namer:
@@ -60,15 +56,17 @@ def scalar_text(v: Val, namer: Namer | None = None) -> str:
     namer = _namer(namer)
     if v.op is Op.CONST:
         return repr(v.arg)
-    if v.op in (Op.EXTENT, Op.SCALAR_INPUT, Op.LOOP_INDEX) or v.is_tensor:
+    if not v.src or v.is_tensor:
         return namer(v)
     args = [scalar_text(s, namer) for s in v.src]
-    if v.op in _INFIX and len(args) == 2:
-        sym = "//" if v.op is Op.DIV and not v.dtype.is_float else _INFIX[v.op]
-        return f"({args[0]} {sym} {args[1]})"
     if v.op is Op.CAST:
         return f"{v.dtype.short}({args[0]})"
-    return f"{_CALL.get(v.op, v.op.value)}({', '.join(args)})"
+    sym = OPS[v.op].sym
+    if callable(sym):
+        sym = sym(v.dtype)
+    if sym is not None and not sym.isalpha() and len(args) == 2:
+        return f"({args[0]} {sym} {args[1]})"
+    return f"{sym or v.op.value}({', '.join(args)})"
 
 
 def axis_text(ax, namer: Namer | None = None) -> str:
@@ -87,45 +85,17 @@ def type_text(v: Val, namer: Namer | None = None) -> str:
     return f"{v.dtype.short}[{', '.join(axis_text(a, namer) for a in v.axes)}]"
 
 
-def _operand(s: Val, namer: Namer) -> str:
+def operand_text(s: Val, namer: Namer) -> str:
     return namer(s) if s.is_tensor else scalar_text(s, namer)
-
-
-def _list(vals, namer) -> str:
-    return "[" + ", ".join(scalar_text(v, namer) for v in vals) + "]"
 
 
 def expr_text(v: Val, namer: Namer) -> str:
     """`name type = op(args)` for one node."""
-    op = v.op
-    src = v.src
-    if op is Op.CAST:
-        call = f"cast({_operand(src[0], namer)}, dtype={v.dtype.short})"
-    elif op is Op.BROADCAST:
-        call = f"broadcast({namer(src[0])}, is_broadcast_dim={list(v.arg)})"
-    elif op in (Op.SQUEEZE, Op.PERMUTE):
-        call = f"{op.value}({namer(src[0])}, dims={list(v.arg)})"
-    elif op in (Op.EXPAND, Op.RESHAPE):
-        call = f"{op.value}({namer(src[0])}, shape={_list(src[1:], namer)})"
-    elif op is Op.SLICE:
-        n = src[0].ndim
-        call = (f"slice({namer(src[0])}, starts={_list(src[1:1 + n], namer)}, "
-                f"stops={_list(src[1 + n:], namer)}, strides={list(v.arg)})")
-    elif op is Op.PAD:
-        w = src[2:]
-        pairs = ", ".join(f"({scalar_text(w[2 * i], namer)}, {scalar_text(w[2 * i + 1], namer)})"
-                          for i in range(len(w) // 2))
-        call = f"pad({namer(src[0])}, widths=[{pairs}], value={scalar_text(src[1], namer)})"
-    elif op is Op.CAT:
-        call = f"cat({', '.join(namer(s) for s in src)}, dim={v.arg})"
-    elif op in (Op.SUM, Op.MAX, Op.MIN, Op.MEAN):
-        call = f"{op.value}({namer(src[0])}, dims={list(v.arg)})"
-    elif op is Op.VAR:
-        call = f"var({namer(src[0])}, dims={list(v.arg[0])}, correction={v.arg[1]})"
-    elif op is Op.FULL:
-        call = f"full(shape={_list(src[1:], namer)}, fill={scalar_text(src[0], namer)})"
+    text = OPS[v.op].text
+    if text is not None:
+        call = text(v, namer)
     else:
-        call = f"{op.value}({', '.join(_operand(s, namer) for s in src)})"
+        call = f"{v.op.value}({', '.join(operand_text(s, namer) for s in v.src)})"
     return f"{namer(v)} {type_text(v, namer)} = {call}"
 
 

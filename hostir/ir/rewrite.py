@@ -5,70 +5,22 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable
 
-from . import ops as O
 from .fusion import LEAVES, Fusion, toposort
-from .node import BINARY, UNARY, Axis, AxisKind, Op, Val
+from .node import OPS, Val, refine
 
 
 def rebuild(v: Val, src: tuple[Val, ...]) -> Val:
-    """`v` recomputed from new sources: dtype and axes follow the op's rules,
-    the name is kept. Sources must have the logical shapes the op allows."""
-    op = v.op
-    if op in UNARY or op in BINARY:
-        out = O.pointwise(op, *src)
-    elif op is Op.WHERE:
-        out = O.where(*src)
-    elif op is Op.CAST:
-        out = O.cast(src[0], v.arg)
-    elif op is Op.SET:
-        out = O.set_(src[0])
-    elif op is Op.BROADCAST:
-        out = O.broadcast(src[0], v.arg)
-    elif op is Op.SQUEEZE:
-        out = O.squeeze(src[0], v.arg, squeeze_expanded=True)
-    elif op is Op.EXPAND:
-        out = O.expand(src[0], list(src[1:]))
-    elif op is Op.RESHAPE:
-        out = O.reshape(src[0], list(src[1:]))
-    elif op is Op.PERMUTE:
-        out = O.permute(src[0], v.arg)
-    elif op is Op.SLICE:
-        out = O.slice_raw(src[0], src[1:], v.arg)
-    elif op is Op.PAD:
-        out = O.pad_raw(src[0], src[1], src[2:])
-    elif op is Op.CAT:
-        out = O.cat(list(src), v.arg)
-    elif op in (Op.SUM, Op.MAX, Op.MIN, Op.MEAN, Op.VAR):
-        out = O.reduction_raw(op, src[0], v.arg)
-    elif op is Op.MATMUL:
-        out = O.matmul(*src)
-    elif op is Op.LINEAR:
-        out = O.linear(*src)
-    elif op is Op.FULL:
-        out = O.full(list(src[1:]), src[0], v.dtype)
-    elif op is Op.IOTA:
-        out = O.iota(src[0], src[1], src[2], v.dtype)
-    elif op in LEAVES:
+    """`v` recomputed from new sources by its op's rule: dtype and axes follow
+    the rule (and `v`'s concretization refinement), the name is kept. Sources
+    must have the logical shapes the op allows."""
+    if not v.src:
         return v
-    else:
-        raise AssertionError(f"rebuild: no rule for {op}")
-    if out.is_scalar or out.op is not op:
+    out = OPS[v.op].rebuild(v, src)
+    if out.is_scalar or out.op is not v.op:
         return out
-    return replace(out, name=v.name)
-
-
-def with_axis_kinds(v: Val, kinds: list[AxisKind]) -> Val:
-    """`v` with its logical axes given new kinds (a BCAST axis gets extent 1)."""
-    logical = iter(kinds)
-    axes = []
-    for ax in v.axes:
-        if ax.kind is AxisKind.REDUCE:
-            axes.append(ax)
-            continue
-        kind = next(logical)
-        axes.append(Axis(O.ONE, kind) if kind is AxisKind.BCAST and not ax.is_broadcast
-                     else Axis(ax.extent, kind))
-    return replace(v, axes=tuple(axes))
+    if v.refined:
+        out = refine(out, v.refined)
+    return replace(out, name=v.name) if out.name != v.name else out
 
 
 Rule = Callable[[Val, dict], "Val | None"]

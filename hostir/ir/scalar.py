@@ -2,85 +2,22 @@
 
 Extents, slice bounds and pad widths are scalar `Val`s; so are the scalar
 values of a user's fusion. `scalar_op` folds constants and trivial identities
-so that static shapes print as plain numbers.
+so that static shapes print as plain numbers. Each op's evaluation on Python
+numbers is its record's `py` rule (ir/ops/pointwise.py).
 """
 from __future__ import annotations
 
-import math
-import operator
-
-from .dtypes import ZERO_DIM, DataType, promote
+from .dtypes import ZERO_DIM, DataType, coerce, promote
 from .errors import ExecutionError
-from .node import BINARY, UNARY, Kind, Op, Val, const
-
-
-def _floordiv(a, b):
-    if isinstance(a, float) or isinstance(b, float):
-        return math.floor(a / b)
-    return a // b
-
-
-def _ceildiv(a, b):
-    return -((-a) // b)
-
-
-def _round_half_even(x):
-    return float(round(x))
-
-
-PY_SCALAR = {
-    Op.NEG: operator.neg, Op.ABS: abs, Op.EXP: math.exp, Op.EXP2: lambda x: 2.0 ** x,
-    Op.EXPM1: math.expm1, Op.LOG: math.log, Op.LOG2: math.log2, Op.LOG10: math.log10,
-    Op.LOG1P: math.log1p, Op.SQRT: math.sqrt, Op.RSQRT: lambda x: 1.0 / math.sqrt(x),
-    Op.RECIPROCAL: lambda x: 1.0 / x, Op.TANH: math.tanh,
-    Op.SIGMOID: lambda x: 1.0 / (1.0 + math.exp(-x)), Op.RELU: lambda x: x if x > 0 else 0 * x,
-    Op.SIN: math.sin, Op.COS: math.cos, Op.TAN: math.tan, Op.ASIN: math.asin,
-    Op.ACOS: math.acos, Op.ATAN: math.atan, Op.SINH: math.sinh, Op.COSH: math.cosh,
-    Op.ERF: math.erf, Op.ERFC: math.erfc, Op.FLOOR: math.floor, Op.CEIL: math.ceil,
-    Op.ROUND: _round_half_even, Op.TRUNC: math.trunc,
-    Op.SIGN: lambda x: (x > 0) - (x < 0), Op.ISNAN: math.isnan, Op.ISINF: math.isinf,
-    Op.ISFINITE: math.isfinite, Op.LOGICAL_NOT: operator.not_,
-    Op.BITWISE_NOT: lambda x: not x if isinstance(x, bool) else ~x,  # ~True is -2
-    Op.ADD: operator.add, Op.SUB: operator.sub, Op.MUL: operator.mul,
-    Op.DIV: None,  # depends on the result type, see _div
-    Op.TRUEDIV: operator.truediv, Op.FMOD: math.fmod, Op.REMAINDER: operator.mod,
-    Op.POW: operator.pow, Op.ATAN2: math.atan2, Op.MAXIMUM: max, Op.MINIMUM: min,
-    Op.CEILDIV: _ceildiv, Op.LT: operator.lt, Op.LE: operator.le, Op.GT: operator.gt,
-    Op.GE: operator.ge, Op.EQ: operator.eq, Op.NE: operator.ne,
-    Op.LOGICAL_AND: lambda a, b: bool(a) and bool(b),
-    Op.LOGICAL_OR: lambda a, b: bool(a) or bool(b),
-    Op.LOGICAL_XOR: lambda a, b: bool(a) != bool(b),
-    Op.BITWISE_AND: operator.and_, Op.BITWISE_OR: operator.or_,
-    Op.BITWISE_XOR: operator.xor, Op.BITWISE_LEFT_SHIFT: operator.lshift,
-    Op.BITWISE_RIGHT_SHIFT: operator.rshift,
-}
-
-
-def coerce(value, dtype: DataType):
-    """A Python value converted to the Python type that represents `dtype`."""
-    if dtype.is_bool:
-        return bool(value)
-    if dtype.is_int:
-        return int(value)
-    return float(value)
+from .node import OPS, Kind, Op, Val, const
 
 
 def apply_scalar(op: Op, dtype: DataType, args: list):
     """Evaluate one scalar op on Python values; the result has type `dtype`."""
-    if op is Op.DIV:
-        try:
-            result = args[0] / args[1] if dtype.is_float else _floordiv(args[0], args[1])
-        except ZeroDivisionError:
-            raise ExecutionError(f"scalar div{tuple(args)}: division by zero") from None
-    elif op is Op.WHERE:
-        result = args[1] if args[0] else args[2]
-    elif op is Op.CAST:
-        result = args[0]
-    else:
-        try:
-            result = PY_SCALAR[op](*args)
-        except (ZeroDivisionError, ValueError, OverflowError) as e:
-            raise ExecutionError(f"scalar {op.value}{tuple(args)}: {e}") from None
+    try:
+        result = OPS[op].py(*args)
+    except (ZeroDivisionError, ValueError, OverflowError) as e:
+        raise ExecutionError(f"scalar {op.value}{tuple(args)}: {e}") from None
     return coerce(result, dtype)
 
 
@@ -98,7 +35,7 @@ def promote_vals(vals: list[Val]) -> DataType:
 
 def result_type(op: Op, operands: list[Val]) -> DataType:
     """Type rule shared by scalars and tensors (see `Kind`)."""
-    kind = UNARY.get(op) or BINARY.get(op)
+    kind = OPS[op].kind
     dtype = promote_vals(operands)
     if kind is Kind.BOOL:
         return DataType.Bool
@@ -107,31 +44,40 @@ def result_type(op: Op, operands: list[Val]) -> DataType:
     return dtype
 
 
-def scalar_op(op: Op, *operands) -> Val:
-    """Build a scalar op node, folding constants and trivial identities."""
-    vals = [as_val(v) for v in operands]
-    dtype = result_type(op, vals) if op is not Op.WHERE else promote(
-        [(v.dtype, False) for v in vals[1:]])
-    if all(v.op is Op.CONST for v in vals):
-        return const(apply_scalar(op, dtype, [v.arg for v in vals]), dtype)
-    if op is Op.WHERE and vals[0].op is Op.CONST:
-        return vals[1] if vals[0].arg else vals[2]
-    a = vals[0]
-    b = vals[1] if len(vals) > 1 else None
-    if op is Op.SUB and a.op is Op.ADD and a.dtype == b.dtype == dtype:
+def _fold_identity(op: Op, dtype: DataType, a: Val, b: Val | None) -> Val | None:
+    """x + 0, x * 1, (x + c) - x and the like, where types allow."""
+    if b is None or not a.dtype == b.dtype == dtype:
+        return None
+    if op is Op.SUB and a.op is Op.ADD:
         if a.src[0] is b:      # (x + c) - x -> c
             return a.src[1]
         if a.src[1] is b:      # (c + x) - x -> c
             return a.src[0]
-    if b is not None and a.dtype == b.dtype == dtype:
-        if op in (Op.ADD, Op.SUB) and b.const == 0:
-            return a
-        if op is Op.ADD and a.const == 0:
-            return b
-        if op in (Op.MUL, Op.DIV, Op.CEILDIV) and b.const == 1:
-            return a
-        if op is Op.MUL and a.const == 1:
-            return b
+    if op in (Op.ADD, Op.SUB) and b.const == 0:
+        return a
+    if op is Op.ADD and a.const == 0:
+        return b
+    if op in (Op.MUL, Op.DIV, Op.CEILDIV) and b.const == 1:
+        return a
+    if op is Op.MUL and a.const == 1:
+        return b
+    return None
+
+
+def scalar_op(op: Op, *operands) -> Val:
+    """Build a scalar op node, folding constants and trivial identities."""
+    vals = [as_val(v) for v in operands]
+    if op is Op.WHERE:
+        dtype = promote([(v.dtype, False) for v in vals[1:]])
+    else:
+        dtype = result_type(op, vals)
+    if all(v.op is Op.CONST for v in vals):
+        return const(apply_scalar(op, dtype, [v.arg for v in vals]), dtype)
+    if op is Op.WHERE and vals[0].op is Op.CONST:
+        return vals[1] if vals[0].arg else vals[2]
+    folded = _fold_identity(op, dtype, vals[0], vals[1] if len(vals) > 1 else None)
+    if folded is not None:
+        return folded
     return Val(op, dtype, tuple(vals))
 
 
@@ -159,6 +105,34 @@ def is_const(v: Val, value=None) -> bool:
     return v.op is Op.CONST and (value is None or v.arg == value)
 
 
+def product(vals) -> Val:
+    out = const(1)
+    for v in vals:
+        out = mul(out, v)
+    return out
+
+
+def total(vals) -> Val:
+    out = const(0)
+    for v in vals:
+        out = add(out, v)
+    return out
+
+
+def same(a: Val, b: Val) -> bool:
+    """Structural equality of scalar expressions (equal constants, or the same
+    op and arg over equal sources); leaves are equal only to themselves."""
+    if a is b:
+        return True
+    if a.op is not b.op or a.dtype is not b.dtype or a.arg != b.arg or len(a.src) != len(b.src):
+        return False
+    if a.op is Op.CONST:
+        return True
+    if not a.src or a.is_tensor or b.is_tensor:
+        return False
+    return all(same(x, y) for x, y in zip(a.src, b.src))
+
+
 def evaluate_scalar(v: Val, env: dict):
     """Evaluate a scalar Val; `env` maps leaf Vals (inputs, extents) to values
     and memoizes every node evaluated."""
@@ -167,10 +141,9 @@ def evaluate_scalar(v: Val, env: dict):
         return hit
     if v.op is Op.CONST:
         return v.arg
-    if v.op in (Op.SCALAR_INPUT, Op.EXTENT, Op.LOOP_INDEX):
+    if not v.src:
         raise ExecutionError(f"scalar {v!r} ({v.op.value}) has no value bound")
     args = [evaluate_scalar(s, env) for s in v.src]
     result = apply_scalar(v.op, v.dtype, args)
     env[v] = result
     return result
-

@@ -1,12 +1,12 @@
 """Alias analysis: outputs that are views of inputs launch nothing.
 
 An output is a view candidate when the chain from a tensor input to it holds
-only view ops. Whether the view needs no copy depends on the input's layout
-(stride order, which dims are dense, expanded stride-0 axes); the chain is
-tried on a `meta` tensor with the input's sizes and strides using view-only
-operations, so torch's own stride rules decide. The input's layout signature
-is part of the concretization key, so a decision holds for every call that
-hits the same plan.
+only view ops (ops whose record has a `view` rule). Whether the view needs no
+copy depends on the input's layout (stride order, which dims are dense,
+expanded stride-0 axes); the chain is tried on a `meta` tensor with the
+input's sizes and strides using the view rules, so torch's own stride rules
+decide. The input's layout signature is part of the concretization key, so a
+decision holds for every call that hits the same plan.
 """
 from __future__ import annotations
 
@@ -15,18 +15,16 @@ from dataclasses import dataclass
 import torch
 
 from ..ir.fusion import Fusion, Output
-from ..ir.inputs import strides_for
-from ..ir.node import Op, Val
-
-VIEW_OPS = frozenset({Op.RESHAPE, Op.PERMUTE, Op.SLICE, Op.SQUEEZE, Op.BROADCAST, Op.EXPAND,
-                      Op.SET})
+from ..ir.inputs import dense_dims, strides_for
+from ..ir.node import OPS, Op, Val
+from ..ir.printer import Namer
 
 
 def view_chain(v: Val) -> list[Val] | None:
     """The view nodes from a tensor input to `v` (input first), or None."""
     chain = []
     while v.op is not Op.TENSOR_INPUT:
-        if v.op not in VIEW_OPS:
+        if OPS[v.op].view is None:
             return None
         chain.append(v)
         v = v.src[0]
@@ -37,42 +35,16 @@ def view_chain(v: Val) -> list[Val] | None:
 def layout_signature(t: torch.Tensor) -> tuple:
     """What view feasibility depends on: size-1 dims, stride order, dense dims."""
     order = tuple(sorted(range(t.ndim), key=lambda d: (-t.stride(d), d)))
-    dense = []
-    expected = 1
-    for d in reversed(order):
-        if t.shape[d] == 1:
-            dense.append(None)
-            continue
-        dense.append(t.stride(d) == expected)
-        expected = t.stride(d) * t.shape[d]
-    return (tuple(s == 1 for s in t.shape), order, tuple(dense), t.storage_offset() == 0)
+    dense = tuple(flag for flag, _ in dense_dims(t.shape, t.stride(), order))
+    return (tuple(s == 1 for s in t.shape), order, dense, t.storage_offset() == 0)
 
 
-def apply_view(v: Val, t: torch.Tensor, env) -> torch.Tensor:
-    """Apply one view node to `t` without copying (raises RuntimeError if impossible)."""
-    if v.op is Op.RESHAPE:
-        return t.view(env.extents(v.logical))
-    if v.op is Op.PERMUTE:
-        return t.permute(v.arg)
-    if v.op is Op.SLICE:
-        n = v.src[0].ndim
-        lo = [env.scalar(s) for s in v.src[1:1 + n]]
-        hi = [env.scalar(s) for s in v.src[1 + n:]]
-        return t[tuple(slice(a, b, st) for a, b, st in zip(lo, hi, v.arg))]
-    if v.op is Op.SQUEEZE:
-        for d in sorted(v.arg, reverse=True):
-            t = t.select(d, 0)
-        return t
-    if v.op is Op.BROADCAST:
-        for d, f in enumerate(v.arg):
-            if f:
-                t = t.unsqueeze(d)
-        return t
-    if v.op is Op.EXPAND:
-        return t.expand(env.extents(v.logical))
-    if v.op is Op.SET:
-        return t
-    raise RuntimeError(f"{v.op.value} is not a view")
+def apply_views(chain: list[Val], t: torch.Tensor, env) -> torch.Tensor:
+    """`t` (the value of chain[0]) viewed through the rest of the chain without
+    copying; raises RuntimeError where a view is impossible for t's layout."""
+    for v in chain[1:]:
+        t = OPS[v.op].view(v, t, env)
+    return t
 
 
 def _layout_ok(t: torch.Tensor, out: Output) -> bool:
@@ -91,6 +63,13 @@ class AliasPlan:
     def aliased_exprs(self) -> set[int]:
         return {id(v) for chain in self.views.values() for v in chain[1:]}
 
+    def __str__(self) -> str:
+        if not self.views:
+            return "no output is a view of an input"
+        namer = Namer()
+        return "\n".join(f"output {i}: {' -> '.join(namer(v) for v in chain)} (a view, no kernel)"
+                         for i, chain in sorted(self.views.items()))
+
 
 def analyze_aliases(fusion: Fusion, env) -> AliasPlan:
     """Decide which outputs are views, for the inputs bound in `env`."""
@@ -104,8 +83,7 @@ def analyze_aliases(fusion: Fusion, env) -> AliasPlan:
         real = env[chain[0]]
         t = torch.empty_strided(real.shape, real.stride(), dtype=real.dtype, device="meta")
         try:
-            for v in chain[1:]:
-                t = apply_view(v, t, env)
+            t = apply_views(chain, t, env)
         except RuntimeError:
             continue
         if _layout_ok(t, out):

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..ir.fusion import Fusion, verify
+from ..ir.fusion import Fusion
+from ..ir.verify import verify
 from ..ir.rewrite import op_counts
 from .simplify import drop_trivial_ops, fold_casts, remove_bcast_squeeze, remove_empty_tensors
 

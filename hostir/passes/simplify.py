@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from ..ir import ops as O
 from ..ir import scalar as S
-from ..ir.dtypes import DataType
+from ..ir.dtypes import exact_cast
 from ..ir.fusion import Fusion
-from ..ir.node import UNARY, Op, Val
+from ..ir.node import OPS, Family, Op, Val
 from ..ir.rewrite import rebuild, substitute, uses_of
 
 # ------------------------------------------------------------ broadcast / squeeze
@@ -46,12 +46,18 @@ def _broadcast_of_squeeze(v: Val, ctx) -> Val | None:
     return x
 
 
+def _elementwise_unary(v: Val) -> bool:
+    """A unary pointwise op or a cast (not set: a set is kept where the user put it)."""
+    d = OPS[v.op]
+    return d.family is Family.POINTWISE and d.arity == (1, 1) and v.op is not Op.SET
+
+
 def _leads_to(v: Val, op: Op) -> bool:
     """Does a chain of unary ops and casts starting at `v` reach an `op` node?"""
     while v.is_tensor:
         if v.op is op:
             return True
-        if not (v.op in UNARY or v.op is Op.CAST):
+        if not _elementwise_unary(v):
             return False
         v = v.src[0]
     return False
@@ -76,7 +82,7 @@ def _swap_through_unary(v: Val, ctx) -> Val | None:
     if v.op not in (Op.SQUEEZE, Op.BROADCAST):
         return None
     u = v.src[0]
-    if not (u.op in UNARY or u.op is Op.CAST) or u.is_scalar or uses_of(u, ctx) != 1:
+    if not _elementwise_unary(u) or u.is_scalar or uses_of(u, ctx) != 1:
         return None
     inverse = Op.BROADCAST if v.op is Op.SQUEEZE else Op.SQUEEZE
     if not _leads_to(u.src[0], inverse):
@@ -106,22 +112,6 @@ def remove_bcast_squeeze(fusion: Fusion) -> Fusion:
 
 # ------------------------------------------------------------ casts
 
-_EXACT = {
-    DataType.Bool: set(DataType) - {DataType.Null},
-    DataType.Int32: {DataType.Int32, DataType.Int, DataType.Double},
-    DataType.Int: {DataType.Int},
-    DataType.Half: {DataType.Half, DataType.Float, DataType.Double},
-    DataType.BFloat16: {DataType.BFloat16, DataType.Float, DataType.Double},
-    DataType.Float: {DataType.Float, DataType.Double},
-    DataType.Double: {DataType.Double},
-}
-
-
-def exact_cast(src: DataType, dst: DataType) -> bool:
-    """Every value of `src` is represented exactly in `dst`."""
-    return dst in _EXACT[src]
-
-
 def _cast_rule(v: Val, ctx) -> Val | None:
     if v.op is not Op.CAST:
         return None
@@ -143,31 +133,11 @@ def fold_casts(fusion: Fusion) -> Fusion:
 # ------------------------------------------------------------ trivial resizes and reshapes
 
 
-def _same_extent(a: Val, b: Val) -> bool:
-    return a is b or (S.is_const(a) and S.is_const(b) and a.arg == b.arg)
-
-
 def _trivial_rule(v: Val, ctx) -> Val | None:
     if not v.is_tensor or not v.src or not v.src[0].is_tensor:
         return None
-    x = v.src[0]
-    if v.op is Op.SLICE:
-        n = x.ndim
-        if all(S.is_const(lo, 0) and _same_extent(hi, ax.extent) and st == 1
-               for lo, hi, st, ax in zip(v.src[1:1 + n], v.src[1 + n:], v.arg, x.logical)):
-            return x
-    elif v.op is Op.PAD:
-        if all(S.is_const(w, 0) for w in v.src[2:]):
-            return x
-    elif v.op is Op.CAT and len(v.src) == 1:
-        return x
-    elif v.op is Op.PERMUTE and list(v.arg) == list(range(x.ndim)):
-        return x
-    elif v.op in (Op.RESHAPE, Op.EXPAND):
-        if x.ndim == v.ndim and all(a.kind is b.kind and _same_extent(a.extent, b.extent)
-                                    for a, b in zip(x.logical, v.logical)):
-            return x
-    return None
+    identity = OPS[v.op].identity
+    return v.src[0] if identity is not None and identity(v) else None
 
 
 def drop_trivial_ops(fusion: Fusion) -> Fusion:

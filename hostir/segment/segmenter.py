@@ -20,42 +20,13 @@ from dataclasses import dataclass, field
 
 from ..ir import scalar as S
 from ..ir.fusion import Fusion
-from ..ir.node import AxisKind, Op, Val
+from ..ir.node import OPS, AxisKind, Family, Op, Val
 from ..ir.printer import Namer, type_text
 from ..passes.alias import AliasPlan
-
-REDUCTION_OPS = frozenset({Op.SUM, Op.MAX, Op.MIN, Op.VAR, Op.MEAN})
-MATMUL_OPS = frozenset({Op.MATMUL, Op.LINEAR})
+from .segments import Segment, SegmentedFusion
 
 
-@dataclass(frozen=True)
-class Segment:
-    id: int
-    scheduler: str
-    exprs: tuple[Val, ...]
-    inputs: tuple[Val, ...]
-    outputs: tuple[Val, ...]
-    reasons: tuple[str, ...] = ()
-
-    @property
-    def ops(self) -> list[str]:
-        return [v.op.value for v in self.exprs]
-
-    @property
-    def launches(self) -> bool:
-        return self.scheduler != "alias"
-
-
-@dataclass(frozen=True)
-class SegmentedFusion:
-    fusion: Fusion                 # after the pre-segmentation passes, concrete
-    segments: tuple[Segment, ...]  # in execution order
-    notes: tuple[str, ...] = ()    # what the passes changed
-    aliases: AliasPlan | None = None
-
-
-
-class _Classes:
+class ExtentUnionFind:
     """Union-find over extents that the fusion proves equal at run time
     (operands of a pointwise op are checked to agree). A class holding a
     constant is represented by it."""
@@ -92,7 +63,7 @@ class _Classes:
                     if d != v.arg and a.kind is AxisKind.ITER:
                         self.union(a.extent, b.extent)
             return
-        if not (v.op.value in _POINTWISE_NAMES):
+        if OPS[v.op].family is not Family.POINTWISE:
             return
         out = v.logical
         for s in v.src:
@@ -108,14 +79,6 @@ class _Classes:
                      for a in axes)
 
 
-def _pointwise_names():
-    from ..ir.node import POINTWISE
-    return frozenset(op.value for op in POINTWISE)
-
-
-_POINTWISE_NAMES = _pointwise_names()
-
-
 _REF = re.compile("\x00g(\\d+)\x00")
 
 
@@ -125,9 +88,10 @@ def _ref(g: "_Group") -> str:
 
 
 def expr_kind(v: Val) -> str:
-    if v.op in MATMUL_OPS:
+    family = OPS[v.op].family
+    if family is Family.MATMUL:
         return "matmul"
-    if v.op in REDUCTION_OPS:
+    if family is Family.REDUCTION:
         return "reduction"
     return "pointwise"
 
@@ -147,7 +111,7 @@ class Segmenter:
     def __init__(self, fusion: Fusion, aliases: AliasPlan):
         self.fusion = fusion
         self.aliases = aliases
-        self.classes = _Classes(fusion)
+        self.classes = ExtentUnionFind(fusion)
         self.namer = Namer()
         self.group_of: dict[int, _Group] = {}
         self.groups: list[_Group] = []
@@ -202,7 +166,7 @@ class Segmenter:
             return (f"{name} {self.shape_text(e)} is also used outside segment {_ref(g)}, whose "
                     f"iteration shape differs")
         in_shape = self.classes.shape(e.src[0].logical)
-        dims = frozenset(e.arg[0] if e.op is Op.VAR else e.arg)
+        dims = frozenset(e.arg.dims)
         if g.kind == "pointwise":
             if shape == g.space or in_shape == g.space:
                 return None
@@ -216,7 +180,7 @@ class Segmenter:
     def _join(self, e: Val, g: _Group):
         if expr_kind(e) == "reduction":
             in_shape = self.classes.shape(e.src[0].logical)
-            dims = frozenset(e.arg[0] if e.op is Op.VAR else e.arg)
+            dims = frozenset(e.arg.dims)
             if g.kind == "pointwise":
                 if self.shape(e) == g.space:
                     g.kind, g.out_space, g.space = "reduction", g.space, in_shape
@@ -253,7 +217,7 @@ class Segmenter:
         k = expr_kind(e)
         if k == "reduction":
             g = _Group(len(self.groups), "reduction", self.classes.shape(e.src[0].logical),
-                       frozenset(e.arg[0] if e.op is Op.VAR else e.arg), self.shape(e))
+                       frozenset(e.arg.dims), self.shape(e))
         else:
             g = _Group(len(self.groups), k, self.shape(e))
         g.members.append(e)

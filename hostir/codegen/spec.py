@@ -1,0 +1,171 @@
+"""The kernel contract: what codegen hands the runtime for one segment.
+
+A `KernelSpec` holds the segment's kernel IR (the plain kernel, and a
+paired-lane kernel where that reads less), the options it was made with,
+its variants' sources (printed on demand) and its launch rule: which kernel,
+which variant (points per thread, index width) and which grid a launch over
+given tensors uses. The parameter layout is the kernel's (`kir.layout`). The
+runtime only loads, packs and launches.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from .. import config
+from .cuda import kernel_source, vector_loads, vector_width
+from .kir import Kernel, Slot, kernel_text, layout, verify_kernel
+from .lower import lower_pointwise
+
+I32_MAX = 2 ** 31 - 1
+
+
+@dataclass(frozen=True)
+class KernelOptions:
+    """Knobs of generated kernels, read from config when a plan is made."""
+
+    block: int = 256           # threads per block
+    streaming: bool = False    # evict-first 16-byte stores
+    pdl: bool = True           # programmatic dependent launch (griddepcontrol)
+    grid_stride: bool = False  # cap the grid at 32 blocks per SM and loop
+    pairing: bool = True       # paired lanes where they read less
+
+    @classmethod
+    def from_config(cls) -> "KernelOptions":
+        c = config.get()
+        return cls(block=c.block, streaming=c.streaming, pdl="pdl" not in c.disable,
+                   grid_stride="grid_stride" in c.enable, pairing="paired_lanes" not in c.disable)
+
+
+@dataclass(eq=False)
+class Variant:
+    """One compiled form of a kernel: `vec` points per thread, `idx` the C index type."""
+
+    kernel: Kernel
+    vec: int
+    idx: str
+    options: KernelOptions
+    name: str
+    vector_slots: frozenset = field(default_factory=frozenset)  # inputs read with vector loads
+
+    @cached_property
+    def source(self) -> str:
+        o = self.options
+        return kernel_source(self.kernel, self.vec, self.idx, o.block, o.streaming, o.pdl, self.name)
+
+    def __str__(self) -> str:
+        return self.source
+
+
+def span(t) -> int:
+    """The largest element offset of tensor `t` from its first element."""
+    return sum((sz - 1) * abs(st) for sz, st in zip(t.shape, t.stride()))
+
+
+class KernelSpec:
+    def __init__(self, name: str, plain: Kernel, paired: Kernel | None, options: KernelOptions):
+        self.name = name
+        self.plain = plain
+        self.paired = paired
+        self.options = options
+        self._variants: dict[tuple, Variant] = {}
+        self._vec = {id(k): vector_width(k) for k in self.kernels}
+        self._layouts = {id(k): layout(k) for k in self.kernels}
+
+    @property
+    def kernels(self) -> tuple[Kernel, ...]:
+        return (self.plain,) if self.paired is None else (self.paired, self.plain)
+
+    def layout(self, kernel: Kernel) -> tuple[Slot, ...]:
+        return self._layouts[id(kernel)]
+
+    def verify(self) -> None:
+        for k in self.kernels:
+            verify_kernel(k)
+
+    # ------------------------------------------------------------ launch rule
+    def kernel_for(self, full: list[int]) -> tuple[Kernel, list[int]]:
+        """(kernel, its iteration extents) for a launch over extents `full`: the
+        paired kernel (half of each paired dim) where its extents match, else the plain one."""
+        k = self.paired
+        if k is None or not all(full[d] == e for d, e in k.pairs):
+            return self.plain, full
+        extents = list(full)
+        for d, _ in k.pairs:
+            extents[d] //= 2
+        return k, extents
+
+    def choose(self, kernel: Kernel, extents: list[int], ins: list, outs, params: list) -> Variant:
+        """The variant a launch uses: 32-bit indices when every offset and index
+        parameter fits, vector loads and stores when every vector access is
+        aligned. `outs` None stands for new contiguous outputs (as for a prefetch)."""
+        numel = math.prod(extents)
+        fits = numel <= I32_MAX and all(span(t) <= I32_MAX for t in [*ins, *(outs or ())]) and all(
+            -I32_MAX - 1 <= v <= I32_MAX for v in params  # index parameters (slice bounds...)
+            if isinstance(v, int) and not isinstance(v, bool))
+        idx = "int" if fits else "long long"
+        vec = self._vec[id(kernel)]
+        var = self.variant(kernel, vec, idx)
+        if vec > 1 and not _vector_ok(vec, [ins[s] for s in var.vector_slots] + list(outs or ()),
+                                      extents):
+            var = self.variant(kernel, 1, idx)
+        return var
+
+    def grid(self, variant: Variant, count: int, sm_count: int) -> int:
+        """One thread per slot; options.grid_stride caps the grid at 32 blocks per SM."""
+        blocks = -(-count // self.options.block)
+        return max(1, min(blocks, sm_count * 32 if self.options.grid_stride else 2 ** 31 - 1))
+
+    def variant(self, kernel: Kernel, vec: int, idx: str) -> Variant:
+        key = (id(kernel), vec, idx)
+        got = self._variants.get(key)
+        if got is None:
+            o = self.options
+            tune = f"_b{o.block}{'cs' if o.streaming else ''}{'_pdl' if o.pdl else ''}"
+            name = (f"{kernel.name}{'_pair' * len(kernel.pairs)}_v{vec}_"
+                    f"{'i32' if idx == 'int' else 'i64'}{tune}")
+            slots = frozenset(n.arg for n in kernel.order if id(n) in vector_loads(kernel, vec))
+            got = self._variants[key] = Variant(kernel, vec, idx, o, name, slots)
+        return got
+
+    def typical_variants(self) -> list[Variant]:
+        """The general variant and the vectorized 32-bit one of each kernel."""
+        return [v for k in self.kernels for v in (
+            self.variant(k, 1, "long long"), self.variant(k, self._vec[id(k)], "int"))]
+
+    # ------------------------------------------------------------ text
+    @property
+    def source(self) -> str:
+        """The general variant's source (one point per thread, 64-bit indices)."""
+        return self.variant(self.kernels[0], 1, "long long").source
+
+    def __str__(self) -> str:
+        return "\n".join([kernel_text(k) for k in self.kernels] + [self.source])
+
+
+def _vector_ok(vec: int, tensors: list, extents: list[int]) -> bool:
+    if not extents or extents[-1] % vec:
+        return False
+    for t in tensors:
+        if t.ndim == 0 or t.stride(-1) != 1 or t.data_ptr() % (vec * t.element_size()):
+            return False
+        if any(st % vec for st in t.stride()[:-1]):
+            return False
+    return True
+
+
+observers: list = []
+"""Functions called with every KernelSpec made (the test suite compiles the
+typical variants of each one with NVRTC, for sm_90, without a GPU)."""
+
+
+def pointwise_spec(seg, name: str, extents: list[int] | None, options: KernelOptions) -> KernelSpec:
+    """The spec of a pointwise segment (raises UnsupportedError where an op has
+    no kernel rule). `extents`, the plan's iteration extents, let the scheduler
+    choose paired lanes."""
+    plain, paired = lower_pointwise(seg, name, extents, options.pairing)
+    spec = KernelSpec(name, plain, paired, options)
+    for observe in observers:
+        observe(spec)
+    return spec

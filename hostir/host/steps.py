@@ -1,0 +1,123 @@
+"""What a lowered segment's launch statement runs (`LaunchKernel.target`):
+a generated kernel (`KernelStep`), torch ops by each op's reference rule
+(`TorchStep`, for segment kinds without a code generator yet), or views of
+inputs (`AliasStep`). Each has `.name` and `.launch(ctx, args, out=None)`
+returning the segment's outputs; `args` are the values of the segment's inputs."""
+from __future__ import annotations
+
+import torch
+
+from ..codegen.spec import KernelSpec
+from ..ir.env import eval_node
+from ..ir.errors import ExecutionError
+from ..passes.alias import apply_views
+from ..runtime import backend
+from ..segment import Segment
+
+
+class KernelStep:
+    """A segment compiled to a generated kernel: NVRTC and a launch on CUDA
+    tensors, the kernel-IR interpreter on CPU tensors. The first launch of an
+    input signature is prepared (variant, grid, packed arguments) and kept in
+    the run's bound plan; later launches rewrite pointers and scalars only."""
+
+    def __init__(self, seg: Segment, spec: KernelSpec):
+        self.seg = seg
+        self.spec = spec
+        self.name = f"seg{seg.id}_{seg.scheduler}"
+        where = {id(v): i for i, v in enumerate(seg.inputs)}
+        # per kernel (plain, paired): positions of its tensor inputs among the segment's inputs
+        self.positions = {id(k): [where[id(t.val)] for t in k.inputs] for k in spec.kernels}
+
+    @property
+    def source(self) -> str:
+        return self.spec.source
+
+    def launch(self, ctx, args: list, out=None) -> list:
+        bound = ctx.bound
+        got = bound.prepared.get(self) if bound is not None else None
+        if got is None:
+            return self._first(ctx, args)
+        prep, positions = got
+        if ctx.out_buffers:
+            outs = [ctx.output(v, shape, dt) for v, shape, dt in prep.outs]
+        else:
+            outs = prep.empty_outputs()
+        prep.run([args[p] for p in positions], outs, [ctx[v] for v in prep.dyn], ctx.pool.handle)
+        return outs
+
+    def _first(self, ctx, args: list) -> list:
+        spec = self.spec
+        full = [ctx.scalar(e) for e in spec.plain.extent_vals]
+        kernel, extents = spec.kernel_for(full)
+        positions = self.positions[id(kernel)]
+        outs = []
+        for t in kernel.outputs:
+            shape = ctx.extents(t.val.logical)
+            if shape != full:
+                raise ExecutionError(f"{self.name}: output {t.val!r} has shape {shape} but the "
+                                     f"kernel iterates over {full}")
+            outs.append(ctx.output(t.val, shape, t.dtype.torch))
+        params = [ctx.scalar(p) for p in kernel.params]
+        prep = backend.start(spec, kernel, extents, [args[p] for p in positions], outs, params,
+                             ctx.device, ctx.pool.handle)
+        if ctx.bound is not None:
+            ctx.bound.prepared[self] = (prep, positions)
+        return outs
+
+    def prefetch(self, env, args: list) -> None:
+        """Start compiling the variant a first launch on these inputs will most
+        likely use (CUDA only; an extent known only later waits for the launch)."""
+        try:
+            full = [env.scalar(e) for e in self.spec.plain.extent_vals]
+            kernel, _ = self.spec.kernel_for(full)
+            params = [env.scalar(p) for p in kernel.params]
+        except ExecutionError:
+            return
+        ins = [args[p] if args[p] is not None else _fresh(t.val, env)
+               for p, t in zip(self.positions[id(kernel)], kernel.inputs)]
+        backend.prefetch(self.spec, full, ins, params, env.device)
+
+
+def _fresh(val, env):
+    """A stand-in for an intermediate not computed yet: a new contiguous tensor
+    of its shape (what its producer will allocate), without memory."""
+    return torch.empty(env.extents(val.logical), dtype=val.dtype.torch, device="meta")
+
+
+class TorchStep:
+    """A segment run op by op by each op's reference rule (torch)."""
+
+    def __init__(self, seg: Segment):
+        self.seg = seg
+        self.name = f"seg{seg.id}_{seg.scheduler}"
+
+    def launch(self, ctx, args: list, out=None) -> list:
+        for v in self.seg.exprs:
+            ctx[v] = eval_node(v, ctx)
+        return [ctx[o] for o in self.seg.outputs]
+
+
+class AliasStep:
+    """Outputs that are views of inputs: torch views, no kernel."""
+
+    def __init__(self, seg: Segment, views: dict):
+        self.seg = seg
+        self.name = f"seg{seg.id}_alias(no kernel)"
+        self.chains = [views[i] for i in sorted(views)]
+
+    def launch(self, ctx, args: list, out=None) -> list:
+        out = []
+        for chain in self.chains:
+            t = ctx[chain[0]]
+            if len(chain) == 1:
+                out.append(t.view_as(t))
+                continue
+            try:
+                t = apply_views(chain, t, ctx)
+            except RuntimeError:  # a layout the plan's key did not foresee: copy instead
+                for v in chain[1:]:
+                    ctx[v] = eval_node(v, ctx)
+                t = ctx[chain[-1]]
+            out.append(t)
+        return out

@@ -1,0 +1,19 @@
+"""The ops, one module per family. Each op is defined in one place: its
+constructor (the shape and dtype rule, with errors that name the op and its
+operands) and its `OpDef` record (reference evaluation, printing, index map,
+view rule, CUDA spelling), registered in `node.OPS`; `fd.ops` names are
+registered in `FRONTEND` beside them."""
+from ..node import ONE, ZERO
+from . import leaves  # noqa: F401  (registers the leaf records)
+from .common import FRONTEND, describe, norm_dim
+from .factories import full, iota
+from .matmul import linear, matmul
+from .pointwise import as_tensor, cast, compute_type, pointwise, set_, where
+from .reductions import ReductionArg, reduction, reduction_raw, var_mean
+from .resize import cat, pad, pad_raw, slice_, slice_raw
+from .views import broadcast, broadcast_in_dim, expand, permute, reshape, squeeze
+
+__all__ = ["FRONTEND", "ONE", "ZERO", "ReductionArg", "as_tensor", "broadcast", "broadcast_in_dim",
+           "cast", "cat", "compute_type", "describe", "expand", "full", "iota", "linear", "matmul",
+           "norm_dim", "pad", "pad_raw", "permute", "pointwise", "reduction", "reduction_raw",
+           "reshape", "set_", "slice_", "slice_raw", "squeeze", "var_mean", "where"]

@@ -1,0 +1,332 @@
+"""Pointwise ops: the table of unary and binary ops (one row per op: type
+rule, Python and torch evaluation, CUDA spelling), their shared rules, and
+where, cast and set.
+
+Values compute as generated kernels do: operands converted to the op's
+compute type (Float for Half/BFloat16), the result rounded to the node's type.
+"""
+from __future__ import annotations
+
+import math
+import operator
+from functools import partial
+
+import torch
+
+from .. import scalar as S
+from ..dtypes import DataType, compute_dtype
+from ..errors import DefinitionError, ExecutionError
+from ..node import OPS, AxisKind, Family, Kind, Op, OpDef, Val, define
+from .common import broadcast_axes, describe, extent_agreement, frontend, require_tensor
+
+
+def _floordiv(a, b):
+    """DIV: true division of floats, floor division of integers (torch)."""
+    if isinstance(a, float) or isinstance(b, float):
+        return a / b
+    return a // b
+
+
+def _torch_div(a, b):
+    return torch.div(a, b) if a.dtype.is_floating_point else torch.div(a, b, rounding_mode="floor")
+
+
+def _torch_ceildiv(a, b):
+    return -torch.div(-a, b, rounding_mode="floor")
+
+
+def _relu(x):
+    return x if x > 0 else 0 * x
+
+
+def _sign(x):
+    return (x > 0) - (x < 0)
+
+
+def _bitwise_not(x):
+    return not x if isinstance(x, bool) else ~x  # ~True is -2
+
+
+# op: (kind, Python evaluation, torch evaluation, CUDA format, printed symbol)
+_K, _F, _B, _I = Kind.KEEP, Kind.FLOAT, Kind.BOOL, Kind.INTEGRAL
+UNARY_TABLE = {
+    Op.NEG: (_K, operator.neg, torch.neg, "(-{0})", None),
+    Op.ABS: (_K, abs, torch.abs, "hir_abs({0})", None),
+    Op.RELU: (_K, _relu, torch.relu, "hir_relu({0})", None),
+    Op.SIGN: (_K, _sign, torch.sign, "hir_sign({0})", None),
+    Op.FLOOR: (_K, math.floor, torch.floor, "hir_floor({0})", None),
+    Op.CEIL: (_K, math.ceil, torch.ceil, "hir_ceil({0})", None),
+    Op.ROUND: (_K, lambda x: float(round(x)), torch.round, "hir_round({0})", None),
+    Op.TRUNC: (_K, math.trunc, torch.trunc, "hir_trunc({0})", None),
+    Op.EXP: (_F, math.exp, torch.exp, "hir_exp({0})", None),
+    Op.EXP2: (_F, lambda x: 2.0 ** x, torch.exp2, "hir_exp2({0})", None),
+    Op.EXPM1: (_F, math.expm1, torch.expm1, "hir_expm1({0})", None),
+    Op.LOG: (_F, math.log, torch.log, "hir_log({0})", None),
+    Op.LOG2: (_F, math.log2, torch.log2, "hir_log2({0})", None),
+    Op.LOG10: (_F, math.log10, torch.log10, "hir_log10({0})", None),
+    Op.LOG1P: (_F, math.log1p, torch.log1p, "hir_log1p({0})", None),
+    Op.SQRT: (_F, math.sqrt, torch.sqrt, "hir_sqrt({0})", None),
+    Op.RSQRT: (_F, lambda x: 1.0 / math.sqrt(x), torch.rsqrt, "hir_rsqrt({0})", None),
+    Op.RECIPROCAL: (_F, lambda x: 1.0 / x, torch.reciprocal, "hir_reciprocal({0})", None),
+    Op.TANH: (_F, math.tanh, torch.tanh, "hir_tanh({0})", None),
+    Op.SIGMOID: (_F, lambda x: 1.0 / (1.0 + math.exp(-x)), torch.sigmoid, "hir_sigmoid({0})", None),
+    Op.SIN: (_F, math.sin, torch.sin, "hir_sin({0})", None),
+    Op.COS: (_F, math.cos, torch.cos, "hir_cos({0})", None),
+    Op.TAN: (_F, math.tan, torch.tan, "hir_tan({0})", None),
+    Op.ASIN: (_F, math.asin, torch.asin, "hir_asin({0})", None),
+    Op.ACOS: (_F, math.acos, torch.acos, "hir_acos({0})", None),
+    Op.ATAN: (_F, math.atan, torch.atan, "hir_atan({0})", None),
+    Op.SINH: (_F, math.sinh, torch.sinh, "hir_sinh({0})", None),
+    Op.COSH: (_F, math.cosh, torch.cosh, "hir_cosh({0})", None),
+    Op.ERF: (_F, math.erf, torch.erf, "hir_erf({0})", None),
+    Op.ERFC: (_F, math.erfc, torch.erfc, "hir_erfc({0})", None),
+    Op.ISNAN: (_B, math.isnan, torch.isnan, "hir_isnan({0})", None),
+    Op.ISINF: (_B, math.isinf, torch.isinf, "hir_isinf({0})", None),
+    Op.ISFINITE: (_B, math.isfinite, torch.isfinite, "hir_isfinite({0})", None),
+    Op.LOGICAL_NOT: (_B, operator.not_, torch.logical_not, "(!{0})", None),
+    Op.BITWISE_NOT: (_I, _bitwise_not, torch.bitwise_not, "hir_bitwise_not({0})", None),
+}
+BINARY_TABLE = {
+    Op.ADD: (_K, operator.add, torch.add, "({0} + {1})", "+"),
+    Op.SUB: (_K, operator.sub, torch.sub, "({0} - {1})", "-"),
+    Op.MUL: (_K, operator.mul, torch.mul, "({0} * {1})", "*"),
+    Op.DIV: (_K, _floordiv, _torch_div, "hir_div({0}, {1})", lambda dt: "/" if dt.is_float else "//"),
+    Op.TRUEDIV: (_F, operator.truediv, torch.true_divide, "({0} / {1})", None),
+    Op.FMOD: (_K, math.fmod, torch.fmod, "hir_fmod({0}, {1})", None),
+    Op.REMAINDER: (_K, operator.mod, torch.remainder, "hir_remainder({0}, {1})", "%"),
+    Op.POW: (_K, operator.pow, torch.pow, "hir_pow({0}, {1})", None),
+    Op.ATAN2: (_F, math.atan2, torch.atan2, "hir_atan2({0}, {1})", None),
+    Op.MAXIMUM: (_K, max, torch.maximum, "hir_max({0}, {1})", "max"),
+    Op.MINIMUM: (_K, min, torch.minimum, "hir_min({0}, {1})", "min"),
+    Op.CEILDIV: (_I, lambda a, b: -((-a) // b), _torch_ceildiv, "hir_ceildiv({0}, {1})", None),
+    Op.LT: (_B, operator.lt, torch.lt, "({0} < {1})", "<"),
+    Op.LE: (_B, operator.le, torch.le, "({0} <= {1})", "<="),
+    Op.GT: (_B, operator.gt, torch.gt, "({0} > {1})", ">"),
+    Op.GE: (_B, operator.ge, torch.ge, "({0} >= {1})", ">="),
+    Op.EQ: (_B, operator.eq, torch.eq, "({0} == {1})", "=="),
+    Op.NE: (_B, operator.ne, torch.ne, "({0} != {1})", "!="),
+    Op.LOGICAL_AND: (_B, lambda a, b: bool(a) and bool(b), torch.logical_and, "({0} && {1})", None),
+    Op.LOGICAL_OR: (_B, lambda a, b: bool(a) or bool(b), torch.logical_or, "({0} || {1})", None),
+    Op.LOGICAL_XOR: (_B, lambda a, b: bool(a) != bool(b), torch.logical_xor,
+                     "((bool)({0}) != (bool)({1}))", None),
+    Op.BITWISE_AND: (_I, operator.and_, torch.bitwise_and, "({0} & {1})", None),
+    Op.BITWISE_OR: (_I, operator.or_, torch.bitwise_or, "({0} | {1})", None),
+    Op.BITWISE_XOR: (_I, operator.xor, torch.bitwise_xor, "({0} ^ {1})", None),
+    Op.BITWISE_LEFT_SHIFT: (_I, operator.lshift, torch.bitwise_left_shift, "({0} << {1})", None),
+    Op.BITWISE_RIGHT_SHIFT: (_I, operator.rshift, torch.bitwise_right_shift, "({0} >> {1})", None),
+}
+
+
+# ---------------------------------------------------------------- shared rules
+
+def pointwise(op: Op, *operands) -> Val:
+    """`op` applied to tensors and scalars (tensors broadcast like nvFuser's)."""
+    opname = op.value
+    vals = [S.as_val(v) for v in operands]
+    if OPS[op].kind is Kind.INTEGRAL:
+        for v in vals:
+            if v.dtype.is_float:
+                raise DefinitionError(
+                    f"{opname}: operands must be integers or bools, got "
+                    f"{describe(v) if v.is_tensor else repr(v)} of type {v.dtype.short}")
+    tensors = [v for v in vals if v.is_tensor]
+    if not tensors:
+        return S.scalar_op(op, *vals)
+    return Val(op, S.result_type(op, vals), tuple(vals), axes=broadcast_axes(opname, tensors))
+
+
+def compute_type(v: Val) -> DataType:
+    """The type a pointwise op computes in (generated kernels use it too)."""
+    kind = OPS[v.op].kind
+    if kind is not None:
+        operand = S.promote_vals(v.src)
+        if kind is Kind.FLOAT and not operand.is_float:
+            operand = DataType.Float
+        return compute_dtype(operand)
+    return compute_dtype(v.dtype)
+
+
+def as_tensor(x, dtype: torch.dtype, device) -> torch.Tensor:
+    if isinstance(x, torch.Tensor):
+        return x.to(dtype)
+    if torch.device(device).type == "cuda":  # a fill kernel: no host copy (CUDA graphs can hold it)
+        return torch.full((), x, dtype=dtype, device=device)
+    return torch.tensor(x, dtype=dtype, device=device)
+
+
+def _check_operands(v: Val, args: list, env) -> None:
+    """torch would silently broadcast a size-1 operand into an iteration axis."""
+    out_shape = env.extents(v.logical)
+    for s, a in zip(v.src, args):
+        if not s.is_tensor:
+            continue
+        off = len(out_shape) - s.ndim
+        for d, ax in enumerate(s.logical):
+            if ax.kind is AxisKind.ITER and a.shape[d] != out_shape[off + d]:
+                raise ExecutionError(
+                    f"{v.op.value} -> {v!r}: dim {d} of operand {s!r} has extent {a.shape[d]} at run "
+                    f"time, but the other operands give {out_shape[off + d]}")
+
+
+def _reference(v: Val, args: list, env):
+    _check_operands(v, args, env)
+    ct = compute_type(v).torch
+    return OPS[v.op].torch(*(as_tensor(a, ct, env.device) for a in args)).to(v.dtype.torch)
+
+
+def _kernel(v: Val, ix, pred, L):
+    c = compute_type(v)
+    args = [L.cast(L.operand(s, v, ix, pred), c) for s in v.src]
+    out = DataType.Bool if OPS[v.op].kind is Kind.BOOL else c
+    return L.rounded(L.b.mk(v.op, out, args), v.dtype)
+
+
+def _mul_kernel(v: Val, ix, pred, L):
+    c = compute_type(v)
+    if c.is_float:  # x * 1.0 is x exactly
+        a, b = (L.cast(L.operand(s, v, ix, pred), c) for s in v.src)
+        if L.b.is_const(a, 1.0):
+            return L.rounded(b, v.dtype)
+        if L.b.is_const(b, 1.0):
+            return L.rounded(a, v.dtype)
+    return _kernel(v, ix, pred, L)
+
+
+def _pow_kernel(v: Val, ix, pred, L):
+    """Small integral exponents as multiplications (as torch does for 2 and 3)."""
+    e, c = v.src[1].const, compute_type(v)
+    if e not in (1, 2, 3, -1) or not c.is_float:
+        return _kernel(v, ix, pred, L)
+    x = L.cast(L.operand(v.src[0], v, ix, pred), c)
+    if e == -1:
+        return L.rounded(L.b.mk(Op.TRUEDIV, c, (L.b.const(1.0, c), x)), v.dtype)
+    out = x
+    for _ in range(int(e) - 1):
+        out = L.b.mk(Op.MUL, c, (out, x))
+    return L.rounded(out, v.dtype)
+
+
+def operand_agreement(v: Val):
+    """The run-time check that tensor operands agree on each dim of `v` where
+    their symbolic extents differ (None when nothing needs checking)."""
+    per_dim = []
+    n = v.ndim
+    for d in range(n):
+        pairs = []
+        for s in v.src:
+            if not s.is_tensor:
+                continue
+            sd = d - (n - s.ndim)
+            if sd >= 0 and (s.logical[sd].kind is AxisKind.ITER or s.logical[sd].is_expanded):
+                pairs.append((s, s.logical[sd].extent))
+        per_dim.append((d, pairs))
+    return extent_agreement(v, per_dim, v.op.value)
+
+
+def _define_table(table: dict, arity: tuple) -> None:
+    kernels = {Op.MUL: _mul_kernel, Op.POW: _pow_kernel}
+    for op, (kind, py, fn, cuda, sym) in table.items():
+        build = partial(pointwise, op)
+        define(OpDef(op, Family.POINTWISE, arity, build=build,
+                     rebuild=lambda v, src: pointwise(v.op, *src), reference=_reference,
+                     kernel=kernels.get(op, _kernel), check=operand_agreement,
+                     kind=kind, py=py, torch=fn, cuda=cuda, sym=sym))
+        frontend(op.value)(build)
+
+
+_define_table(UNARY_TABLE, (1, 1))
+_define_table(BINARY_TABLE, (2, 2))
+
+
+# ---------------------------------------------------------------- where
+
+def where(cond, a, b) -> Val:
+    vals = [S.as_val(v) for v in (cond, a, b)]
+    if vals[0].dtype is not DataType.Bool:
+        raise DefinitionError(
+            f"where: condition must be Bool, got {vals[0]!r} of type {vals[0].dtype.short}")
+    tensors = [v for v in vals if v.is_tensor]
+    if not tensors:
+        return S.scalar_op(Op.WHERE, *vals)
+    if any(v.is_tensor for v in vals[1:]):
+        dtype = S.promote_vals(vals[1:])
+    else:  # torch.where(cond, 1.5, 2.5): two numbers give the default dtype, as in torch
+        dtype = (DataType.Bool, DataType.Int, DataType.Float)[max(v.dtype.category for v in vals[1:])]
+    return Val(Op.WHERE, dtype, tuple(vals), axes=broadcast_axes("where", tensors))
+
+
+def _where_reference(v: Val, args: list, env):
+    _check_operands(v, args, env)
+    ct = compute_dtype(v.dtype).torch
+    c = as_tensor(args[0], torch.bool, env.device)
+    return torch.where(c, as_tensor(args[1], ct, env.device),
+                       as_tensor(args[2], ct, env.device)).to(v.dtype.torch)
+
+
+def _where_kernel(v: Val, ix, pred, L):
+    c = compute_dtype(v.dtype)
+    cond = L.cast(L.operand(v.src[0], v, ix, pred), DataType.Bool)
+    x, y = (L.cast(L.operand(s, v, ix, pred), c) for s in v.src[1:])
+    return L.rounded(L.b.mk(Op.WHERE, c, (cond, x, y)), v.dtype)
+
+
+define(OpDef(Op.WHERE, Family.POINTWISE, (3, 3), build=where, rebuild=lambda v, src: where(*src),
+             reference=_where_reference, kernel=_where_kernel, check=operand_agreement,
+             py=lambda c, a, b: a if c else b, torch=torch.where, cuda="({0} ? {1} : {2})"))
+frontend("where")(where)
+
+
+# ---------------------------------------------------------------- cast and set
+
+def cast(v, dtype: DataType) -> Val:
+    if not isinstance(dtype, DataType) or dtype is DataType.Null:
+        raise DefinitionError(f"cast: dtype must be a DataType other than Null, got {dtype!r}")
+    v = S.as_val(v)
+    if v.is_scalar:
+        return S.cast_scalar(v, dtype)
+    return Val(Op.CAST, dtype, (v,), arg=dtype, axes=v.logical)
+
+
+def _cast_text(v: Val, namer) -> str:
+    from ..printer import operand_text
+    return f"cast({operand_text(v.src[0], namer)}, dtype={v.dtype.short})"
+
+
+def _copy_kernel(v: Val, ix, pred, L):
+    return L.rounded(L.operand(v.src[0], v, ix, pred), v.dtype)
+
+
+define(OpDef(Op.CAST, Family.POINTWISE, build=cast, rebuild=lambda v, src: cast(src[0], v.arg),
+             reference=lambda v, args, env: as_tensor(args[0], v.dtype.torch, env.device),
+             text=_cast_text, kernel=_copy_kernel, py=lambda x: x))
+frontend("cast")(cast)
+
+
+def set_(t: Val) -> Val:
+    t = require_tensor("set", t)
+    return Val(Op.SET, t.dtype, (t,), axes=t.logical)
+
+
+define(OpDef(Op.SET, Family.POINTWISE, build=set_, rebuild=lambda v, src: set_(src[0]),
+             reference=lambda v, args, env: args[0].clone(), kernel=_copy_kernel,
+             view=lambda v, t, env: t))
+frontend("set")(set_)
+frontend("segment_set")(set_)
+
+
+# ---------------------------------------------------------------- composites
+
+@frontend("clamp")
+def clamp(t, min=None, max=None) -> Val:  # noqa: A002 - nvFuser's keyword names
+    out = t
+    if min is not None:
+        out = pointwise(Op.MAXIMUM, out, min)
+    if max is not None:
+        out = pointwise(Op.MINIMUM, out, max)
+    return out
+
+
+@frontend("lerp")
+def lerp(start, end, weight) -> Val:
+    return pointwise(Op.ADD, start, pointwise(Op.MUL, weight, pointwise(Op.SUB, end, start)))
+

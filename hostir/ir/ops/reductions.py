@@ -1,0 +1,121 @@
+"""Reductions: sum, max, min, and var/mean (made together by var_mean). A
+reduction's output keeps the reduced axes as reduction axes of its domain."""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from ..dtypes import DataType, compute_dtype
+from ..errors import DefinitionError
+from ..node import Axis, AxisKind, Family, Op, OpDef, Val, define
+from .common import describe, frontend, norm_dims, require_tensor
+from .pointwise import cast
+from .views import broadcast
+
+
+class ReductionArg(NamedTuple):
+    """`arg` of a reduction node."""
+
+    dims: tuple[int, ...]            # reduced dims of the input's logical dims
+    correction: float | None = None  # var only
+
+
+def _reduce_axes(t: Val, dims: tuple[int, ...]) -> tuple[Axis, ...]:
+    return tuple(Axis(a.extent, AxisKind.REDUCE) if i in dims else a
+                 for i, a in enumerate(t.logical))
+
+
+def _keepdim(out: Val, dims: tuple[int, ...], ndim: int) -> Val:
+    return broadcast(out, [i in dims for i in range(ndim)])
+
+
+def _reduction_dims(opname: str, t: Val, dims) -> tuple[int, ...]:
+    if dims is None:
+        return tuple(range(t.ndim))
+    dims = norm_dims(opname, t, dims)
+    if not dims:
+        raise DefinitionError(f"{opname}: dims is empty for {describe(t)}; pass dims=None to reduce all")
+    return dims
+
+
+def _dims_or_axes(opname: str, dims, axes):
+    if dims is not None and axes is not None:
+        raise DefinitionError(f"{opname}: pass dims or axes, not both")
+    return dims if dims is not None else axes
+
+
+def reduction(op: Op, t: Val, dims=None, keepdim: bool = False,
+              dtype: DataType = DataType.Null, *, axes=None) -> Val:
+    opname = op.value
+    t = require_tensor(opname, t)
+    dims = _reduction_dims(opname, t, _dims_or_axes(opname, dims, axes))
+    if dtype not in (None, DataType.Null):
+        t = cast(t, dtype)  # an explicit dtype is kept, also Int32 (torch, nvFuser)
+    elif op is Op.SUM and not t.dtype.is_float:
+        t = cast(t, DataType.Int)  # sums of integers and bools are Int by default
+    out = reduction_raw(op, t, ReductionArg(dims))
+    return _keepdim(out, dims, t.ndim) if keepdim else out
+
+
+def reduction_raw(op: Op, t: Val, arg: ReductionArg) -> Val:
+    # a reduction keeps its source's dtype: `reduction` casts integer sums to Int first
+    return Val(op, t.dtype, (t,), arg=arg, axes=_reduce_axes(t, arg.dims))
+
+
+@frontend("var_mean")
+def var_mean(t: Val, dims=None, correction: int = 1, keepdim: bool = False, *,
+             axes=None) -> tuple[Val, Val]:
+    t = require_tensor("var_mean", t)
+    dims = _reduction_dims("var_mean", t, _dims_or_axes("var_mean", dims, axes))
+    if not isinstance(correction, (int, float)) or isinstance(correction, bool):
+        raise DefinitionError(f"var_mean: correction must be a number, got {correction!r}")
+    if not t.dtype.is_float:
+        t = cast(t, DataType.Float)
+    var = reduction_raw(Op.VAR, t, ReductionArg(dims, correction))
+    mean = reduction_raw(Op.MEAN, t, ReductionArg(dims))
+    if keepdim:
+        return _keepdim(var, dims, t.ndim), _keepdim(mean, dims, t.ndim)
+    return var, mean
+
+
+@frontend("var")
+def var(t: Val, dims=None, correction: int = 1, keepdim: bool = False, *, axes=None) -> Val:
+    return var_mean(t, dims, correction, keepdim, axes=axes)[0]
+
+
+def _in_compute_type(fn):
+    def reference(v: Val, args, env):
+        t = args[0]
+        if not v.arg.dims:
+            return t.clone()
+        return fn(v, t.to(compute_dtype(v.dtype).torch)).to(v.dtype.torch)
+    return reference
+
+
+def _text(v: Val, n) -> str:
+    extra = f", correction={v.arg.correction}" if v.arg.correction is not None else ""
+    return f"{v.op.value}({n(v.src[0])}, dims={list(v.arg.dims)}{extra})"
+
+
+_RULES = {
+    Op.SUM: lambda v, t: torch.sum(t, dim=v.arg.dims),
+    Op.MAX: lambda v, t: torch.amax(t, dim=v.arg.dims),
+    Op.MIN: lambda v, t: torch.amin(t, dim=v.arg.dims),
+    Op.MEAN: lambda v, t: torch.mean(t, dim=v.arg.dims),
+    Op.VAR: lambda v, t: torch.var(t, dim=v.arg.dims, correction=v.arg.correction),
+}
+for _op, _fn in _RULES.items():
+    define(OpDef(_op, Family.REDUCTION, rebuild=lambda v, src: reduction_raw(v.op, src[0], v.arg),
+                 reference=_in_compute_type(_fn), text=_text))
+
+
+def _frontend_reduction(op: Op):
+    def build(t, dims=None, keepdim: bool = False, dtype: DataType = DataType.Null, *, axes=None):
+        return reduction(op, t, dims, keepdim, dtype, axes=axes)
+    build.__name__ = op.value
+    return build
+
+
+for _op in (Op.SUM, Op.MAX, Op.MIN):
+    frontend(_op.value)(_frontend_reduction(_op))

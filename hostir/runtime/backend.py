@@ -1,0 +1,153 @@
+"""Backends that run a `KernelSpec`'s kernels: CUDA (NVRTC cubin, launched with
+arguments packed once in C storage) and, for CPU tensors, the kernel-IR
+interpreter. Both pack the same argument list (the kernel's layout) and return
+a `Prepared` launch that later calls with the same input signature reuse,
+rewriting only data pointers and scalar-input values."""
+from __future__ import annotations
+
+import math
+import threading
+import weakref
+
+import torch
+
+from .. import config
+from ..codegen.interpret import interpret
+from ..codegen.kir import Kernel, pack
+from ..codegen.spec import KernelSpec, Variant
+from ..ir.node import Op
+from .launch import I32, I64, PTR, CompiledKernel, PackedArgs, arch_of, param_ctype, sm_count
+from .nvrtc import prefetch as nvrtc_prefetch
+
+_compiled: "weakref.WeakKeyDictionary[Variant, CompiledKernel]" = weakref.WeakKeyDictionary()
+_compiled_lock = threading.Lock()
+
+
+def compiled(variant: Variant) -> CompiledKernel:
+    """The loadable kernel of `variant` (compiled with NVRTC on first use)."""
+    got = _compiled.get(variant)
+    if got is None:
+        with _compiled_lock:
+            got = _compiled.get(variant)
+            if got is None:
+                got = _compiled[variant] = CompiledKernel(variant.name, variant.source,
+                                                         pdl=variant.options.pdl)
+    return got
+
+
+class Prepared:
+    """A kernel launch fixed at its signature's first call: the output shapes
+    and the packed arguments, of which a call rewrites the data pointers and
+    the values of `dyn` (scalar-input parameters, in `dyn`'s order)."""
+
+    __slots__ = ("outs", "alloc", "dyn", "in_pos", "out_pos", "dyn_pos", "lock")
+
+    def __init__(self, spec: KernelSpec, kernel: Kernel, outs: list):
+        self.outs = [(kt.val, list(t.shape), t.dtype) for kt, t in zip(kernel.outputs, outs)]
+        # new_empty on an empty tensor of the output's dtype and device: cheaper than
+        # torch.empty(shape, dtype=, device=), whose keyword parsing costs more than the
+        # allocation (a tuple shape parses faster than a list)
+        self.alloc = [(t.new_empty(0), tuple(t.shape)) for t in outs]
+        slots = spec.layout(kernel)
+        self.in_pos = [i for i, s in enumerate(slots) if s.kind == "in"]
+        self.out_pos = [i for i, s in enumerate(slots) if s.kind == "out"]
+        params = [(i, kernel.params[s.index]) for i, s in enumerate(slots) if s.kind == "param"]
+        self.dyn = [v for _, v in params if v.op is Op.SCALAR_INPUT]  # may change between calls
+        self.dyn_pos = [i for i, v in params if v.op is Op.SCALAR_INPUT]
+        self.lock = threading.Lock()  # the packed arguments are shared: one launch at a time
+
+    def empty_outputs(self) -> list:
+        return [t.new_empty(shape) for t, shape in self.alloc]
+
+    def run(self, ins: list, outs: list, scalars: list, stream) -> None:
+        raise NotImplementedError
+
+
+class CudaLaunch(Prepared):
+    __slots__ = ("variant", "grid", "packed", "launcher", "in_objs", "out_objs", "dyn_objs")
+
+    def __init__(self, spec, kernel, outs, variant, grid, packed, launcher):
+        super().__init__(spec, kernel, outs)
+        self.variant, self.grid, self.packed, self.launcher = variant, grid, packed, launcher
+        objs = packed.objs
+        self.in_objs = [objs[i] for i in self.in_pos]
+        self.out_objs = [objs[i] for i in self.out_pos]
+        self.dyn_objs = [objs[i] for i in self.dyn_pos]
+
+    def run(self, ins: list, outs: list, scalars: list, stream) -> None:
+        if self.launcher is None:  # nothing to compute (an empty iteration space)
+            return
+        with self.lock:
+            for o, t in zip(self.in_objs, ins):
+                o.value = t.data_ptr()
+            for o, t in zip(self.out_objs, outs):
+                o.value = t.data_ptr()
+            for o, x in zip(self.dyn_objs, scalars):
+                o.value = x
+            self.launcher(stream, self.packed)
+
+
+class InterpretedLaunch(Prepared):
+    __slots__ = ("kernel", "slots", "values")
+
+    def __init__(self, spec, kernel, outs, values):
+        super().__init__(spec, kernel, outs)
+        self.kernel, self.slots, self.values = kernel, spec.layout(kernel), values
+
+    def run(self, ins: list, outs: list, scalars: list, stream) -> None:
+        with self.lock:
+            values = self.values
+            for i, t in zip(self.in_pos, ins):
+                values[i] = t
+            for i, t in zip(self.out_pos, outs):
+                values[i] = t
+            for i, x in zip(self.dyn_pos, scalars):
+                values[i] = x
+            interpret(self.kernel, self.slots, values)
+
+
+def _types(slots, kernel: Kernel, idx: str) -> list:
+    it = I32 if idx == "int" else I64
+    return [PTR if s.kind in ("in", "out") else param_ctype(kernel.params[s.index].dtype)
+            if s.kind == "param" else it for s in slots]
+
+
+def start(spec: KernelSpec, kernel: Kernel, extents: list[int], ins: list, outs: list,
+          params: list, device: torch.device, stream) -> Prepared:
+    """Launch `kernel` of `spec` over `extents` (on `stream`, a raw CUDA stream
+    handle, for CUDA tensors; through the interpreter for CPU tensors) and
+    return the prepared launch for later calls of the same signature."""
+    numel = math.prod(extents)
+    slots = spec.layout(kernel)
+    if device.type != "cuda":
+        values = pack(slots, ins, outs, params, extents, numel, pointer=lambda t: t)
+        prep = InterpretedLaunch(spec, kernel, outs, values)
+        if numel:
+            interpret(kernel, slots, values)
+        return prep
+    variant = spec.choose(kernel, extents, ins, outs, params)
+    count = numel // variant.vec
+    values = pack(slots, ins, outs, params, extents, count, pointer=lambda t: t.data_ptr())
+    packed = PackedArgs(values, _types(slots, kernel, variant.idx))
+    launcher = None
+    grid = spec.grid(variant, count, sm_count(device))
+    if numel:
+        launcher = compiled(variant).launcher(device, grid, spec.options.block)
+        launcher(stream, packed)
+        config.dump("launch", lambda: f"{spec.name}: {variant.name} grid={grid} "
+                                      f"block={spec.options.block} extents={extents} "
+                                      f"vector={variant.vec} index={variant.idx}")
+    return CudaLaunch(spec, kernel, outs, variant, grid, packed, launcher)
+
+
+def prefetch(spec: KernelSpec, full: list[int], ins: list, params: list,
+             device: torch.device) -> None:
+    """Start compiling, on the background NVRTC pool, the variant a first launch
+    over extents `full` with inputs `ins` will most likely use (the same rule as
+    `start`), so that a plan's kernels compile in parallel."""
+    kernel, extents = spec.kernel_for(full)
+    if not math.prod(extents):
+        return
+    variant = spec.choose(kernel, extents, ins, None, params)
+    nvrtc_prefetch(variant.source, arch_of(device), variant.name)
+
