@@ -22,6 +22,7 @@ from harness import meta_for, write_results  # noqa: E402
 from pointwise import cases  # noqa: E402
 
 from hostir import config  # noqa: E402
+from hostir.host.steps import KernelStep  # noqa: E402
 from hostir.runtime import nvrtc as N  # noqa: E402
 
 
@@ -37,10 +38,9 @@ def main(argv=None):
     rows, cold_all = [], []
     for name, fd, _, make_inputs, _ in cases(small=True):
         fd.execute(make_inputs(torch.device("cpu")))  # builds the plan (CPU: interpreter)
-        launches = [s.target for s in fd._cache.last_plan.program.body if hasattr(s.target, "kernel")]
-        for launch in launches:
-            for vec, idx in ((1, "long long"), (launch.vec, "int")):
-                ck = launch.variant(vec, idx)[0]
+        steps = [s.target for s in fd._cache.last_plan.program.body if isinstance(s.target, KernelStep)]
+        for step in steps:
+            for ck in step.spec.typical_variants():
                 N.clear_memory_cache()
                 t = time.perf_counter()
                 N.compile_cubin(ck.source, arch, ck.name)

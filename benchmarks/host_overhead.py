@@ -102,12 +102,15 @@ def main(argv=None):
     except Exception as e:
         rows.append({"what": f"torch.compile call: n/a ({type(e).__name__})", "us": float("nan")})
     if dev.type == "cuda":
-        launch = [s.target for s in fd._cache.last_plan.program.body if hasattr(s.target, "kernel")][0]
-        out = torch.empty_like(x)
+        from hostir.host.steps import KernelStep
+        from hostir.runtime.backend import compiled
         from hostir.runtime.launch import I64, PTR, arch_of, current_stream_handle
         from hostir.runtime.nvrtc import compile_cubin
-        comp_k = launch.compiled  # one point per thread, 64-bit indices
-        block = launch.BLOCK
+        spec = [s.target for s in fd._cache.last_plan.program.body
+                if isinstance(s.target, KernelStep)][0].spec
+        out = torch.empty_like(x)
+        comp_k = compiled(spec.variant(spec.plain, 1, "long long"))  # one point per thread, 64-bit indices
+        block = spec.options.block
         values = (x.data_ptr(), 1, out.data_ptr(), 1, 1024, 1024)
         types = (PTR, I64, PTR, I64, I64, I64)
         stream = current_stream_handle(dev)

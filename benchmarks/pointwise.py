@@ -120,12 +120,19 @@ def broadcast_add_case(r, c):
     return "broadcast add fp32", fd, lambda x, b: x + b, inputs, 4 * (2 * r * c + c)
 
 
-def cases(small: bool):
+def case_makers(small: bool):
+    """Functions each making one case (with a new FusionDefinition) per call."""
     if small:
-        return [rotation_case(1 << 20), rope_case(2, 4, 128, 128), gelu_bwd_case((4, 64, 256)),
-                pad_broadcast_case(2, 4, 16, 4, 256), broadcast_add_case(512, 1024)]
-    return [rotation_case(1 << 28), rope_case(8, 32, 2048, 128), gelu_bwd_case((16, 512, 4096)),
-            pad_broadcast_case(16, 8, 64, 8, 1024), broadcast_add_case(8192, 8192)]
+        return [lambda: rotation_case(1 << 20), lambda: rope_case(2, 4, 128, 128),
+                lambda: gelu_bwd_case((4, 64, 256)), lambda: pad_broadcast_case(2, 4, 16, 4, 256),
+                lambda: broadcast_add_case(512, 1024)]
+    return [lambda: rotation_case(1 << 28), lambda: rope_case(8, 32, 2048, 128),
+            lambda: gelu_bwd_case((16, 512, 4096)), lambda: pad_broadcast_case(16, 8, 64, 8, 1024),
+            lambda: broadcast_add_case(8192, 8192)]
+
+
+def cases(small: bool):
+    return [make() for make in case_makers(small)]
 
 
 def main(argv=None):

@@ -16,7 +16,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hostir import DataType, FusionDefinition  # noqa: E402
-from hostir.host.lower import KernelLaunch  # noqa: E402
+from hostir.host.steps import KernelStep  # noqa: E402
 from hostir.runtime.launch import current_stream_handle  # noqa: E402
 
 
@@ -58,14 +58,14 @@ def main():
         fd.execute([x])
     cache = fd._cache
     sig = cache._signature([x])
-    hit = cache._fast[sig]
+    hit = cache.bound[sig]
     parts = {"fd.execute": lambda: fd.execute([x]),
              "cache.execute": lambda: cache.execute([x]),
              "signature": lambda: cache._signature([x]),
-             "signature + table lookup": lambda: cache._fast.get(cache._signature([x]))}
+             "signature + table lookup": lambda: cache.bound.get(cache._signature([x]))}
     if dev == "cuda" and hit.direct is not None:
-        launch = [s.target for s in cache.last_plan.program.body if isinstance(s.target, KernelLaunch)][0]
-        prep = launch._prepared[hit.token]
+        step = [s.target for s in hit.plan.program.body if isinstance(s.target, KernelStep)][0]
+        prep, _ = hit.prepared[step]
         out = torch.empty_like(x)
         stream = current_stream_handle(x.device)
         parts.update({

@@ -1,6 +1,7 @@
 """Tuning sweep for generated pointwise kernels — threads per block, evict-first
 stores, programmatic dependent launch — beside torch.compile, timed in
-alternating batches in one run.
+alternating batches in one run. Each setting gets its own FusionDefinition,
+planned under `config.override` (plans keep the knobs they were made with).
 
     python benchmarks/tune_pointwise.py [--out DIR] [--small]
 """
@@ -17,21 +18,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import copy_bandwidth, meta_for, time_interleaved, write_results  # noqa: E402
-from pointwise import cases  # noqa: E402
+from pointwise import case_makers  # noqa: E402
 
-from hostir.host.lower import KernelLaunch  # noqa: E402
-
-DEFAULT = KernelLaunch.tuning()
+from hostir import config  # noqa: E402
 
 
 def configs():
     for block, streaming, pdl in itertools.product((128, 256, 512), (False, True), (False, True)):
         label = f"b{block}{' cs' if streaming else ''}{' pdl' if pdl else ''}"
-        yield label, (block, streaming, pdl)
-
-
-def set_tuning(t):
-    KernelLaunch.BLOCK, KernelLaunch.STREAMING, KernelLaunch.PDL = t
+        disable = config.get().disable - {"pdl"} if pdl else config.get().disable | {"pdl"}
+        yield label, {"block": block, "streaming": streaming, "disable": disable}
 
 
 def main(argv=None):
@@ -44,20 +40,17 @@ def main(argv=None):
     bw = copy_bandwidth(dev)
     rows = []
     cfgs = list(configs())
-    for name, fd, eager, make_inputs, nbytes in cases(args.small or dev.type == "cpu"):
+    for make in case_makers(args.small or dev.type == "cpu"):
+        name, _, eager, make_inputs, nbytes = make()
         inputs = make_inputs(dev)
         ref = eager(*inputs)
         fns = []
-        for label, t in cfgs:
-            def run(t=t):
-                if KernelLaunch.tuning() != t:
-                    set_tuning(t)
-                    for hit in fd._cache._fast.values():  # direct runners hold the old variant
-                        hit.direct, hit.tried = None, False
-                return fd.execute(inputs)
-            (got,) = run()
+        for label, knobs in cfgs:
+            fd = make()[1]
+            with config.override(**knobs):  # the plan is made here and keeps these knobs
+                (got,) = fd.execute(inputs)
             torch.testing.assert_close(got.float(), ref.float(), rtol=2e-3, atol=2e-3)
-            fns.append(run)
+            fns.append(lambda fd=fd: fd.execute(inputs))
         labels = [c[0] for c in cfgs]
         try:
             compiled = torch.compile(eager)
@@ -71,8 +64,7 @@ def main(argv=None):
         for label, t in zip(labels, times):
             row[label] = 100 * nbytes / t / bw
         rows.append(row)
-        set_tuning(DEFAULT)
-        del inputs, ref
+        del inputs, ref, fns
     meta = meta_for(dev)
     meta["copy GB/s"] = round(bw / 1e9, 1)
     meta["figures"] = "% of copy bandwidth, median of alternating batches"
