@@ -6,6 +6,7 @@ from functools import cached_property
 from typing import Iterator, NamedTuple
 
 from .node import OPS, Family, Op, Val
+from .printer import fusion_text
 
 
 class TensorInputArg(NamedTuple):
@@ -41,7 +42,6 @@ class Fusion:
         return [v for v in self._exprs if v.is_tensor]
 
     def __str__(self) -> str:
-        from .printer import fusion_text
         return fusion_text(self)
 
 

@@ -143,9 +143,13 @@ OPS: dict[Op, OpDef] = {}
 
 
 def define(record: OpDef) -> OpDef:
-    """Register an op's record (once per op)."""
+    """Register an op's record (once per op). A view op without its own
+    reference rule is evaluated by its view rule."""
     if record.op in OPS:
         raise AssertionError(f"op {record.op} is defined twice")
+    if record.reference is None and record.view is not None:
+        view = record.view
+        record = replace(record, reference=lambda v, args, env: view(v, args[0], env))
     OPS[record.op] = record
     return record
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from .. import scalar as S
 from ..errors import DefinitionError, ExecutionError
 from ..node import ONE, Axis, AxisKind, Val, const
+from ..printer import scalar_text, type_text
 
 FRONTEND: dict = {}
 """fd.ops name -> constructor on Vals (the frontend wraps each one)."""
@@ -22,12 +23,10 @@ def frontend(name: str):
 
 def describe(v: Val) -> str:
     """`T3 (float[i0, 8])`-style text for error messages."""
-    from ..printer import type_text
     return f"{v!r} ({type_text(v)})"
 
 
 def extent_text(e: Val) -> str:
-    from ..printer import scalar_text
     return scalar_text(e)
 
 

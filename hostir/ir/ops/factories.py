@@ -7,6 +7,7 @@ from .. import scalar as S
 from ..dtypes import DataType, compute_dtype
 from ..errors import DefinitionError
 from ..node import Axis, AxisKind, Family, Op, OpDef, Val, define
+from ..printer import scalar_text
 from .common import bound_arg, frontend, iter_axis, shape_arg
 
 
@@ -23,7 +24,6 @@ def full(shape, fill_value, dtype: DataType) -> Val:
 
 
 def _full_text(v: Val, n) -> str:
-    from ..printer import scalar_text
     shape = ", ".join(scalar_text(e, n) for e in v.src[1:])
     return f"full(shape=[{shape}], fill={scalar_text(v.src[0], n)})"
 

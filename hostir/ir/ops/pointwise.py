@@ -17,6 +17,7 @@ from .. import scalar as S
 from ..dtypes import DataType, compute_dtype
 from ..errors import DefinitionError, ExecutionError
 from ..node import OPS, AxisKind, Family, Kind, Op, OpDef, Val, define
+from ..printer import operand_text
 from .common import broadcast_axes, describe, extent_agreement, frontend, require_tensor
 
 
@@ -288,7 +289,6 @@ def cast(v, dtype: DataType) -> Val:
 
 
 def _cast_text(v: Val, namer) -> str:
-    from ..printer import operand_text
     return f"cast({operand_text(v.src[0], namer)}, dtype={v.dtype.short})"
 
 

@@ -6,19 +6,20 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import torch
 import torch.nn.functional as F
 
 from .. import scalar as S
 from ..dtypes import compute_dtype, promote
 from ..errors import DefinitionError, ExecutionError, UnsupportedError
 from ..node import ZERO, AxisKind, Family, Op, OpDef, Val, define
+from ..printer import scalar_text
 from .common import (bound_arg, check_same_extent, describe, extent_text, frontend, iter_axis,
                      norm_dim, require_tensor, same_extent, scalars)
 from .pointwise import cast
 
 
 def _list(vals, namer) -> str:
-    from ..printer import scalar_text
     return "[" + ", ".join(scalar_text(v, namer) for v in vals) + "]"
 
 
@@ -98,7 +99,7 @@ def _full_slice(v: Val) -> bool:
 
 define(OpDef(Op.SLICE, Family.RESIZE, (1, None), build=slice_,
              rebuild=lambda v, src: slice_raw(src[0], src[1:], v.arg),
-             reference=lambda v, args, env: _slice_view(v, args[0], env), view=_slice_view,
+             view=_slice_view,
              text=_slice_text, kernel=lambda v, ix, pred, L: L.value(v.src[0], _slice_index(v, ix, L), pred),
              identity=_full_slice, bounds=lambda v: v.src[1:]))
 
@@ -151,7 +152,6 @@ def _pad_reference(v: Val, args, env):
 
 
 def _pad_text(v: Val, n) -> str:
-    from ..printer import scalar_text
     w = v.src[2:]
     pairs = ", ".join(f"({scalar_text(w[2 * i], n)}, {scalar_text(w[2 * i + 1], n)})"
                       for i in range(len(w) // 2))
@@ -241,7 +241,6 @@ def _cat_axis(tensors, i: int):
 
 
 def _cat_reference(v: Val, args, env):
-    import torch
     return torch.cat(args, dim=v.arg)
 
 

@@ -8,12 +8,12 @@ from typing import Sequence
 from .. import scalar as S
 from ..errors import DefinitionError, ExecutionError
 from ..node import ONE, Axis, AxisKind, Family, Op, OpDef, Val, const, define
+from ..printer import scalar_text
 from .common import (check_same_extent, describe, extent_agreement, extent_text, frontend,
                      iter_axis, norm_dim, norm_dims, require_tensor, same_extent, shape_arg)
 
 
 def _list(vals, namer) -> str:
-    from ..printer import scalar_text
     return "[" + ", ".join(scalar_text(v, namer) for v in vals) + "]"
 
 
@@ -48,7 +48,7 @@ def _unsqueeze(v, t, env):
 
 define(OpDef(Op.BROADCAST, Family.VIEW, build=broadcast,
              rebuild=lambda v, src: broadcast(src[0], v.arg),
-             reference=lambda v, args, env: _unsqueeze(v, args[0], env), view=_unsqueeze,
+             view=_unsqueeze,
              text=lambda v, n: f"broadcast({n(v.src[0])}, is_broadcast_dim={list(v.arg)})",
              kernel=_through(lambda v, ix, L: tuple(i for i, f in zip(ix, v.arg) if not f))))
 
@@ -86,7 +86,7 @@ def _squeeze_index(v, ix, L):
 
 define(OpDef(Op.SQUEEZE, Family.VIEW, build=squeeze,
              rebuild=lambda v, src: squeeze(src[0], v.arg, squeeze_expanded=True),
-             reference=lambda v, args, env: _select0(v, args[0], env), view=_select0,
+             view=_select0,
              text=lambda v, n: f"squeeze({n(v.src[0])}, dims={list(v.arg)})",
              kernel=_through(_squeeze_index)))
 
@@ -140,7 +140,6 @@ def _view_text(v, n):
 
 define(OpDef(Op.EXPAND, Family.VIEW, (1, None), build=expand,
              rebuild=lambda v, src: expand(src[0], list(src[1:])),
-             reference=lambda v, args, env: args[0].expand(env.extents(v.logical)),
              view=lambda v, t, env: t.expand(env.extents(v.logical)), text=_view_text,
              kernel=_through(lambda v, ix, L: tuple(
                  L.b.i(0) if a.kind is AxisKind.BCAST else i for a, i in zip(v.src[0].logical, ix))),
@@ -198,7 +197,6 @@ def _permute_index(v, ix, L):
 
 define(OpDef(Op.PERMUTE, Family.VIEW, build=permute,
              rebuild=lambda v, src: permute(src[0], v.arg),
-             reference=lambda v, args, env: args[0].permute(v.arg),
              view=lambda v, t, env: t.permute(v.arg),
              text=lambda v, n: f"permute({n(v.src[0])}, dims={list(v.arg)})",
              kernel=_through(_permute_index), identity=lambda v: list(v.arg) == list(range(v.ndim))))
