@@ -59,7 +59,7 @@ def _fresh(case_fn, *args):
 
 
 def cases():
-    return [_fresh(rope_case, 1, 2, 8, 16), seed003_case(), _fresh(rotation_case, 64)]
+    return [_fresh(rope_case, 2, 4, 16, 32), seed003_case(), _fresh(rotation_case, 64)]
 
 
 def measure(make, make_inputs, samples: int) -> dict:

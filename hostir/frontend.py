@@ -132,7 +132,7 @@ class FusionDefinition:
         if not self._outputs:
             raise DefinitionError("the fusion has no outputs: call fd.add_output(tensor)")
         self._fusion = Fusion(tuple(self._inputs), tuple(self._outputs))
-        verify(self._fusion)
+        verify(self._fusion, types=config.debugging("verify"))
 
     def ir(self) -> Fusion:
         """The definition as hostir's fusion IR (defining a class-style fusion first)."""

@@ -161,6 +161,31 @@ def _reachable(order: list[KNode], roots: list[KNode]) -> list[KNode]:
     return [n for n in order if id(n) in need]
 
 
+def _index_deps(kern: Kernel) -> dict[int, frozenset]:
+    """Per node, the iteration dims its value depends on."""
+    deps: dict[int, frozenset] = {}
+    for n in kern.order:
+        own = frozenset((n.arg,)) if n.op == K.INDEX else frozenset()
+        deps[id(n)] = own.union(*(deps[id(s)] for s in n.src))
+    return deps
+
+
+def _may_share(kern: Kernel, d: int, deps) -> bool:
+    """Can pairing lanes along dim `d` make two loads one? Lane 1 reads at
+    i + E/2 what some other load of the same input reads at i, so two loads of
+    one input must differ where an operand depends on dim d."""
+    by_slot: dict[int, list[KNode]] = {}
+    for n in kern.order:
+        if n.op == K.LOAD:
+            by_slot.setdefault(n.arg, []).append(n)
+    for loads in by_slot.values():
+        for a, b in itertools.combinations(loads, 2):
+            if any(x is not y and (d in deps[id(x)] or d in deps[id(y)])
+                   for x, y in zip(a.src, b.src)):
+                return True
+    return False
+
+
 def lower_pointwise(seg: Segment, name: str, extents: list[int] | None = None,
                     pairing: bool = True) -> tuple[Kernel, Kernel | None]:
     """The segment's kernel, and with the plan's `extents` a paired-lane variant
@@ -171,12 +196,11 @@ def lower_pointwise(seg: Segment, name: str, extents: list[int] | None = None,
     if not extents or not pairing:
         return plain, None
     best, best_gain = None, 0.0
+    deps = _index_deps(plain)
     for d, e in enumerate(extents):
-        before = base.moving_loads(d)
-        # a load can be shared by the two lanes only if its input has another moving load
-        slots = [n.arg for n in before]
-        if e < 2 or e % 2 or len(set(slots)) == len(slots):
+        if e < 2 or e % 2 or not _may_share(plain, d, deps):
             continue
+        before = base.moving_loads(d)
         try:
             low = PointwiseLowering(seg, name)
             cand = low.run(extents, pair_dims=(d,))
