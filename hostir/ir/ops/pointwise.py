@@ -48,7 +48,8 @@ def _bitwise_not(x):
     return not x if isinstance(x, bool) else ~x  # ~True is -2
 
 
-# op: (kind, Python evaluation, torch evaluation, CUDA format, printed symbol)
+# op: (kind, Python evaluation, torch evaluation, CUDA format, printed symbol
+#      [, C++ the CUDA format needs beyond kernels/hostir.cuh])
 _K, _F, _B, _I = Kind.KEEP, Kind.FLOAT, Kind.BOOL, Kind.INTEGRAL
 UNARY_TABLE = {
     Op.NEG: (_K, operator.neg, torch.neg, "(-{0})", None),
@@ -226,12 +227,13 @@ def operand_agreement(v: Val):
 
 def _define_table(table: dict, arity: tuple) -> None:
     kernels = {Op.MUL: _mul_kernel, Op.POW: _pow_kernel}
-    for op, (kind, py, fn, cuda, sym) in table.items():
+    for op, (kind, py, fn, cuda, sym, *cuda_def) in table.items():
         build = partial(pointwise, op)
         define(OpDef(op, Family.POINTWISE, arity, build=build,
                      rebuild=lambda v, src: pointwise(v.op, *src), reference=_reference,
                      kernel=kernels.get(op, _kernel), check=operand_agreement,
-                     kind=kind, py=py, torch=fn, cuda=cuda, sym=sym))
+                     kind=kind, py=py, torch=fn, cuda=cuda, sym=sym,
+                     cuda_def=cuda_def[0] if cuda_def else None))
         frontend(op.value)(build)
 
 
