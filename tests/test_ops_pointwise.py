@@ -64,6 +64,7 @@ UNARY_TABLE = {
     "isfinite": (torch.isfinite, SPECIAL, FIB),
     "logical_not": (torch.logical_not, SMALL, FIB),
     "bitwise_not": (torch.bitwise_not, {}, BI),
+    "signbit": (torch.signbit, SPECIAL, FIB),
 }
 
 

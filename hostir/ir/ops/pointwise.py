@@ -87,6 +87,11 @@ UNARY_TABLE = {
     Op.ISFINITE: (_B, math.isfinite, torch.isfinite, "hir_isfinite({0})", None),
     Op.LOGICAL_NOT: (_B, operator.not_, torch.logical_not, "(!{0})", None),
     Op.BITWISE_NOT: (_I, _bitwise_not, torch.bitwise_not, "hir_bitwise_not({0})", None),
+    Op.SIGNBIT: (_B, lambda x: math.copysign(1.0, x) < 0, torch.signbit, "hir_signbit({0})", None,
+                 "template <typename T> __device__ __forceinline__ bool hir_signbit(T x) "
+                 "{ return x < T(0); }\n"
+                 "__device__ __forceinline__ bool hir_signbit(float x) { return signbit(x); }\n"
+                 "__device__ __forceinline__ bool hir_signbit(double x) { return signbit(x); }"),
 }
 BINARY_TABLE = {
     Op.ADD: (_K, operator.add, torch.add, "({0} + {1})", "+"),
