@@ -1,7 +1,8 @@
 """All of hostir's configuration. The one module that reads environment variables.
 
-HOSTIR_DUMP      comma list of stages to print: fusion_ir, preseg, concretized,
-                 segments, kernels, host_ir, launch
+HOSTIR_DUMP      comma list of stages to print: fusion_ir, then the pipeline's stages
+                 (concretized, preseg, aliases, segments, host_ir, kernels), and launch
+                 (each kernel launch's variant and grid)
 HOSTIR_ENABLE    comma list of optional features to turn on: grid_stride (cap kernel
                  grids at 32 blocks per SM and loop, instead of one thread per slot),
                  nvtx (an NVTX range around every launch, collective start and wait of a
@@ -11,7 +12,8 @@ HOSTIR_DISABLE   comma list of features to turn off: concretize_resize (keep sli
                  pdl (launch kernels without programmatic dependent launch),
                  cuda_graphs (no CUDA-graph replay of repeated host program calls)
 HOSTIR_CACHE_DIR where compiled kernels are kept (default ~/.cache/hostir)
-HOSTIR_DEBUG     comma list of debug checks: verify (run the IR verifier around every pass)
+HOSTIR_DEBUG     comma list of debug checks: verify (the fusion verifier around every pass
+                 and stage, re-deriving each node's type; kernel-IR and host-IR checks)
 """
 from __future__ import annotations
 
@@ -21,8 +23,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-DUMP_STAGES = frozenset({"fusion_ir", "preseg", "concretized", "segments", "kernels",
-                         "host_ir", "launch"})
+DUMP_STAGES = frozenset({"fusion_ir", "concretized", "preseg", "aliases", "segments", "host_ir",
+                         "kernels", "launch"})
 
 
 def _csv(name: str) -> frozenset[str]:

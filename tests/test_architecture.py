@@ -298,3 +298,8 @@ def test_pairing_precheck_finds_what_the_exhaustive_search_finds(which):
     _, paired = lower_pointwise(seg, "k", [4, 6, 8])
     chosen = paired.pairs[0][0] if paired is not None else None
     assert chosen == _exhaustive_pairing(seg, [4, 6, 8])
+
+
+def test_every_pipeline_stage_can_be_dumped():
+    from hostir.host.pipeline import STAGES
+    assert set(STAGES) <= config.DUMP_STAGES
