@@ -72,6 +72,7 @@ class KernelSpec:
         self._variants: dict[tuple, Variant] = {}
         self._vec = {id(k): vector_width(k) for k in self.kernels}
         self._layouts = {id(k): layout(k) for k in self.kernels}
+        self._positions: dict[tuple, list[int]] = {}
 
     @property
     def kernels(self) -> tuple[Kernel, ...]:
@@ -79,6 +80,14 @@ class KernelSpec:
 
     def layout(self, kernel: Kernel) -> tuple[Slot, ...]:
         return self._layouts[id(kernel)]
+
+    def positions(self, kernel: Kernel, kind: str) -> list[int]:
+        """Positions in the layout of the slots of `kind` ("in", "out", "param")."""
+        key = (id(kernel), kind)
+        got = self._positions.get(key)
+        if got is None:
+            got = self._positions[key] = [i for i, s in enumerate(self.layout(kernel)) if s.kind == kind]
+        return got
 
     def verify(self) -> None:
         for k in self.kernels:

@@ -21,6 +21,7 @@ from ..ir.errors import ExecutionError
 from ..ir.fusion import Fusion, toposort
 from ..ir.inputs import strides_for, validate_inputs
 from ..ir.node import OPS, Op
+from .context import RunContext
 from .pipeline import build_plan
 from .plan import BoundPlan, Plan
 
@@ -86,17 +87,17 @@ class FusionCache:
         run_device = validate_inputs(self.fusion, args)
         if device is not None and not any(v.op is Op.TENSOR_INPUT for v in self.fusion.inputs):
             run_device = torch.device(device)
-        env = bind_inputs(self.fusion.inputs, args, Env(run_device))
-        plan = self._plan_for(env, args)
-        run_shape_checks(plan.checks, env)
+        ctx = bind_inputs(self.fusion.inputs, args, RunContext(run_device))
+        plan = self._plan_for(ctx, args)
+        run_shape_checks(plan.checks, ctx)
         bound = BoundPlan(plan, run_device)
         self.bound[sig] = bound
         if len(self.bound) > MAX_SIGNATURES:
             self.bound.popitem(last=False)
         self.last_plan = plan
-        return self._run(bound, args, out)
+        return self._run(bound, args, out, ctx)
 
-    def _run(self, bound: BoundPlan, args, out) -> list[torch.Tensor]:
+    def _run(self, bound: BoundPlan, args, out, ctx=None) -> list[torch.Tensor]:
         """Run a bound plan. With `out`, kernels write those results straight
         into them; others are copied in at the end."""
         buffers = None
@@ -107,7 +108,7 @@ class FusionCache:
             inputs = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor)}
             buffers = {v: b for v, b in zip(returned, out)
                        if b.untyped_storage().data_ptr() not in inputs}
-        ctx = bound.run(self.fusion.inputs, args, buffers)
+        ctx = bound.run(self.fusion.inputs, args, buffers, ctx)
         return self._outputs(bound.plan, ctx, args)
 
     def _outputs(self, plan: Plan, ctx, args) -> list[torch.Tensor]:

@@ -46,10 +46,12 @@ class BoundPlan:
         self.direct = None         # args -> outputs, once built
         self.tried = False         # the direct runner was attempted
 
-    def run(self, params, args, out_buffers=None, bound: bool = True) -> RunContext:
-        """Run the plan's program on `args` (bound to the fusion's `params`);
-        returns the run's context, which holds every value."""
-        ctx = bind_inputs(params, args, RunContext(self.device, self if bound else None))
+    def run(self, params, args, out_buffers=None, ctx: RunContext | None = None) -> RunContext:
+        """Run the plan's program on `args` (bound to the fusion's `params`, or
+        already bound in `ctx`); returns the run's context, which holds every value."""
+        if ctx is None:
+            ctx = bind_inputs(params, args, RunContext(self.device))
+        ctx.bound = self
         ctx.out_buffers = out_buffers
         run_block(self.plan.run, ctx)
         return ctx

@@ -48,12 +48,13 @@ class Prepared:
         # torch.empty(shape, dtype=, device=), whose keyword parsing costs more than the
         # allocation (a tuple shape parses faster than a list)
         self.alloc = [(t.new_empty(0), tuple(t.shape)) for t in outs]
-        slots = spec.layout(kernel)
-        self.in_pos = [i for i, s in enumerate(slots) if s.kind == "in"]
-        self.out_pos = [i for i, s in enumerate(slots) if s.kind == "out"]
-        params = [(i, kernel.params[s.index]) for i, s in enumerate(slots) if s.kind == "param"]
-        self.dyn = [v for _, v in params if v.op is Op.SCALAR_INPUT]  # may change between calls
-        self.dyn_pos = [i for i, v in params if v.op is Op.SCALAR_INPUT]
+        self.in_pos = spec.positions(kernel, "in")
+        self.out_pos = spec.positions(kernel, "out")
+        # scalar inputs may change between calls of one signature (extents may not)
+        params = zip(spec.positions(kernel, "param"), kernel.params)
+        dyn = [(i, v) for i, v in params if v.op is Op.SCALAR_INPUT]
+        self.dyn = [v for _, v in dyn]
+        self.dyn_pos = [i for i, _ in dyn]
         self.lock = threading.Lock()  # the packed arguments are shared: one launch at a time
 
     def empty_outputs(self) -> list:
