@@ -14,6 +14,7 @@ from ..ir.env import bind_inputs
 from ..ir.fusion import TensorInputArg
 from ..ir.inputs import check_scalar
 from ..ir.node import Axis, AxisKind, Op, Val, const
+from ..ir.rewrite import rebuild
 from . import ir as H
 from .collectives import world
 from .context import RunContext
@@ -392,10 +393,7 @@ def _output_extents(spec: Val, fusion, args: list[Val]) -> list[Val]:
 def _subst(v: Val, mapping) -> Val:
     if id(v) in mapping:
         return mapping[id(v)]
-    if not v.src:
-        return v
-    return S.scalar_op(v.op, *[_subst(s, mapping) for s in v.src]) if v.op is not Op.CAST \
-        else S.cast_scalar(_subst(v.src[0], mapping), v.dtype)
+    return rebuild(v, tuple(_subst(s, mapping) for s in v.src))
 
 
 __all__ = ["HostProgram", "min", "max", "compile_scalar"]
