@@ -14,6 +14,19 @@ HOSTIR_DISABLE   comma list of features to turn off: concretize_resize (keep sli
 HOSTIR_CACHE_DIR where compiled kernels are kept (default ~/.cache/hostir)
 HOSTIR_DEBUG     comma list of debug checks: verify (the fusion verifier around every pass
                  and stage, re-deriving each node's type; kernel-IR and host-IR checks)
+HOSTIR_COMM_BACKEND  how collectives run between ranks: torch (default; torch.distributed,
+                 NCCL on GPUs, gloo on CPU) or mpi (mpi4py; CUDA buffers only with a
+                 CUDA-aware MPI)
+HOSTIR_COMM_TIMEOUT  seconds a collective may take before the job is ended (default 300)
+HOSTIR_CHECK_PROGRAM  1: before a host program first runs, every rank compares a
+                 fingerprint of it with rank 0's and names the first difference
+HOSTIR_LOG_RANKS comma list of ranks whose log lines are printed, or "all" (default: 0)
+
+Launchers tell a process its rank, world size and local rank; they are read in
+this order: Open MPI (OMPI_COMM_WORLD_*), MPICH/Hydra and Intel MPI (PMI_RANK,
+PMI_SIZE, MPI_LOCALRANKID), MVAPICH (MV2_COMM_WORLD_*), Slurm (SLURM_PROCID,
+SLURM_NTASKS, SLURM_LOCALID), then torchrun (RANK, WORLD_SIZE, LOCAL_RANK,
+MASTER_ADDR, MASTER_PORT).
 """
 from __future__ import annotations
 
@@ -43,6 +56,10 @@ class Config:
     # them with `override`); plans read them when they are made
     block: int = 256          # threads per block
     streaming: bool = False   # evict-first 16-byte stores
+    comm_backend: str = "torch"
+    comm_timeout: float = 300.0
+    check_program: bool = False
+    log_ranks: str = "0"
 
     @classmethod
     def from_env(cls) -> "Config":
@@ -58,7 +75,56 @@ class Config:
             disable=_csv("HOSTIR_DISABLE"),
             debug=_csv("HOSTIR_DEBUG"),
             cache_dir=Path(cache) if cache else Path.home() / ".cache" / "hostir",
+            comm_backend=_choice("HOSTIR_COMM_BACKEND", ("torch", "mpi")),
+            comm_timeout=float(os.environ.get("HOSTIR_COMM_TIMEOUT", "300")),
+            check_program=os.environ.get("HOSTIR_CHECK_PROGRAM", "0") not in ("", "0"),
+            log_ranks=os.environ.get("HOSTIR_LOG_RANKS", "0"),
         )
+
+
+def _choice(name: str, choices: tuple[str, ...]) -> str:
+    value = os.environ.get(name, choices[0]).strip() or choices[0]
+    if value not in choices:
+        raise ValueError(f"{name}={value!r}: expected one of {', '.join(choices)}")
+    return value
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What the launcher told this process (world size 1 without one)."""
+
+    rank: int = 0
+    size: int = 1
+    local_rank: int = 0
+    local_size: int = 1
+    launcher: str = "none"      # openmpi | mpich | mvapich | slurm | torchrun | none
+    master_addr: str | None = None
+    master_port: int | None = None
+
+
+_LAUNCHERS = (  # (name, rank, size, local rank, local size)
+    ("openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE"),
+    ("mpich", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
+    ("mvapich", "MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE", "MV2_COMM_WORLD_LOCAL_RANK",
+     "MV2_COMM_WORLD_LOCAL_SIZE"),
+    ("slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"),
+    ("torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"),
+)
+
+
+def launch() -> Launch:
+    """Rank, world size and local rank from the launcher's environment."""
+    env = os.environ
+    for name, rank, size, local, local_size in _LAUNCHERS:
+        if rank in env and size in env:
+            r, n = int(env[rank]), int(env[size])
+            lr = int(env.get(local, r))
+            ls = env.get(local_size, "")
+            ls = int(ls.split("(")[0]) if ls[:1].isdigit() else n  # Slurm: "4(x2)"
+            port = env.get("MASTER_PORT")
+            return Launch(r, n, lr, ls, name, env.get("MASTER_ADDR"), int(port) if port else None)
+    return Launch()
 
 
 _current = Config.from_env()

@@ -655,8 +655,8 @@ def test_send_without_peer_raises():
     x = hp.define_tensor([-1])
     hp.send(x, peer=1)
     hp.add_output(x)
-    assert "start send" in str(hp)
-    with pytest.raises(ExecutionError, match=r"send.*peer"):
+    assert "start send_recv(send [T0 to 1], recv [])" in str(hp)
+    with pytest.raises(ExecutionError, match=r"send: peer 1 is not a rank of this job of 1"):
         hp.execute([rand_float(4)])
 
 
@@ -666,9 +666,26 @@ def test_recv_without_peer_raises():
     y = hp.recv([4], DataType.Float, peer=1)
     hp.add_output(x)
     hp.add_output(y)
-    assert "start recv" in str(hp)
-    with pytest.raises(ExecutionError, match=r"recv.*peer"):
+    assert "start send_recv(send [], recv [T1 float[4] from 1])" in str(hp)
+    with pytest.raises(ExecutionError, match=r"recv: peer 1 is not a rank of this job of 1"):
         hp.execute([rand_float(4)])
+
+
+def test_send_recv_to_self_is_a_local_copy():
+    hp = HostProgram()
+    x = hp.define_tensor([-1])
+    (y,) = hp.send_recv(sends=[(x, hp.rank)], recvs=[([x.logical[0].extent], DataType.Float, 0)])
+    hp.add_output(hp_neg(hp, y))
+    a = rand_float(6)
+    (out,) = hp.execute([a])
+    torch.testing.assert_close(out, -a)
+
+
+def hp_neg(hp, t):
+    with FusionDefinition() as fd:
+        u = fd.define_tensor(shape=[-1], contiguity=True, dtype=DataType.Float)
+        fd.add_output(fd.ops.neg(u))
+    return hp.launch(fd, [t])[0]
 
 
 # ----------------------------------------------------------------------------- misuse

@@ -16,10 +16,10 @@ from ..ir.inputs import check_scalar
 from ..ir.node import Axis, AxisKind, Op, Val, const
 from ..ir.rewrite import rebuild
 from . import ir as H
-from .collectives import world
+from .collectives import check_ranks, world
 from .context import RunContext
 from .evaluator import Compiler, compile_scalar, run_block
-from .graphs import GraphCache, graph_key
+from .graphs import GraphCache, graph_key, has_communication
 from .verify import verify_program
 
 _ids = itertools.count()
@@ -68,7 +68,8 @@ class HostProgram:
         self._inputs: list[Val] = []
         self._outputs: list[Val] = []
         self._blocks: list[list] = [[]]
-        self._pending: dict[int, H.Communication] = {}
+        self._pending: dict[int, H.Communication] = {}   # output id -> its unwaited communication
+        self._started: list[list] = [[]]  # per open block: communications started in it
         self._launch_names: dict[int, _FusionLaunch] = {}
         self._stream_depth: list = []
         self._compiled = None
@@ -96,10 +97,24 @@ class HostProgram:
     def _use(self, v: Val, what: str) -> Val:
         if not isinstance(v, Val) or not v.is_tensor:
             raise DefinitionError(f"{what}: expected a tensor of this program, got {v!r}")
-        comm = self._pending.pop(id(v), None)
+        comm = self._pending.get(id(v))
         if comm is not None:
-            self._emit(H.Wait(comm))
+            self._wait(comm)
         return v
+
+    def _wait(self, comm: H.Communication) -> None:
+        for out in comm.outputs:
+            self._pending.pop(id(out), None)
+        self._emit(H.Wait(comm))
+        for started in self._started:
+            if comm in started:
+                started.remove(comm)
+
+    def _close_block(self) -> None:
+        """Wait, at the end of a block, for what the block started and nothing
+        waited for (each loop iteration finishes its own communication)."""
+        for comm in list(self._started[-1]):
+            self._wait(comm)
 
     @property
     def world_size(self) -> Val:
@@ -148,10 +163,13 @@ class HostProgram:
         index = Val(Op.LOOP_INDEX, DataType.Int, arg=next(_ids), name=name or self._name("i"))
         bounds = [_scalar_arg(x, "for_loop") for x in (start, stop, step)]
         self._blocks.append([])
+        self._started.append([])
         try:
             yield index
+            self._close_block()
         finally:
             body = tuple(self._blocks.pop())
+            self._started.pop()
         self._emit(H.ForLoop(index, *bounds, body))
 
     @contextmanager
@@ -252,12 +270,15 @@ class HostProgram:
         return results
 
     # ------------------------------------------------------------ collectives
-    def _collective(self, kind: str, t: Val | None, out_extents, dtype=None, **kw) -> Val | None:
-        out = self._tensor(dtype or t.dtype, out_extents) if out_extents is not None else None
-        comm = H.Communication(kind, t, out, **kw)
+    def _start(self, comm: H.Communication) -> None:
         self._emit(comm)
-        if out is not None:
+        self._started[-1].append(comm)
+        for out in comm.outputs:
             self._pending[id(out)] = comm
+
+    def _collective(self, kind: str, t: Val, out_extents, **kw) -> Val:
+        out = self._tensor(t.dtype, out_extents)
+        self._start(H.Communication(kind, t, out, **kw))
         return out
 
     def allgather(self, t: Val, dim: int = 0) -> Val:
@@ -288,21 +309,31 @@ class HostProgram:
         return self._collective("all_to_all", t, [a.extent for a in t.logical],
                                 dim=self._dim(t, dim, "all_to_all"))
 
+    def send_recv(self, sends=(), recvs=()) -> list[Val]:
+        """Point-to-point transfers started together and waited for together (a
+        ring where every rank sends first cannot deadlock): `sends` are
+        (tensor, peer rank) pairs, `recvs` (shape, dtype, peer rank) triples;
+        returns the received tensors. A peer that is this rank is a local copy."""
+        sends = [(self._use(t, "send_recv send"), _scalar_arg(p, "send_recv peer")) for t, p in sends]
+        outs = [(self._tensor(dtype, [_scalar_arg(e, "send_recv shape") for e in shape]),
+                 _scalar_arg(p, "send_recv peer")) for shape, dtype, p in recvs]
+        if not sends and not outs:
+            raise DefinitionError("send_recv: nothing to send or receive")
+        self._start(H.Communication("send_recv", None, None, sends=tuple(sends), recvs=tuple(outs)))
+        return [o for o, _ in outs]
+
     def send(self, t: Val, peer) -> None:
-        t = self._use(t, "send")
-        comm = H.Communication("send", t, None, peer=_scalar_arg(peer, "send"))
-        self._emit(comm)
-        self._emit(H.Wait(comm))
+        """Send `t` to rank `peer` (waited for at the end of the enclosing block)."""
+        self.send_recv(sends=[(t, peer)])
 
     def recv(self, shape, dtype: DataType, peer) -> Val:
-        return self._collective("recv", None, [_scalar_arg(e, "recv") for e in shape], dtype=dtype,
-                                peer=_scalar_arg(peer, "recv"))
+        return self.send_recv(recvs=[(shape, dtype, peer)])[0]
 
     def wait(self, t: Val) -> None:
-        comm = self._pending.pop(id(t), None)
+        comm = self._pending.get(id(t))
         if comm is None:
             raise DefinitionError(f"wait: {t!r} is not the output of a pending collective")
-        self._emit(H.Wait(comm))
+        self._wait(comm)
 
     # ------------------------------------------------------------ outputs and running
     def add_output(self, t: Val) -> None:
@@ -312,9 +343,7 @@ class HostProgram:
     def ir(self) -> H.HostIR:
         if len(self._blocks) != 1:
             raise DefinitionError("a for_loop block is still open")
-        for comm in list(self._pending.values()):
-            self._emit(H.Wait(comm))
-        self._pending.clear()
+        self._close_block()
         return H.HostIR(tuple(self._inputs), tuple(self._blocks[0]), tuple(self._outputs))
 
     def __str__(self) -> str:
@@ -330,9 +359,15 @@ class HostProgram:
             # defined is its author's error, named before anything runs
             verify_program(self._program, (self._world, self._rank), DefinitionError)
             self._compiled = Compiler().block(self._program.body)
+            self._communicates = has_communication(self._program.body)
             if not config.disabled("cuda_graphs"):
                 self._graphs = GraphCache(self._program.body)
+            first = True
+        else:
+            first = False
         env = self._bind(inputs, device)
+        if self._communicates:
+            check_ranks(self._program, inputs, first)
         graphs = self._graphs
         if graphs is not None and graphs.enabled and env.device.type == "cuda":
             key = graph_key(self._program.inputs, inputs)
@@ -364,7 +399,7 @@ class HostProgram:
             else:
                 check_scalar(i, v, a)
         env = bind_inputs(prog.inputs, inputs, RunContext(dev or torch.device("cpu")))
-        _, size, rank = world()
+        size, rank = world()
         env[self._world] = size
         env[self._rank] = rank
         return env

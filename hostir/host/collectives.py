@@ -1,84 +1,126 @@
-"""Collective start/wait for host programs. With torch.distributed initialized
-they run on its process group (asynchronously); in a single process they have
-their world-size-1 meaning (a copy). The multi-GPU layer (dist/) adds meshes,
-communicators and NCCL/gloo/MPI selection."""
+"""Starting and waiting for a host program's communication on the job's
+communicator (dist/). A collective along dim d runs on the tensor with d
+moved outermost, so each rank's block is one contiguous buffer; the result is
+a view with d back in place (a copy only where the input was not already laid
+out so). Checks that every rank can see for itself (divisibility, peers)
+raise before anything is started."""
 from __future__ import annotations
 
 import torch
 
+from .. import config
+from ..dist.communicator import Communicator
+from ..dist.torch_backend import check_op
 from ..ir.errors import ExecutionError
-
-
-def world():
-    import torch.distributed as dist
-    if dist.is_available() and dist.is_initialized():
-        return dist, dist.get_world_size(), dist.get_rank()
-    return None, 1, 0
-
-
-_REDUCE = {"sum", "max", "min", "avg", "product"}
+from .ir import program_text
 
 
 def _key(s):
     return ("comm", id(s))
 
 
-def start_collective(s, env, peer=None, recv_shape=None) -> None:
-    """Start collective `s` (a host-IR Communication) in `env`; `peer` is its
-    evaluated root or peer rank, `recv_shape` a recv's evaluated output shape."""
-    dist, size, rank = world()
-    x = env[s.input] if s.input is not None else None
-    out = None
-    if s.kind == "recv":
-        out = torch.empty(recv_shape, dtype=s.output.dtype.torch, device=env.device)
-    if s.op not in _REDUCE:
-        raise ExecutionError(f"{s.kind}: unknown reduction op {s.op!r}; expected one of {sorted(_REDUCE)}")
-    if dist is None:
-        if s.kind in ("send", "recv"):
-            raise ExecutionError(f"{s.kind}: needs a peer process; run under mpirun/torchrun with "
-                                 f"2 or more ranks")
-        env[_key(s)] = None
-        if s.output is not None:
-            env[s.output] = x.clone()
+def _outermost(x: torch.Tensor, dim: int) -> torch.Tensor:
+    return x.movedim(dim, 0).contiguous() if dim else x.contiguous()
+
+
+def _back(t: torch.Tensor, dim: int) -> torch.Tensor:
+    return t.movedim(0, dim) if dim else t
+
+
+def _blocks(s, x: torch.Tensor, size: int) -> None:
+    if x.shape[s.dim] % size:
+        raise ExecutionError(
+            f"{s.kind}: dim {s.dim} of {s.input!r} has extent {x.shape[s.dim]}, which the "
+            f"{size} ranks do not divide (each rank's block must have the same size)")
+
+
+def start_collective(s, env, peer=None, recv_shapes=None) -> None:
+    """Start communication `s` (a host-IR Communication) in `env`; `peer` is its
+    evaluated root rank, `recv_shapes` a send_recv's evaluated receive shapes."""
+    comm = Communicator.instance()
+    if s.kind == "send_recv":
+        _start_p2p(s, env, comm, recv_shapes)
         return
-    op = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN,
-          "avg": dist.ReduceOp.AVG, "product": dist.ReduceOp.PRODUCT}[s.op]
+    check_op(s.op)
+    x = env[s.input]
+    size = comm.size()
     if s.kind == "allgather":
-        parts = [torch.empty_like(x) for _ in range(size)]
-        work = dist.all_gather(parts, x.contiguous(), async_op=True)
-        env[_key(s)] = (work, lambda: torch.cat(parts, dim=s.dim))
+        xt = _outermost(x, s.dim)
+        out = torch.empty((size * xt.shape[0], *xt.shape[1:]), dtype=x.dtype, device=x.device)
+        work, result = comm.allgather(out, xt), lambda: _back(out, s.dim)
     elif s.kind == "allreduce":
-        y = x.clone()
-        work = dist.all_reduce(y, op=op, async_op=True)
-        env[_key(s)] = (work, lambda: y)
+        y = x.clone(memory_format=torch.contiguous_format)
+        work, result = comm.allreduce(y, s.op), lambda: y
     elif s.kind == "reduce_scatter":
-        y = x.clone()
-        work = dist.all_reduce(y, op=op, async_op=True)
-        env[_key(s)] = (work, lambda: y.chunk(size, dim=s.dim)[rank].contiguous())
+        _blocks(s, x, size)
+        xt = _outermost(x, s.dim)
+        out = torch.empty((xt.shape[0] // size, *xt.shape[1:]), dtype=x.dtype, device=x.device)
+        work, result = comm.reduce_scatter(out, xt, s.op), lambda: _back(out, s.dim)
     elif s.kind == "broadcast":
-        y = x.clone()
-        work = dist.broadcast(y, src=peer, async_op=True)
-        env[_key(s)] = (work, lambda: y)
-    elif s.kind == "send":
-        work = dist.isend(x.contiguous(), dst=peer)
-        env[_key(s)] = (work, None)
-    elif s.kind == "recv":
-        work = dist.irecv(out, src=peer)
-        env[_key(s)] = (work, lambda: out)
+        if not 0 <= peer < size:
+            raise ExecutionError(f"broadcast of {s.input!r}: root {peer} is not a rank of {size}")
+        y = x.clone(memory_format=torch.contiguous_format)
+        work, result = comm.broadcast(y, peer), lambda: y
     elif s.kind == "all_to_all":
-        parts_in = [p.contiguous() for p in x.chunk(size, dim=s.dim)]
-        parts_out = [torch.empty_like(p) for p in parts_in]
-        work = dist.all_to_all(parts_out, parts_in, async_op=True)
-        env[_key(s)] = (work, lambda: torch.cat(parts_out, dim=s.dim))
+        _blocks(s, x, size)
+        xt = _outermost(x, s.dim)
+        out = torch.empty_like(xt)
+        work, result = comm.all_to_all(out, xt), lambda: _back(out, s.dim)
     else:
         raise ExecutionError(f"unknown collective {s.kind!r}")
+    env[_key(s)] = (work, [(s.output, result)])
+
+
+def _start_p2p(s, env, comm: Communicator, recv_shapes) -> None:
+    size = comm.size()
+    sends, recvs, results = [], [], []
+    for t, peer in s.sends:
+        peer = env.scalar(peer)
+        _check_peer("send", peer, size, comm)
+        sends.append((env[t], peer))
+    for (out, peer), shape in zip(s.recvs, recv_shapes):
+        peer = env.scalar(peer)
+        _check_peer("recv", peer, size, comm)
+        buf = torch.empty(shape, dtype=out.dtype.torch, device=env.device)
+        recvs.append((buf, peer))
+        results.append((out, lambda buf=buf: buf))
+    env[_key(s)] = (comm.send_recv(sends, recvs), results)
+
+
+def _check_peer(kind: str, peer: int, size: int, comm: Communicator) -> None:
+    if not 0 <= peer < size:
+        hint = " (run under mpirun or torchrun with 2 or more ranks)" if size == 1 else ""
+        raise ExecutionError(f"{kind}: peer {peer} is not a rank of this job of {size}{hint}")
 
 
 def wait_collective(s, env) -> None:
     pending = env.pop(_key(s), None)
     if pending is None:
         return
-    work, result = pending
+    work, results = pending
     work.wait()
-    if result is not None and s.output is not None:
-        env[s.output] = result()
+    for out, result in results:
+        if out is not None:
+            env[out] = result()
+
+
+def world() -> tuple[int, int]:
+    """(world size, rank) of the job."""
+    comm = Communicator.instance()
+    return comm.size(), comm.rank()
+
+
+def check_ranks(program, inputs, first: bool) -> None:
+    """Before a program with communication runs: every rank passes inputs of the
+    same shapes and dtypes (else an error on every rank, naming the difference,
+    not a hang; HOSTIR_DISABLE=rank_checks skips it), and with
+    HOSTIR_CHECK_PROGRAM=1 the first run compares the programs' text."""
+    comm = Communicator.instance()
+    if comm.size() == 1:
+        return
+    if first and config.get().check_program:
+        comm.agree_lines("the host program", program_text(program).splitlines())
+    if not config.disabled("rank_checks"):
+        comm.agree("the inputs' shapes and dtypes", [
+            (i, tuple(a.shape), str(a.dtype).replace("torch.", ""))
+            for i, a in enumerate(inputs) if isinstance(a, torch.Tensor)])

@@ -166,8 +166,8 @@ class Compiler:
 
     def _Communication(self, s: H.Communication) -> Closure:
         peer = compile_scalar(s.peer) if s.peer is not None else (lambda env: None)
-        shape = _shape(s.output) if s.kind == "recv" else (lambda env: None)
-        return lambda env: start_collective(s, env, peer(env), shape(env))
+        shapes = [_shape(out) for out, _ in s.recvs]
+        return lambda env: start_collective(s, env, peer(env), [f(env) for f in shapes])
 
     def _Wait(self, s: H.Wait) -> Closure:
         return lambda env: wait_collective(s.comm, env)

@@ -35,14 +35,18 @@ MAX_GRAPHS = 4      # graphs kept per program (each holds its memory pool)
 MAX_SEEN = 64       # keys counted per program
 
 
-def capturable(body) -> bool:
-    """Statements a CUDA graph can hold: no collectives, no host waits."""
+def has_communication(body) -> bool:
     for s in body:
         if isinstance(s, (H.Communication, H.Wait)):
-            return False
-        if isinstance(s, H.ForLoop) and not capturable(s.body):
-            return False
-    return True
+            return True
+        if isinstance(s, H.ForLoop) and has_communication(s.body):
+            return True
+    return False
+
+
+def capturable(body) -> bool:
+    """Statements a CUDA graph can hold: no collectives, no host waits."""
+    return not has_communication(body)
 
 
 def graph_key(params, inputs) -> tuple:

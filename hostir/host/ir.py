@@ -56,14 +56,24 @@ class LaunchKernel(Stmt):
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Communication(Stmt):
-    """Start of a collective; its output may be used only after a Wait."""
+    """Start of communication; its outputs may be used only after its Wait.
+    kind: allgather | allreduce | reduce_scatter | broadcast | all_to_all (on
+    `input`, giving `output`), or send_recv (a group of point-to-point
+    transfers started together: `sends` are (tensor, peer rank) pairs, `recvs`
+    (output tensor, peer rank) pairs)."""
 
-    kind: str            # allgather | allreduce | reduce_scatter | broadcast | send | recv | all_to_all
+    kind: str
     input: Val | None
     output: Val | None
     dim: int = 0
     op: str = "sum"
-    peer: Val | None = None   # root for broadcast, peer rank for send/recv
+    peer: Val | None = None   # root of a broadcast
+    sends: tuple = ()
+    recvs: tuple = ()
+
+    @property
+    def outputs(self) -> tuple:
+        return (self.output,) if self.output is not None else tuple(o for o, _ in self.recvs)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -139,19 +149,10 @@ def stmt_lines(stmt: Stmt, namer: Namer, indent: str) -> list[str]:
             return [f"{indent}launch {stmt.target.name}({_args(stmt.inputs, n)}) -> into {outs}"]
         return [f"{indent}{outs} = launch {stmt.target.name}({_args(stmt.inputs, n)})"]
     if isinstance(stmt, Communication):
-        extra = []
-        if stmt.kind in ("allgather", "reduce_scatter", "all_to_all"):
-            extra.append(f"dim={stmt.dim}")
-        if stmt.kind in ("allreduce", "reduce_scatter"):
-            extra.append(f"op={stmt.op}")
-        if stmt.peer is not None:
-            extra.append(f"{'root' if stmt.kind == 'broadcast' else 'peer'}={_s(stmt.peer, n)}")
-        args = ", ".join(([n(stmt.input)] if stmt.input is not None else []) + extra)
-        lhs = f"{n(stmt.output)} {type_text(stmt.output, n)} = " if stmt.output is not None else ""
-        return [f"{indent}{lhs}start {stmt.kind}({args})"]
+        return [f"{indent}{_comm_text(stmt, n)}"]
     if isinstance(stmt, Wait):
-        target = stmt.comm.output if stmt.comm.output is not None else stmt.comm.input
-        return [f"{indent}wait {stmt.comm.kind} -> {n(target)}"]
+        targets = stmt.comm.outputs or tuple(t for t, _ in stmt.comm.sends)
+        return [f"{indent}wait {stmt.comm.kind} -> {', '.join(n(t) for t in targets)}"]
     if isinstance(stmt, Select):
         return [f"{indent}{n(stmt.out)} {type_text(stmt.out, n)} = select({n(stmt.src)}, "
                 f"dim={stmt.dim}, index={_s(stmt.index, n)})"]
@@ -162,6 +163,22 @@ def stmt_lines(stmt: Stmt, namer: Namer, indent: str) -> list[str]:
         return [f"{indent}{n(stmt.out)} {type_text(stmt.out, n)} = shard_by_stream({n(stmt.src)}, "
                 f"dim={stmt.dim}, stream={_s(stmt.stream_index, n)}, of={_s(stmt.num_streams, n)})"]
     raise TypeError(f"unknown host statement {stmt!r}")
+
+
+def _comm_text(c: Communication, n) -> str:
+    if c.kind == "send_recv":
+        sends = ", ".join(f"{n(t)} to {_s(p, n)}" for t, p in c.sends)
+        recvs = ", ".join(f"{n(o)} {type_text(o, n)} from {_s(p, n)}" for o, p in c.recvs)
+        return f"start send_recv(send [{sends}], recv [{recvs}])"
+    extra = []
+    if c.kind in ("allgather", "reduce_scatter", "all_to_all"):
+        extra.append(f"dim={c.dim}")
+    if c.kind in ("allreduce", "reduce_scatter"):
+        extra.append(f"op={c.op}")
+    if c.peer is not None:
+        extra.append(f"root={_s(c.peer, n)}")
+    args = ", ".join([n(c.input)] + extra)
+    return f"{n(c.output)} {type_text(c.output, n)} = start {c.kind}({args})"
 
 
 def program_text(prog: HostIR, namer: Namer | None = None) -> str:

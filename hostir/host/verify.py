@@ -56,9 +56,10 @@ def verify_program(prog: H.HostIR, extra_leaves=(), error=VerificationError) -> 
     bound by the runner (world size, rank)."""
     scope = _Scope(prog, Namer(), extra_leaves, error)
     _block(prog.body, scope)
-    for comm in scope.pending.values():
-        raise error(f"malformed host program: the {comm.kind} of "
-                    f"{scope.namer(comm.output)} is never waited for")
+    for comm in list(scope.pending.values()):
+        raise error(f"malformed host program: a {comm.kind} is never waited for")
+    if scope.started:
+        raise error("malformed host program: a communication is never waited for")
     for v in prog.outputs:
         if id(v) not in scope.defined or id(v) in scope.freed:
             raise error(f"malformed host program: output {scope.namer(v)} is not defined at the end")
@@ -101,8 +102,8 @@ def _stmt(s, scope: _Scope) -> None:
         if id(s.comm) not in scope.started:
             scope.fail(s, f"waits for a {s.comm.kind} that was not started before it")
         scope.started.discard(id(s.comm))
-        if s.comm.output is not None:
-            scope.pending.pop(id(s.comm.output), None)
+        for out in s.comm.outputs:
+            scope.pending.pop(id(out), None)
     else:
         scope.fail(s, f"unknown statement {type(s).__name__}")
 
@@ -118,7 +119,14 @@ def _view(s, scope: _Scope) -> None:
 def _start(s: H.Communication, scope: _Scope) -> None:
     scope.use(s, s.input)
     scope.use(s, s.peer)
+    for t, peer in s.sends:
+        scope.use(s, t)
+        scope.use(s, peer)
+    for out, peer in s.recvs:
+        scope.use(s, peer)
+        for a in out.axes:
+            scope.use(s, a.extent)
     scope.started.add(id(s))
-    if s.output is not None:
-        scope.define(s.output)
-        scope.pending[id(s.output)] = s
+    for out in s.outputs:
+        scope.define(out)
+        scope.pending[id(out)] = s

@@ -1,0 +1,92 @@
+"""Run under mpirun (tests/test_mpi.py starts it): every collective kind of a
+host program, on this job's ranks, against a torch computation of what each
+rank must get. Each rank's data is seeded by its rank, so every rank can
+compute every other rank's inputs."""
+import os
+import sys
+
+import torch
+
+from hostir import DataType, FusionDefinition, HostProgram
+from hostir.dist import Communicator
+
+comm = Communicator.instance()
+W, R = comm.size(), comm.rank()
+DEV = comm.device
+
+
+def data(rank, shape, dtype=torch.float32):
+    g = torch.Generator().manual_seed(1000 + rank)
+    t = torch.randn(shape, generator=g)
+    return t.to(dtype).to(DEV)
+
+
+def check(name, got, want):
+    torch.testing.assert_close(got.cpu().float(), want.cpu().float(), rtol=1e-5, atol=1e-5)
+    print(f"rank {R}: {name} ok", flush=True)
+
+
+def program(build):
+    hp = HostProgram()
+    x = hp.define_tensor([-1, -1], DataType.Float)
+    hp.add_output(build(hp, x))
+    return hp
+
+
+def run(hp, shape=(2 * W, 3)):
+    return hp.execute([data(R, shape)])[0]
+
+
+every = [data(r, (2 * W, 3)) for r in range(W)]
+for dim in (0, 1):
+    check(f"allgather dim {dim}", run(program(lambda hp, x: hp.allgather(x, dim))), torch.cat(every, dim))
+for op, fn in (("sum", sum), ("max", lambda ts: torch.stack(ts).amax(0)),
+               ("avg", lambda ts: sum(ts) / W)):
+    check(f"allreduce {op}", run(program(lambda hp, x: hp.allreduce(x, op))), fn(every))
+for dim in (0, 1):
+    shape = (2 * W, 3) if dim == 0 else (3, 2 * W)
+    alls = [data(r, shape) for r in range(W)]
+    got = run(program(lambda hp, x: hp.reduce_scatter(x, dim)), shape)
+    check(f"reduce_scatter dim {dim}", got, sum(alls).chunk(W, dim)[R])
+check("broadcast", run(program(lambda hp, x: hp.broadcast(x, W - 1))), every[W - 1])
+check("all_to_all", run(program(lambda hp, x: hp.all_to_all(x, 0))),
+      torch.cat([every[r].chunk(W, 0)[R] for r in range(W)], 0))
+
+
+# a ring: every rank sends to the next and receives from the previous, in one group
+def ring(hp, x):
+    (y,) = hp.send_recv(sends=[(x, (hp.rank + 1) % hp.world_size)],
+                        recvs=[([x.logical[0].extent, x.logical[1].extent], DataType.Float,
+                                (hp.rank + hp.world_size - 1) % hp.world_size)])
+    return y
+
+
+check("ring send_recv", run(program(ring)), every[(R - 1) % W])
+
+# collectives inside a loop, each iteration's result consumed by a fusion
+with FusionDefinition() as fd:
+    a = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+    fd.add_output(fd.ops.mul(a, 2.0))
+hp = HostProgram()
+x = hp.define_tensor([-1, -1], DataType.Float)
+acc = hp.allocate([x.logical[0].extent * hp.world_size, x.logical[1].extent], DataType.Float)
+with hp.for_loop(0, 3) as i:
+    g = hp.allgather(x, 0)
+    hp.launch(fd, [g], outputs=[acc])
+hp.add_output(acc)
+check("allgather in a loop", run(hp), torch.cat(every, 0) * 2)
+
+# ranks that pass different shapes: an error on every rank, naming the difference
+hp = program(lambda hp, x: hp.allreduce(x))
+try:
+    hp.execute([data(R, (2, 3 + R))])
+except Exception as e:
+    assert "ranks disagree on the inputs' shapes and dtypes" in str(e) and "rank 1" in str(e), e
+    print(f"rank {R}: shape mismatch raised: {e}", flush=True)
+else:
+    raise AssertionError("different shapes on different ranks were not reported")
+
+print(f"rank {R}: all collectives ok ({comm.name}, {W} ranks)", flush=True)
+if os.environ.get("HOSTIR_TEST_BARRIER_EXIT"):
+    comm.barrier()
+sys.exit(0)

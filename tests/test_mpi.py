@@ -1,0 +1,32 @@
+"""Multi-rank programs under mpirun on the CPU (gloo, or MPI itself): each test
+starts a job and checks that every rank reported success, or that a failure
+ended every rank with its message."""
+import time
+
+import pytest
+
+from mpi_util import run_mpi
+
+pytestmark = pytest.mark.mpi
+
+
+def _ok(proc, n, marker):
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert out.count(marker) == n, out[-4000:]
+
+
+@pytest.mark.parametrize("n,backend", [(2, "torch"), (2, "mpi"), (4, "torch")])
+def test_every_collective_kind(n, backend):
+    proc = run_mpi(n, "tests/mpi/collectives.py", env={"HOSTIR_COMM_BACKEND": backend})
+    _ok(proc, n, f"all collectives ok ({'gloo' if backend == 'torch' else 'mpi'}, {n} ranks)")
+
+
+def test_a_rank_that_raises_ends_the_job_with_its_message():
+    t = time.monotonic()
+    proc = run_mpi(2, "tests/mpi/raises.py", timeout=120)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "[rank 1] ValueError: rank 1 failed on purpose" in out, out[-3000:]
+    assert "unreachable" not in out
+    assert time.monotonic() - t < 60
