@@ -1,0 +1,196 @@
+"""The communicator: collectives between the ranks of the job.
+
+`Communicator.instance()` reuses the user's torch.distributed process group if
+one is initialized; otherwise it bootstraps one from the launcher's
+environment: under mpirun, rank 0 picks a free port and broadcasts host:port
+with mpi4py, so nobody sets MASTER_ADDR; under torchrun, from MASTER_ADDR and
+MASTER_PORT. NCCL on GPUs, gloo on the CPU, or (HOSTIR_COMM_BACKEND=mpi)
+mpi4py itself. Every collective is asynchronous: it returns a `Work` whose
+`wait()` makes the current CUDA stream wait for it (NCCL; no host block) or
+blocks the host (gloo, MPI). Collectives time out after HOSTIR_COMM_TIMEOUT.
+
+Teams (sub-communicators over mesh slices) are made by every rank in the same
+order and cached.
+"""
+from __future__ import annotations
+
+import atexit
+import socket
+import threading
+from datetime import timedelta
+
+import torch
+
+from .. import config
+from ..ir.errors import ExecutionError
+from .mpi_backend import MpiBackend
+from .process import device_for, install_abort_hook
+from .torch_backend import LocalBackend, TorchBackend
+
+
+class Communicator:
+    """Size, rank and collectives of this job (nvFuser's `Communicator`)."""
+
+    _instance: "Communicator | None" = None
+    _lock = threading.Lock()
+
+    def __init__(self, backend, rank: int, size: int, local_rank: int, local_size: int,
+                 device: torch.device):
+        self.backend = backend
+        self._rank, self._size = rank, size
+        self._local_rank, self._local_size = local_rank, local_size
+        self.device = device
+        self._teams: dict[tuple, object] = {}
+
+    @classmethod
+    def instance(cls) -> "Communicator":
+        """The job's communicator, made (and the process group bootstrapped) on first use."""
+        with cls._lock:
+            if cls._instance is None:
+                cls._instance = _bootstrap()
+                if cls._instance.size() > 1:  # after torch's own hook, which it replaces
+                    install_abort_hook()
+            return cls._instance
+
+    @classmethod
+    def reset(cls) -> None:
+        """Forget the communicator (tests that change the backend)."""
+        with cls._lock:
+            cls._instance = None
+
+    # nvFuser's names
+    def size(self) -> int:
+        return self._size
+
+    def rank(self) -> int:
+        return self._rank
+
+    def local_size(self) -> int:
+        return self._local_size
+
+    def local_rank(self) -> int:
+        return self._local_rank
+
+    def barrier(self) -> None:
+        self.backend.barrier()
+
+    @property
+    def name(self) -> str:
+        return self.backend.name
+
+    def team(self, ranks) -> object:
+        """The sub-communicator of `ranks` (every rank must ask for every team,
+        in the same order: torch.distributed makes groups collectively)."""
+        ranks = tuple(int(r) for r in ranks)
+        got = self._teams.get(ranks)
+        if got is None:
+            got = self._teams[ranks] = self.backend.team(ranks)
+        return got
+
+    def agree(self, what: str, value) -> None:
+        """Check that every rank holds the same `value` (host-side, small);
+        raise on every rank, naming the ranks that differ from rank 0."""
+        if self._size == 1:
+            return
+        values = self.backend.gather_objects(value)
+        bad = [r for r, v in enumerate(values) if v != values[0]]
+        if bad:
+            r = bad[0]
+            raise ExecutionError(
+                f"ranks disagree on {what}: rank {r} has {_describe(values[r])}, rank 0 has "
+                f"{_describe(values[0])} (every rank must run the same program on inputs of "
+                f"the same shapes and dtypes)")
+
+    def agree_lines(self, what: str, lines: list[str]) -> None:
+        """Check that every rank holds the same text; name the first line that
+        differs from rank 0's (HOSTIR_CHECK_PROGRAM compares host programs so)."""
+        if self._size == 1:
+            return
+        texts = self.backend.gather_objects(list(lines))
+        for r, other in enumerate(texts):
+            if other == texts[0]:
+                continue
+            k = next((i for i, (a, b) in enumerate(zip(texts[0], other)) if a != b),
+                     min(len(texts[0]), len(other)))
+            mine = other[k] if k < len(other) else "<end>"
+            ref = texts[0][k] if k < len(texts[0]) else "<end>"
+            raise ExecutionError(f"ranks disagree on {what}: rank {r} differs from rank 0 at "
+                                 f"line {k + 1}: {mine.strip()!r} on rank {r}, {ref.strip()!r} on rank 0")
+
+    # collectives: each returns a Work; outputs are written into the tensors given
+    def allgather(self, out: torch.Tensor, x: torch.Tensor, team=None):
+        """`out` (contiguous, [size * x.shape[0], ...]) = every rank's `x` along dim 0."""
+        return self.backend.allgather(out, x, team)
+
+    def allreduce(self, x: torch.Tensor, op: str = "sum", team=None):
+        return self.backend.allreduce(x, op, team)
+
+    def reduce_scatter(self, out: torch.Tensor, x: torch.Tensor, op: str = "sum", team=None):
+        """`out` = this rank's dim-0 block of the reduction of every rank's `x`."""
+        return self.backend.reduce_scatter(out, x, op, team)
+
+    def broadcast(self, x: torch.Tensor, root: int, team=None):
+        return self.backend.broadcast(x, root, team)
+
+    def all_to_all(self, out: torch.Tensor, x: torch.Tensor, team=None):
+        """Block r of `x` along dim 0 goes to rank r; block r of `out` comes from it."""
+        return self.backend.all_to_all(out, x, team)
+
+    def send_recv(self, sends, recvs):
+        """A group of point-to-point transfers started together, one Work for all
+        (a ring where every rank sends first cannot deadlock): `sends` and
+        `recvs` are lists of (tensor, peer rank)."""
+        return self.backend.send_recv(sends, recvs)
+
+
+def _describe(v) -> str:
+    text = repr(v)
+    return text if len(text) < 300 else text[:300] + "..."
+
+
+def _free_address(local: bool) -> str:
+    host = "127.0.0.1" if local else socket.getfqdn()
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return f"tcp://{host}:{s.getsockname()[1]}"
+
+
+def _destroy(dist) -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def _bootstrap() -> Communicator:
+    import torch.distributed as dist
+    cfg, launch = config.get(), config.launch()
+    timeout = timedelta(seconds=cfg.comm_timeout)
+    if dist.is_available() and dist.is_initialized():  # the user's process group
+        rank, size = dist.get_rank(), dist.get_world_size()
+        device = device_for(launch.local_rank if launch.size == size else rank)
+        return Communicator(TorchBackend(dist, timeout), rank, size, launch.local_rank,
+                            launch.local_size, device)
+    device = device_for(launch.local_rank)
+    if launch.size == 1:
+        return Communicator(LocalBackend(), 0, 1, 0, 1, device)
+    if cfg.comm_backend == "mpi":
+        return Communicator(MpiBackend(device), launch.rank, launch.size, launch.local_rank,
+                            launch.local_size, device)
+    if launch.master_addr and launch.master_port:
+        init = f"tcp://{launch.master_addr}:{launch.master_port}"
+    else:  # an MPI launcher: rank 0 picks the address and tells the others
+        from mpi4py import MPI
+        world = MPI.COMM_WORLD
+        init = world.bcast(_free_address(launch.local_size == launch.size)
+                           if launch.rank == 0 else None, root=0)
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    kwargs = {"device_id": device} if device.type == "cuda" else {}
+    dist.init_process_group(backend, init_method=init, rank=launch.rank, world_size=launch.size,
+                            timeout=timeout, **kwargs)
+    # the group hostir made is taken down before the interpreter's own teardown (gloo's
+    # threads otherwise outlive it: "terminate called without an active exception")
+    atexit.register(_destroy, dist)
+    return Communicator(TorchBackend(dist, timeout), launch.rank, launch.size, launch.local_rank,
+                        launch.local_size, device)
+
+
+__all__ = ["Communicator"]

@@ -1,0 +1,66 @@
+"""This process in the job: its rank, world size and local rank (from the
+launcher, see config.launch), the GPU it uses, rank-tagged logging, and the
+rule that an exception on one rank ends the whole job with its message
+(as `python -m mpi4py` does), instead of leaving the other ranks waiting."""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import traceback
+
+import torch
+
+from .. import config
+
+_hook_lock = threading.Lock()
+_hook_installed = False
+
+
+def device_for(local_rank: int) -> torch.device:
+    """One process per GPU, chosen by the local rank; the CPU without GPUs."""
+    if not torch.cuda.is_available():
+        return torch.device("cpu")
+    index = local_rank % torch.cuda.device_count()
+    torch.cuda.set_device(index)
+    return torch.device("cuda", index)
+
+
+def log(message: str, rank: int | None = None) -> None:
+    """Print a rank-tagged line (rank 0 only, unless HOSTIR_LOG_RANKS says otherwise)."""
+    launch = config.launch()
+    rank = launch.rank if rank is None else rank
+    ranks = config.get().log_ranks
+    if ranks != "all" and str(rank) not in {r.strip() for r in ranks.split(",")}:
+        return
+    print(f"[hostir rank {rank}/{launch.size}] {message}", file=sys.stderr, flush=True)
+
+
+def _abort_job(code: int = 1) -> None:
+    """End every rank: MPI_Abort under an MPI launcher, else this process exits
+    (torchrun's agent then stops the others)."""
+    if config.launch().launcher in ("openmpi", "mpich", "mvapich") and "mpi4py.MPI" in sys.modules:
+        sys.modules["mpi4py.MPI"].COMM_WORLD.Abort(code)
+    os._exit(code)
+
+
+def install_abort_hook() -> None:
+    """From now on an uncaught exception on this rank prints its traceback,
+    tagged with the rank, and ends the whole job (every rank exits non-zero)."""
+    global _hook_installed
+    with _hook_lock:
+        if _hook_installed:
+            return
+        _hook_installed = True
+    previous = sys.excepthook
+    rank = config.launch().rank
+
+    def hook(kind, value, tb):
+        if issubclass(kind, KeyboardInterrupt):
+            return previous(kind, value, tb)
+        text = "".join(traceback.format_exception(kind, value, tb))
+        sys.stderr.write("".join(f"[rank {rank}] {line}\n" for line in text.rstrip().splitlines()))
+        sys.stderr.write(f"[rank {rank}] hostir: ending the job (this rank raised)\n")
+        sys.stderr.flush()
+        _abort_job(1)
+    sys.excepthook = hook
