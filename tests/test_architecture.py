@@ -303,3 +303,34 @@ def test_pairing_precheck_finds_what_the_exhaustive_search_finds(which):
 def test_every_pipeline_stage_can_be_dumped():
     from hostir.host.pipeline import STAGES
     assert set(STAGES) <= config.DUMP_STAGES
+
+
+def test_every_op_says_where_its_operands_dims_go():
+    """OpDef.dims, checked against torch: each operand dim that maps to a result
+    dim has the same extent there."""
+    from hostir.ir.node import REDUCED
+    with FusionDefinition() as fd:
+        a = fd.define_tensor(shape=[2, 3, 4], contiguity=True, dtype=DataType.Float)
+        b = fd.define_tensor(shape=[4, 5], contiguity=True, dtype=DataType.Float)
+        w = fd.define_tensor(shape=[6, 4], contiguity=True, dtype=DataType.Float)
+        c = fd.define_tensor(shape=[3, 4], contiguity=True, dtype=DataType.Float)
+        outs = [fd.ops.add(a, c), fd.ops.permute(a, [2, 0, 1]), fd.ops.sum(a, [1]),
+                fd.ops.matmul(a, b), fd.ops.linear(a, w), fd.ops.broadcast(c, [True, False, False]),
+                fd.ops.squeeze(fd.ops.broadcast(c, [False, True, False]), [1]),
+                fd.ops.slice(a, [0, 1, 0], [2, 3, 4]), fd.ops.cat([a, a], 1)]
+        for o in outs:
+            fd.add_output(o)
+    fusion = fd.ir()
+    for o in fusion.outputs:
+        v = o.val
+        d = OPS[v.op]
+        for k, s in enumerate(v.src):
+            if not s.is_tensor:
+                continue
+            m = d.dims(v, k)
+            assert len(m) == s.ndim, (v.op, k)
+            for sd, od in enumerate(m):
+                if isinstance(od, int):
+                    assert s.logical[sd].extent.arg == v.logical[od].extent.arg, (v.op, k, sd, od)
+    mm = next(o.val for o in fusion.outputs if o.val.op is Op.MATMUL)
+    assert OPS[Op.MATMUL].dims(mm, 0) == (0, 1, REDUCED) and OPS[Op.MATMUL].dims(mm, 1) == (REDUCED, 2)

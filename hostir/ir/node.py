@@ -107,6 +107,11 @@ class OpDef:
     - `bounds(v)`: scalar sources that concretization may compile in
     - `check(v)`: None, or a function of an Env that raises ExecutionError
       when the run-time extents disagree (checks symbolic shapes per call)
+    - `dims(v, k)`: for each logical dim of tensor operand k, the logical dim
+      of `v` it becomes, REDUCED where the op combines values along it (a
+      reduction's or a contraction's dim: `partial` says how partial results
+      combine, "sum", "max", "min" or "avg"; None: they cannot be), or None
+      where it has no counterpart (sharding propagation reads this)
 
     Pointwise ops also carry `kind` (type rule), `py` (evaluation on Python
     numbers), `torch` (on tensors), `cuda` (a format string over operand
@@ -128,6 +133,8 @@ class OpDef:
     identity: Callable | None = None
     bounds: Callable | None = None
     check: Callable | None = None
+    dims: Callable | None = None
+    partial: str | None = None
     kind: Kind | None = None
     py: Callable | None = None
     torch: Callable | None = None
@@ -141,6 +148,9 @@ class OpDef:
 
 
 OPS: dict[Op, OpDef] = {}
+
+REDUCED = "reduced"
+"""`OpDef.dims` entry of an operand dim the op combines values along."""
 
 
 def define(record: OpDef) -> OpDef:

@@ -136,6 +136,21 @@ def operand_index(s: Val, out_ndim: int, ix: tuple, zero) -> tuple:
     return tuple(zero if ax.kind is AxisKind.BCAST else ix[off + d] for d, ax in enumerate(s.logical))
 
 
+def aligned_dims(v: Val, k: int) -> tuple:
+    """`OpDef.dims` of a rank-broadcasting op: operand dims align from the right."""
+    s = v.src[k]
+    if s.is_scalar:
+        return ()
+    off = v.ndim - s.ndim
+    return tuple(range(off, v.ndim))
+
+
+def same_dims(v: Val, k: int) -> tuple:
+    """`OpDef.dims` of an op whose first operand keeps its dims (scalars have none)."""
+    s = v.src[k]
+    return tuple(range(s.ndim)) if s.is_tensor and k == 0 else ()
+
+
 def scalars(env, vals) -> list:
     return [env.scalar(v) for v in vals]
 

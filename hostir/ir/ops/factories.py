@@ -32,7 +32,7 @@ define(OpDef(Op.FULL, Family.FACTORY, (1, None), build=full,
              rebuild=lambda v, src: full(list(src[1:]), src[0], v.dtype),
              reference=lambda v, args, env: torch.full(env.extents(v.logical), args[0],
                                                        dtype=v.dtype.torch, device=env.device),
-             text=_full_text,
+             text=_full_text, dims=lambda v, k: (),
              kernel=lambda v, ix, pred, L: L.rounded(L.scalar(v.src[0]), v.dtype)))
 
 
@@ -58,4 +58,4 @@ def _iota_kernel(v: Val, ix, pred, L):
 
 define(OpDef(Op.IOTA, Family.FACTORY, (3, 3), build=iota,
              rebuild=lambda v, src: iota(src[0], src[1], src[2], v.dtype),
-             reference=_iota_reference, kernel=_iota_kernel))
+             reference=_iota_reference, kernel=_iota_kernel, dims=lambda v, k: ()))

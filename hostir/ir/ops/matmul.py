@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from .. import scalar as S
 from ..errors import DefinitionError, UnsupportedError
-from ..node import Axis, AxisKind, Family, Op, OpDef, Val, define
+from ..node import REDUCED, Axis, AxisKind, Family, Op, OpDef, Val, define
 from .common import broadcast_axes, check_same_extent, describe, frontend, require_tensor
 
 
@@ -50,8 +50,24 @@ def _broadcast_batch(a: Val, b: Val) -> tuple[Axis, ...]:
     return broadcast_axes("matmul", [x for x in (fa, fb) if x.ndim])
 
 
+def _matmul_dims(v: Val, k: int) -> tuple:
+    """Batch dims align from the right; a's rows and b's columns keep their
+    place; the contracted dim K is REDUCED."""
+    a, b = v.src
+    n = v.ndim
+    cols = n - 1 if b.ndim >= 2 else None
+    rows = (n - 2 if b.ndim >= 2 else n - 1) if a.ndim >= 2 else None
+    batch_end = (rows if rows is not None else cols if cols is not None else n)
+    t = v.src[k]
+    if t.ndim == 1:
+        return (REDUCED,)
+    batch = tuple(range(batch_end - (t.ndim - 2), batch_end))
+    return batch + ((rows, REDUCED) if k == 0 else (REDUCED, cols))
+
+
 define(OpDef(Op.MATMUL, Family.MATMUL, (2, 2), build=matmul, rebuild=lambda v, src: matmul(*src),
-             reference=lambda v, args, env: torch.matmul(args[0], args[1])))
+             reference=lambda v, args, env: torch.matmul(args[0], args[1]), dims=_matmul_dims,
+             partial="sum"))
 
 
 @frontend("linear")
@@ -85,5 +101,15 @@ def _linear_reference(v: Val, args, env):
     return F.linear(x, w, bias)
 
 
+def _linear_dims(v: Val, k: int) -> tuple:
+    """Input [..., K], weight [N, K] (or [K]), bias [N]: K is REDUCED."""
+    t, n = v.src[k], v.ndim
+    if k == 0:
+        return tuple(range(t.ndim - 1)) + (REDUCED,)
+    if k == 1:
+        return (n - 1, REDUCED) if t.ndim == 2 else (REDUCED,)
+    return (n - 1,) if t.ndim == 1 else ()
+
+
 define(OpDef(Op.LINEAR, Family.MATMUL, (2, 3), build=linear, rebuild=lambda v, src: linear(*src),
-             reference=_linear_reference))
+             reference=_linear_reference, dims=_linear_dims, partial="sum"))

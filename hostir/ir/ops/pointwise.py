@@ -18,7 +18,7 @@ from ..dtypes import DataType, compute_dtype
 from ..errors import DefinitionError, ExecutionError
 from ..node import OPS, AxisKind, Family, Kind, Op, OpDef, Val, define
 from ..printer import operand_text
-from .common import broadcast_axes, describe, extent_agreement, frontend, require_tensor
+from .common import aligned_dims, broadcast_axes, describe, extent_agreement, frontend, require_tensor
 
 
 def _floordiv(a, b):
@@ -236,7 +236,7 @@ def _define_table(table: dict, arity: tuple) -> None:
         build = partial(pointwise, op)
         define(OpDef(op, Family.POINTWISE, arity, build=build,
                      rebuild=lambda v, src: pointwise(v.op, *src), reference=_reference,
-                     kernel=kernels.get(op, _kernel), check=operand_agreement,
+                     kernel=kernels.get(op, _kernel), check=operand_agreement, dims=aligned_dims,
                      kind=kind, py=py, torch=fn, cuda=cuda, sym=sym,
                      cuda_def=cuda_def[0] if cuda_def else None))
         frontend(op.value)(build)
@@ -280,6 +280,7 @@ def _where_kernel(v: Val, ix, pred, L):
 
 define(OpDef(Op.WHERE, Family.POINTWISE, (3, 3), build=where, rebuild=lambda v, src: where(*src),
              reference=_where_reference, kernel=_where_kernel, check=operand_agreement,
+             dims=aligned_dims,
              py=lambda c, a, b: a if c else b, torch=torch.where, cuda="({0} ? {1} : {2})"))
 frontend("where")(where)
 
@@ -305,7 +306,7 @@ def _copy_kernel(v: Val, ix, pred, L):
 
 define(OpDef(Op.CAST, Family.POINTWISE, build=cast, rebuild=lambda v, src: cast(src[0], v.arg),
              reference=lambda v, args, env: as_tensor(args[0], v.dtype.torch, env.device),
-             text=_cast_text, kernel=_copy_kernel, py=lambda x: x))
+             text=_cast_text, kernel=_copy_kernel, py=lambda x: x, dims=aligned_dims))
 frontend("cast")(cast)
 
 
@@ -316,7 +317,7 @@ def set_(t: Val) -> Val:
 
 define(OpDef(Op.SET, Family.POINTWISE, build=set_, rebuild=lambda v, src: set_(src[0]),
              reference=lambda v, args, env: args[0].clone(), kernel=_copy_kernel,
-             view=lambda v, t, env: t))
+             view=lambda v, t, env: t, dims=aligned_dims))
 frontend("set")(set_)
 frontend("segment_set")(set_)
 

@@ -8,7 +8,7 @@ import torch
 
 from ..dtypes import DataType, compute_dtype
 from ..errors import DefinitionError
-from ..node import Axis, AxisKind, Family, Op, OpDef, Val, define
+from ..node import REDUCED, Axis, AxisKind, Family, Op, OpDef, Val, define
 from .common import describe, frontend, norm_dims, require_tensor
 from .pointwise import cast
 from .views import broadcast
@@ -105,9 +105,19 @@ _RULES = {
     Op.MEAN: lambda v, t: torch.mean(t, dim=v.arg.dims),
     Op.VAR: lambda v, t: torch.var(t, dim=v.arg.dims, correction=v.arg.correction),
 }
+def _dims(v: Val, k: int) -> tuple:
+    out, i = [], 0
+    for d in range(v.src[0].ndim):
+        out.append(REDUCED if d in v.arg.dims else i)
+        i += d not in v.arg.dims
+    return tuple(out)
+
+
+# how results over parts of the reduced dims combine (var does not combine so)
+_PARTIAL = {Op.SUM: "sum", Op.MAX: "max", Op.MIN: "min", Op.MEAN: "avg", Op.VAR: None}
 for _op, _fn in _RULES.items():
     define(OpDef(_op, Family.REDUCTION, rebuild=lambda v, src: reduction_raw(v.op, src[0], v.arg),
-                 reference=_in_compute_type(_fn), text=_text))
+                 reference=_in_compute_type(_fn), text=_text, dims=_dims, partial=_PARTIAL[_op]))
 
 
 def _frontend_reduction(op: Op):

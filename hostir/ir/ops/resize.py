@@ -97,7 +97,17 @@ def _full_slice(v: Val) -> bool:
                for lo, hi, st, ax in zip(v.src[1:1 + n], v.src[1 + n:], v.arg, x.logical))
 
 
-define(OpDef(Op.SLICE, Family.RESIZE, (1, None), build=slice_,
+def _slice_dims(v: Val, k: int) -> tuple:
+    """Dims taken whole keep their place; a dim cut has no counterpart."""
+    if k:
+        return ()
+    x, n = v.src[0], v.src[0].ndim
+    return tuple(d if (S.is_const(lo, 0) and same_extent(hi, ax.extent) and st == 1) else None
+                 for d, (lo, hi, st, ax) in enumerate(zip(v.src[1:1 + n], v.src[1 + n:], v.arg,
+                                                          x.logical)))
+
+
+define(OpDef(Op.SLICE, Family.RESIZE, (1, None), build=slice_, dims=_slice_dims,
              rebuild=lambda v, src: slice_raw(src[0], src[1:], v.arg),
              view=_slice_view,
              text=_slice_text, kernel=lambda v, ix, pred, L: L.value(v.src[0], _slice_index(v, ix, L), pred),
@@ -201,7 +211,9 @@ define(OpDef(Op.PAD, Family.RESIZE, (2, None), build=pad,
              rebuild=lambda v, src: pad_raw(src[0], src[1], src[2:]),
              reference=_pad_reference, text=_pad_text, kernel=_pad_kernel,
              identity=lambda v: all(S.is_const(w, 0) for w in v.src[2:]),
-             bounds=lambda v: v.src[2:], check=_pad_check))
+             bounds=lambda v: v.src[2:], check=_pad_check,
+             dims=lambda v, k: tuple(d if S.is_const(v.src[2 + 2 * d], 0) and S.is_const(v.src[3 + 2 * d], 0)
+                                     else None for d in range(v.ndim)) if k == 0 else ()))
 
 
 # ---------------------------------------------------------------- cat
@@ -269,4 +281,5 @@ define(OpDef(Op.CAT, Family.RESIZE, (1, None), build=cat,
              rebuild=lambda v, src: cat(list(src), v.arg), reference=_cat_reference,
              text=lambda v, n: f"cat({', '.join(n(s) for s in v.src)}, dim={v.arg})",
              kernel=_cat_kernel, identity=lambda v: len(v.src) == 1,
+             dims=lambda v, k: tuple(None if d == v.arg else d for d in range(v.ndim)),
              bounds=lambda v: tuple(s.logical[v.arg].extent for s in v.src)))

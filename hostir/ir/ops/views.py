@@ -10,7 +10,8 @@ from ..errors import DefinitionError, ExecutionError
 from ..node import ONE, Axis, AxisKind, Family, Op, OpDef, Val, const, define
 from ..printer import scalar_text
 from .common import (check_same_extent, describe, extent_agreement, extent_text, frontend,
-                     iter_axis, norm_dim, norm_dims, require_tensor, same_extent, shape_arg)
+                     iter_axis, norm_dim, norm_dims, require_tensor, same_dims, same_extent,
+                     shape_arg)
 
 
 def _list(vals, namer) -> str:
@@ -48,7 +49,7 @@ def _unsqueeze(v, t, env):
 
 define(OpDef(Op.BROADCAST, Family.VIEW, build=broadcast,
              rebuild=lambda v, src: broadcast(src[0], v.arg),
-             view=_unsqueeze,
+             view=_unsqueeze, dims=lambda v, k: tuple(i for i, f in enumerate(v.arg) if not f),
              text=lambda v, n: f"broadcast({n(v.src[0])}, is_broadcast_dim={list(v.arg)})",
              kernel=_through(lambda v, ix, L: tuple(i for i, f in zip(ix, v.arg) if not f))))
 
@@ -79,6 +80,16 @@ def _select0(v, t, env):
     return t
 
 
+def _squeeze_dims(v, k) -> tuple:
+    if k:
+        return ()
+    out, i = [], 0
+    for d in range(v.src[0].ndim):
+        out.append(None if d in v.arg else i)
+        i += d not in v.arg
+    return tuple(out)
+
+
 def _squeeze_index(v, ix, L):
     it = iter(ix)
     return tuple(L.b.i(0) if d in v.arg else next(it) for d in range(v.src[0].ndim))
@@ -86,7 +97,7 @@ def _squeeze_index(v, ix, L):
 
 define(OpDef(Op.SQUEEZE, Family.VIEW, build=squeeze,
              rebuild=lambda v, src: squeeze(src[0], v.arg, squeeze_expanded=True),
-             view=_select0,
+             view=_select0, dims=_squeeze_dims,
              text=lambda v, n: f"squeeze({n(v.src[0])}, dims={list(v.arg)})",
              kernel=_through(_squeeze_index)))
 
@@ -143,7 +154,7 @@ define(OpDef(Op.EXPAND, Family.VIEW, (1, None), build=expand,
              view=lambda v, t, env: t.expand(env.extents(v.logical)), text=_view_text,
              kernel=_through(lambda v, ix, L: tuple(
                  L.b.i(0) if a.kind is AxisKind.BCAST else i for a, i in zip(v.src[0].logical, ix))),
-             identity=_same_shape, check=_expand_check))
+             identity=_same_shape, check=_expand_check, dims=same_dims))
 
 
 @frontend("broadcast_in_dim")
@@ -199,7 +210,8 @@ define(OpDef(Op.PERMUTE, Family.VIEW, build=permute,
              rebuild=lambda v, src: permute(src[0], v.arg),
              view=lambda v, t, env: t.permute(v.arg),
              text=lambda v, n: f"permute({n(v.src[0])}, dims={list(v.arg)})",
-             kernel=_through(_permute_index), identity=lambda v: list(v.arg) == list(range(v.ndim))))
+             kernel=_through(_permute_index), identity=lambda v: list(v.arg) == list(range(v.ndim)),
+             dims=lambda v, k: tuple(v.arg.index(d) for d in range(v.ndim)) if k == 0 else ()))
 
 
 # ---------------------------------------------------------------- reshape
@@ -267,4 +279,6 @@ define(OpDef(Op.RESHAPE, Family.VIEW, (1, None), build=reshape,
              rebuild=lambda v, src: reshape(src[0], list(src[1:])),
              reference=lambda v, args, env: args[0].reshape(env.extents(v.logical)),
              view=lambda v, t, env: t.view(env.extents(v.logical)), text=_view_text,
-             kernel=_through(_reshape_index), identity=_same_shape, check=_reshape_check))
+             kernel=_through(_reshape_index), identity=_same_shape, check=_reshape_check,
+             dims=lambda v, k: (same_dims(v, k) if _same_shape(v) else (None,) * v.src[0].ndim)
+             if k == 0 else ()))
