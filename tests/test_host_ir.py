@@ -347,7 +347,7 @@ def test_shard_by_stream_loop_with_symbolic_stream_index(size, num):
     """Each shard k gets x*2 + k: shows every element lands in the right shard."""
     hp = _shard_loop_program(num)
     text = str(hp)
-    assert re.search(r"shard_by_stream\(T\d+, dim=0, stream=\w+, of=" + str(num) + r"\)", text), text
+    assert re.search(r"chunk\(T\d+, dim=0, index=\w+, of=" + str(num) + r"\)", text), text
     a = rand_float(size, 4)
     (res,) = hp.execute([a])
     chunk = -(-size // num)

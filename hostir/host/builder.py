@@ -210,16 +210,21 @@ class HostProgram:
         self._emit(H.Slice(out, t, d, lo, hi))
         return out
 
-    def shard_by_stream(self, t: Val, dim: int, stream_index, num_streams) -> Val:
-        t = self._use(t, "shard_by_stream")
-        d = self._dim(t, dim, "shard_by_stream")
-        k, n = _scalar_arg(stream_index, "shard_by_stream"), _scalar_arg(num_streams, "shard_by_stream")
+    def chunk(self, t: Val, dim: int, index, count) -> Val:
+        """The `index`-th of `count` ceil-sized chunks of `t` along `dim` (a view)."""
+        t = self._use(t, "chunk")
+        d = self._dim(t, dim, "chunk")
+        k, n = _scalar_arg(index, "chunk"), _scalar_arg(count, "chunk")
         ext = [a.extent for a in t.logical]
-        chunk = S.ceildiv(ext[d], n)
-        ext[d] = S.smin(chunk, S.smax(S.sub(ext[d], S.mul(k, chunk)), 0))
+        size = S.ceildiv(ext[d], n)
+        ext[d] = S.smin(size, S.smax(S.sub(ext[d], S.mul(k, size)), 0))
         out = self._tensor(t.dtype, ext)
-        self._emit(H.ShardByStream(out, t, d, k, n))
+        self._emit(H.Chunk(out, t, d, k, n))
         return out
+
+    def shard_by_stream(self, t: Val, dim: int, stream_index, num_streams) -> Val:
+        """Stream `stream_index`'s chunk of `t` (one of `num_streams`) along `dim`."""
+        return self.chunk(t, dim, stream_index, num_streams)
 
     @staticmethod
     def _dim(t: Val, dim: int, what: str) -> int:

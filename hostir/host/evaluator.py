@@ -152,8 +152,8 @@ class Compiler:
             env[out] = t.narrow(dim, a, b - a)
         return run
 
-    def _ShardByStream(self, s: H.ShardByStream) -> Closure:
-        k, n = compile_scalar(s.stream_index), compile_scalar(s.num_streams)
+    def _Chunk(self, s: H.Chunk) -> Closure:
+        k, n = compile_scalar(s.index), compile_scalar(s.count)
         out, src, dim = s.out, s.src, s.dim
 
         def run(env):

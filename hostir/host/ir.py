@@ -99,15 +99,16 @@ class Slice(Stmt):
 
 
 @dataclass(frozen=True, slots=True, eq=False)
-class ShardByStream(Stmt):
-    """The `stream_index`-th of `num_streams` chunks of `src` along `dim`
-    (ceil-sized chunks; the last one may be shorter)."""
+class Chunk(Stmt):
+    """The `index`-th of `count` chunks of `src` along `dim` (ceil-sized; the
+    last may be shorter): a stream's chunk in a pipelined loop, or a rank's
+    block of a whole tensor. A view, no copy."""
 
     out: Val
     src: Val
     dim: int
-    stream_index: Val
-    num_streams: Val
+    index: Val
+    count: Val
 
 
 @dataclass(frozen=True, eq=False)
@@ -159,9 +160,9 @@ def stmt_lines(stmt: Stmt, namer: Namer, indent: str) -> list[str]:
     if isinstance(stmt, Slice):
         return [f"{indent}{n(stmt.out)} {type_text(stmt.out, n)} = slice({n(stmt.src)}, "
                 f"dim={stmt.dim}, start={_s(stmt.start, n)}, stop={_s(stmt.stop, n)})"]
-    if isinstance(stmt, ShardByStream):
-        return [f"{indent}{n(stmt.out)} {type_text(stmt.out, n)} = shard_by_stream({n(stmt.src)}, "
-                f"dim={stmt.dim}, stream={_s(stmt.stream_index, n)}, of={_s(stmt.num_streams, n)})"]
+    if isinstance(stmt, Chunk):
+        return [f"{indent}{n(stmt.out)} {type_text(stmt.out, n)} = chunk({n(stmt.src)}, "
+                f"dim={stmt.dim}, index={_s(stmt.index, n)}, of={_s(stmt.count, n)})"]
     raise TypeError(f"unknown host statement {stmt!r}")
 
 

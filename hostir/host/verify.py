@@ -94,7 +94,7 @@ def _stmt(s, scope: _Scope) -> None:
                 scope.use(s, o)
             else:
                 scope.define(o)
-    elif isinstance(s, (H.Select, H.Slice, H.ShardByStream)):
+    elif isinstance(s, (H.Select, H.Slice, H.Chunk)):
         _view(s, scope)
     elif isinstance(s, H.Communication):
         _start(s, scope)
@@ -111,7 +111,7 @@ def _stmt(s, scope: _Scope) -> None:
 def _view(s, scope: _Scope) -> None:
     scope.use(s, s.src)
     for x in (getattr(s, "index", None), getattr(s, "start", None), getattr(s, "stop", None),
-              getattr(s, "stream_index", None), getattr(s, "num_streams", None)):
+              getattr(s, "count", None)):
         scope.use(s, x)
     scope.define(s.out)
 

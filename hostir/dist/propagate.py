@@ -1,0 +1,152 @@
+"""Sharding propagation over a fusion, and the resharding an edge needs.
+
+See dist/sharding.py for the model. Every mesh dimension is handled on its
+own: on mesh dim m a tensor is split along one logical dim, partial, or whole.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir.errors import UnsupportedError
+from ..ir.fusion import Fusion
+from ..ir.node import OPS, REDUCED, Op, Val
+from .mesh import DeviceMesh
+from .sharding import Sharding, make_sharding
+
+_PRIORITY = {Op.LINEAR: (1, 2, 0), Op.MATMUL: (1, 0)}
+
+
+@dataclass
+class Propagation:
+    mesh: DeviceMesh
+    computed: dict        # tensor Val -> the sharding it is computed in
+    final: dict           # tensor Val -> its sharding once its own annotation is met
+    needs: dict           # (consumer Val, operand index) -> the sharding it reads the operand in
+    outputs: list         # per fusion output, the sharding execute returns it in
+
+
+def fusion_mesh(annotated: dict) -> DeviceMesh | None:
+    meshes = {s.mesh for s in annotated.values() if s.mesh is not None}
+    if len(meshes) > 1:
+        raise UnsupportedError(f"tensors on different meshes ({', '.join(map(repr, meshes))}): "
+                               f"hostir runs a fusion on one mesh")
+    return next(iter(meshes), None)
+
+
+def propagate(fusion: Fusion, annotated: dict) -> Propagation:
+    """Shardings of every tensor of `fusion` given the user's annotations."""
+    mesh = fusion_mesh(annotated)
+    whole = Sharding(mesh)
+    computed, final, needs = {}, {}, {}
+    for v in fusion.inputs:
+        if v.is_tensor:
+            computed[v] = final[v] = annotated.get(v, whole)
+    for v in fusion.tensor_exprs():
+        operands = {k: final[s] for k, s in enumerate(v.src) if s.is_tensor}
+        c = _forward(v, operands, mesh)
+        a = annotated.get(v)
+        if a is not None:
+            c = _toward(c, a, mesh)
+        computed[v] = c
+        final[v] = a if a is not None else c
+        for k in operands:
+            needs[(v, k)] = _need(v, k, operands[k], c, mesh)
+    outputs = [annotated.get(o.val, final[o.val].without_partial()) for o in fusion.outputs]
+    return Propagation(mesh, computed, final, needs, outputs)
+
+
+def _order(v: Val, operands: dict) -> list[int]:
+    if v.op in _PRIORITY:
+        return [k for k in _PRIORITY[v.op] if k in operands]
+    return sorted(operands, key=lambda k: -len(operands[k].dims))
+
+
+def _forward(v: Val, operands: dict, mesh) -> Sharding:
+    """The sharding `v` is computed in, from its operands' (the first operand in
+    priority order that says something for a mesh dim decides it)."""
+    if mesh is None:
+        return Sharding()
+    d = OPS[v.op]
+    entries = {}
+    for m in range(mesh.ndim):
+        for k in _order(v, operands):
+            e = operands[k].on(m)
+            if e is None or e[0] == "partial":  # a partial operand is combined first
+                continue
+            od = d.dims(v, k)[e[1]]
+            if isinstance(od, int) and not v.logical[od].is_broadcast:
+                entries[m] = ("dim", od)
+                break
+            if od == REDUCED and d.partial is not None:
+                entries[m] = ("partial", d.partial)
+                break
+    stream = next((s.stream for s in operands.values() if s.stream is not None), None)
+    return make_sharding(mesh, entries, _mapped_stream(v, operands, stream))
+
+
+def _mapped_stream(v: Val, operands: dict, stream) -> tuple | None:
+    if stream is None:
+        return None
+    for k, s in operands.items():
+        if s.stream is not None:
+            od = OPS[v.op].dims(v, k)[s.stream[0]]
+            return (od, s.stream[1]) if isinstance(od, int) else None
+    return None
+
+
+def _toward(c: Sharding, a: Sharding, mesh) -> Sharding:
+    """Where the user annotated `v` sharded on a mesh dim its operands leave
+    whole, compute it sharded there directly (operands are sliced locally)."""
+    entries = {m: c.on(m) for m in range(mesh.ndim)}
+    for m in range(mesh.ndim):
+        want = a.on(m)
+        if want is not None and want[0] == "dim" and entries[m] is None:
+            entries[m] = want
+    return make_sharding(mesh, entries, c.stream if c.stream is not None else a.stream)
+
+
+def _need(v: Val, k: int, has: Sharding, c: Sharding, mesh) -> Sharding:
+    """The sharding `v`, computed in `c`, reads operand k in."""
+    if mesh is None:
+        return Sharding()
+    dmap = OPS[v.op].dims(v, k)
+    s = v.src[k]
+    entries = {}
+    for m in range(mesh.ndim):
+        e = c.on(m)
+        if e is None:
+            continue
+        if e[0] == "dim":
+            sd = next((i for i, od in enumerate(dmap) if od == e[1] and not s.logical[i].is_broadcast),
+                      None)
+            entries[m] = ("dim", sd) if sd is not None else None
+            continue
+        reduced = [i for i, od in enumerate(dmap) if od == REDUCED]
+        cur = has.dim_on(m)
+        if cur in reduced:
+            entries[m] = ("dim", cur)
+        elif len(reduced) == 1 and not s.logical[reduced[0]].is_broadcast:
+            entries[m] = ("dim", reduced[0])
+    return make_sharding(mesh, entries)
+
+
+def reshard_steps(src: Sharding, dst: Sharding) -> list[tuple]:
+    """How to turn a tensor sharded as `src` into `dst`, one mesh dim at a time:
+    ("allgather", m, dim), ("allreduce", m, op), ("reduce_scatter", m, dim, op)
+    or ("slice", m, dim) (this rank's block of a whole dim: no communication)."""
+    mesh = dst.mesh or src.mesh
+    steps = []
+    for m in range(mesh.ndim if mesh is not None else 0):
+        s, t = src.on(m), dst.on(m)
+        if s == t:
+            continue
+        if t is not None and t[0] == "partial":
+            raise UnsupportedError(f"cannot make a {s or 'whole'} tensor partial on mesh dim {m}")
+        if s is not None and s[0] == "partial":
+            steps.append(("allreduce", m, s[1]) if t is None else ("reduce_scatter", m, t[1], s[1]))
+            continue
+        if s is not None:
+            steps.append(("allgather", m, s[1]))
+        if t is not None:
+            steps.append(("slice", m, t[1]))
+    return steps
