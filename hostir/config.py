@@ -1,6 +1,7 @@
 """All of hostir's configuration. The one module that reads environment variables.
 
-HOSTIR_DUMP      comma list of stages to print: fusion_ir, then the pipeline's stages
+HOSTIR_DUMP      comma list of stages to print: fusion_ir, sharding (a sharded fusion:
+                 each tensor's sharding and the local pieces), then the pipeline's stages
                  (concretized, preseg, aliases, segments, host_ir, kernels), and launch
                  (each kernel launch's variant and grid)
 HOSTIR_ENABLE    comma list of optional features to turn on: grid_stride (cap kernel
@@ -36,7 +37,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-DUMP_STAGES = frozenset({"fusion_ir", "concretized", "preseg", "aliases", "segments", "host_ir",
+DUMP_STAGES = frozenset({"fusion_ir", "sharding", "concretized", "preseg", "aliases", "segments", "host_ir",
                          "kernels", "launch"})
 
 

@@ -4,17 +4,21 @@ from __future__ import annotations
 import torch
 
 from . import config
+from .dist.mesh import Replicate
+from .dist.sharding import LoopDomain, Sharding, placements_sharding
 from .host.cache import CacheInfo, FusionCache
+from .host.distributed import DistributedFusion
 from .host.ir import program_text
 from .host.steps import KernelStep
 from .ir import ops as O
 from .ir.dtypes import DataType, from_torch, python_scalar_dtype
-from .ir.errors import DefinitionError, InputError
+from .ir.errors import DefinitionError, InputError, UnsupportedError
 from .ir.fusion import Fusion, Output, TensorInputArg
 from .ir.inputs import dense_dims
 from .ir.node import Axis, AxisKind, Op, Val, const
 from .ir.printer import fusion_text, type_text
 from .ir.verify import verify
+from .multidevice import IterDomain
 from .segment import Segment, segmented_text
 
 
@@ -91,6 +95,52 @@ class Tensor(_Handle):
     def size(self, dim: int) -> Scalar:
         return self.fd.ops.size(self, dim)
 
+    # multi-GPU scheduling, in nvFuser's vocabulary (see hostir.multidevice)
+    def set_device_mesh(self, mesh) -> None:
+        self.fd._domain(self.val).mesh = mesh
+
+    def split(self, axis: int, factor: int, inner_split: bool = True) -> None:
+        """Split loop axis `axis`: the inner part has `factor` (the outer part with
+        inner_split=False). A tensor's logical shape does not change."""
+        self.fd._domain(self.val).split(axis, factor, inner_split)
+
+    def outer_split(self, axis: int, factor: int) -> None:
+        self.split(axis, factor, inner_split=False)
+
+    def inner_split(self, axis: int, factor: int) -> None:
+        self.split(axis, factor, inner_split=True)
+
+    def axis(self, i: int):
+        domain = self.fd._domain(self.val)
+        return IterDomain(domain, domain.index(i, "axis"))
+
+    def reorder(self, old2new: dict) -> None:
+        """Move loop axes: `{old position: new position}`."""
+        domain = self.fd._domain(self.val)
+        axes = list(domain.axes)
+        moved = {domain.index(o, "reorder"): domain.index(n, "reorder") for o, n in old2new.items()}
+        rest = [a for i, a in enumerate(axes) if i not in moved]
+        out = [None] * len(axes)
+        for o, n in moved.items():
+            out[n] = axes[o]
+        it = iter(rest)
+        domain.axes = [a if a is not None else next(it) for a in out]
+
+    def set_allocation_domain(self, axes, new_contiguity=None) -> None:
+        """Accepted: hostir allocates a communicated dim outermost itself."""
+        self.fd._domain(self.val)
+
+    def merge(self, *args, **kwargs):
+        raise UnsupportedError("merge of loop axes is not supported; shard a dim with one split")
+
+    def rfactor(self, *args, **kwargs):
+        raise UnsupportedError("rfactor is not supported: a reduction over a sharded dim gives "
+                               "partial results that hostir combines with a collective itself")
+
+    @property
+    def mesh(self):
+        return self.fd._domain(self.val).mesh
+
 
 class FusionDefinition:
     """Define a fusion once, execute it many times.
@@ -108,6 +158,9 @@ class FusionDefinition:
         self._fusion: Fusion | None = None
         self._dumped = False
         self._fusion_cache: FusionCache | None = None
+        self._domains: dict[int, LoopDomain] = {}     # id(Val) -> its loop-domain annotations
+        self._placements: dict[int, tuple] = {}       # id(Val) -> (Val, Sharding)
+        self._dist = None                             # the DistributedFusion, when sharded
         self.ops = Ops(self)
 
     # ------------------------------------------------------------ definition
@@ -185,8 +238,9 @@ class FusionDefinition:
 
     def define_tensor(self, shape=None, contiguity=None, dtype: DataType = DataType.Float,
                       is_cpu: bool = False, stride_order=None, symbolic_sizes=None,
-                      **unsupported) -> Tensor:
-        """A tensor input. shape: -1 symbolic, 1 broadcast, n static."""
+                      mesh=None, placements=None, **unsupported) -> Tensor:
+        """A tensor input. shape: -1 symbolic, 1 broadcast, n static (global
+        shapes: `mesh` and DTensor-style `placements` say how ranks hold it)."""
         self._check_defining("define_tensor")
         if unsupported:
             raise DefinitionError(f"define_tensor: unsupported arguments {sorted(unsupported)}")
@@ -223,7 +277,40 @@ class FusionDefinition:
         arg = TensorInputArg(index, contig, stride_order, bool(is_cpu))
         val = Val(Op.TENSOR_INPUT, dtype, arg=arg, axes=tuple(axes), name=name)
         self._inputs.append(val)
+        if mesh is not None or placements is not None:
+            self._place(val, mesh, placements)
         return Tensor(val, self)
+
+    def _place(self, val: Val, mesh, placements) -> None:
+        if mesh is None:
+            raise DefinitionError(f"define_tensor: placements for {val!r} need a mesh")
+        placements = placements if placements is not None else [Replicate()] * mesh.ndim
+        self._placements[id(val)] = (val, placements_sharding(val, mesh, placements))
+
+    def _domain(self, val: Val) -> LoopDomain:
+        got = self._domains.get(id(val))
+        if got is None:
+            got = self._domains[id(val)] = LoopDomain(val)
+        return got
+
+    def _sharding_of(self, val: Val) -> Sharding:
+        if id(val) in self._placements:
+            return self._placements[id(val)][1]
+        domain = self._domains.get(id(val))
+        return domain.sharding() if domain is not None else Sharding()
+
+    def _annotations(self) -> dict:
+        """{Val: Sharding} of every tensor the user gave a mesh."""
+        out = {val: s for val, s in self._placements.values()}
+        for d in self._domains.values():
+            if d.mesh is not None or any(a.ptype is not None for a in d.axes):
+                out[d.val] = d.sharding()
+        return out
+
+    @property
+    def fusion(self) -> "_FusionView":
+        """`fd.fusion.inputs()` / `outputs()`: the definition's tensors (as nvFuser's)."""
+        return _FusionView(self)
 
     @staticmethod
     def _contiguity(shape, contiguity) -> tuple:
@@ -313,10 +400,12 @@ class FusionDefinition:
         self._outputs.append(Output(val, alias, stride_order))
 
     # ------------------------------------------------------------ execution
-    def execute(self, inputs, device=None, *, out=None) -> list[torch.Tensor]:
+    def execute(self, inputs, device=None, *, out=None, _enable_options=(),
+                _disable_options=(), **ignored) -> list[torch.Tensor]:
         """Run the fusion on `inputs` (tensors and Python numbers, in definition order).
         `device` places a fusion without tensor inputs; `out` (one tensor per
-        returned output) receives the results, which are returned too."""
+        returned output) receives the results, which are returned too. A sharded
+        fusion takes and returns each rank's local shards."""
         cache = self._fusion_cache
         if cache is not None and isinstance(inputs, (list, tuple)):  # the common, repeated call
             return cache.execute(inputs, device, out)
@@ -326,7 +415,19 @@ class FusionDefinition:
             self._dumped = True
         if not isinstance(inputs, (list, tuple)):
             raise InputError(f"execute expects a list of inputs, got {type(inputs).__name__}")
+        if self._dist is None and self._annotations():
+            self._dist = DistributedFusion(fusion, self._annotations(), type(self).__name__)
+        if self._dist is not None:
+            if out is not None:
+                raise UnsupportedError("execute(out=...) of a sharded fusion")
+            return self._dist.execute(list(inputs))
         return self._cache.execute(inputs, device, out)
+
+    def output_shardings(self) -> list:
+        """How each output of the last (sharded) run lies over the ranks."""
+        if self._dist is None:
+            raise DefinitionError("output_shardings: the fusion is not sharded or has not run")
+        return self._dist.output_shardings()
 
     @property
     def _cache(self) -> FusionCache:
@@ -370,6 +471,19 @@ class FusionDefinition:
 
     def __repr__(self) -> str:
         return self.fusion_ir() if self._fusion is not None else "FusionDefinition(<undefined>)"
+
+
+class _FusionView:
+    """nvFuser's `fd.fusion`: the definition's inputs and outputs as handles."""
+
+    def __init__(self, fd: FusionDefinition):
+        self._fd = fd
+
+    def inputs(self) -> list:
+        return [Tensor(v, self._fd) if v.is_tensor else Scalar(v, self._fd) for v in self._fd._inputs]
+
+    def outputs(self) -> list:
+        return [Tensor(o.val, self._fd) for o in self._fd._outputs]
 
 
 class Ops:

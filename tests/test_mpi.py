@@ -30,3 +30,10 @@ def test_a_rank_that_raises_ends_the_job_with_its_message():
     assert "[rank 1] ValueError: rank 1 failed on purpose" in out, out[-3000:]
     assert "unreachable" not in out
     assert time.monotonic() - t < 60
+
+
+@pytest.mark.parametrize("n,backend", [(1, "torch"), (2, "torch"), (2, "mpi"), (4, "torch")])
+def test_sharded_fusions(n, backend):
+    """nvFuser's communication and matmul programs, placements, an MLP block, a 2-D mesh."""
+    proc = run_mpi(n, "tests/mpi/sharded.py", env={"HOSTIR_COMM_BACKEND": backend})
+    _ok(proc, n, f"all sharded fusions ok ({n} ranks)")

@@ -64,7 +64,10 @@ class HostProgram:
     its first use (or written with `wait`).
     """
 
-    def __init__(self):
+    def __init__(self, rank_checks: bool | None = None):
+        """`rank_checks`: compare the inputs' shapes across ranks before each run
+        (None: when the program communicates)."""
+        self._rank_checks = rank_checks
         self._inputs: list[Val] = []
         self._outputs: list[Val] = []
         self._blocks: list[list] = [[]]
@@ -281,28 +284,33 @@ class HostProgram:
         for out in comm.outputs:
             self._pending[id(out)] = comm
 
+    def _team_size(self, team) -> Val:
+        return self._world if team is None else const(team[0].shape[team[1]])
+
     def _collective(self, kind: str, t: Val, out_extents, **kw) -> Val:
         out = self._tensor(t.dtype, out_extents)
         self._start(H.Communication(kind, t, out, **kw))
         return out
 
-    def allgather(self, t: Val, dim: int = 0) -> Val:
+    def allgather(self, t: Val, dim: int = 0, team=None) -> Val:
+        """Every rank's `t` concatenated along `dim` (`team`: (mesh, mesh dim), the
+        ranks along that mesh dimension; None: all ranks)."""
         t = self._use(t, "allgather")
         d = self._dim(t, dim, "allgather")
         ext = [a.extent for a in t.logical]
-        ext[d] = S.mul(ext[d], self._world)
-        return self._collective("allgather", t, ext, dim=d)
+        ext[d] = S.mul(ext[d], self._team_size(team))
+        return self._collective("allgather", t, ext, dim=d, team=team)
 
-    def allreduce(self, t: Val, op: str = "sum") -> Val:
+    def allreduce(self, t: Val, op: str = "sum", team=None) -> Val:
         t = self._use(t, "allreduce")
-        return self._collective("allreduce", t, [a.extent for a in t.logical], op=op)
+        return self._collective("allreduce", t, [a.extent for a in t.logical], op=op, team=team)
 
-    def reduce_scatter(self, t: Val, dim: int = 0, op: str = "sum") -> Val:
+    def reduce_scatter(self, t: Val, dim: int = 0, op: str = "sum", team=None) -> Val:
         t = self._use(t, "reduce_scatter")
         d = self._dim(t, dim, "reduce_scatter")
         ext = [a.extent for a in t.logical]
-        ext[d] = S.floordiv(ext[d], self._world)
-        return self._collective("reduce_scatter", t, ext, dim=d, op=op)
+        ext[d] = S.floordiv(ext[d], self._team_size(team))
+        return self._collective("reduce_scatter", t, ext, dim=d, op=op, team=team)
 
     def broadcast(self, t: Val, root=0) -> Val:
         t = self._use(t, "broadcast")
@@ -371,7 +379,7 @@ class HostProgram:
         else:
             first = False
         env = self._bind(inputs, device)
-        if self._communicates:
+        if self._rank_checks or (self._rank_checks is None and self._communicates):
             check_ranks(self._program, inputs, first)
         graphs = self._graphs
         if graphs is not None and graphs.enabled and env.device.type == "cuda":

@@ -43,32 +43,52 @@ def start_collective(s, env, peer=None, recv_shapes=None) -> None:
         return
     check_op(s.op)
     x = env[s.input]
-    size = comm.size()
+    team, size = _team(s, comm)
     if s.kind == "allgather":
         xt = _outermost(x, s.dim)
         out = torch.empty((size * xt.shape[0], *xt.shape[1:]), dtype=x.dtype, device=x.device)
-        work, result = comm.allgather(out, xt), lambda: _back(out, s.dim)
+        work, result = comm.allgather(out, xt, team), lambda: _back(out, s.dim)
     elif s.kind == "allreduce":
         y = x.clone(memory_format=torch.contiguous_format)
-        work, result = comm.allreduce(y, s.op), lambda: y
+        work, result = comm.allreduce(y, s.op, team), lambda: y
     elif s.kind == "reduce_scatter":
         _blocks(s, x, size)
         xt = _outermost(x, s.dim)
         out = torch.empty((xt.shape[0] // size, *xt.shape[1:]), dtype=x.dtype, device=x.device)
-        work, result = comm.reduce_scatter(out, xt, s.op), lambda: _back(out, s.dim)
+        work, result = comm.reduce_scatter(out, xt, s.op, team), lambda: _back(out, s.dim)
     elif s.kind == "broadcast":
         if not 0 <= peer < size:
             raise ExecutionError(f"broadcast of {s.input!r}: root {peer} is not a rank of {size}")
         y = x.clone(memory_format=torch.contiguous_format)
-        work, result = comm.broadcast(y, peer), lambda: y
+        work, result = comm.broadcast(y, peer, team), lambda: y
     elif s.kind == "all_to_all":
         _blocks(s, x, size)
         xt = _outermost(x, s.dim)
         out = torch.empty_like(xt)
-        work, result = comm.all_to_all(out, xt), lambda: _back(out, s.dim)
+        work, result = comm.all_to_all(out, xt, team), lambda: _back(out, s.dim)
     else:
         raise ExecutionError(f"unknown collective {s.kind!r}")
     env[_key(s)] = (work, [(s.output, result)])
+
+
+def _team(s, comm: Communicator):
+    """(the communicator team of `s`, its size): None for all ranks."""
+    if s.team is None:
+        return None, comm.size()
+    mesh, m = s.team
+    ranks = mesh.team(m, comm.rank())
+    if list(ranks) == list(range(comm.size())):
+        return None, len(ranks)
+    return comm.team(ranks), len(ranks)
+
+
+def make_teams(mesh, comm: Communicator) -> None:
+    """Every team of every mesh dimension, made by every rank in the same order
+    (torch.distributed makes groups collectively), before any is used."""
+    for m in range(mesh.ndim):
+        for ranks in mesh.teams(m):
+            if list(ranks) != list(range(comm.size())):
+                comm.team(ranks)
 
 
 def _start_p2p(s, env, comm: Communicator, recv_shapes) -> None:

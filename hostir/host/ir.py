@@ -70,6 +70,7 @@ class Communication(Stmt):
     peer: Val | None = None   # root of a broadcast
     sends: tuple = ()
     recvs: tuple = ()
+    team: tuple | None = None  # (mesh, mesh dim): among the ranks along it; None: all ranks
 
     @property
     def outputs(self) -> tuple:
@@ -178,6 +179,8 @@ def _comm_text(c: Communication, n) -> str:
         extra.append(f"op={c.op}")
     if c.peer is not None:
         extra.append(f"root={_s(c.peer, n)}")
+    if c.team is not None:
+        extra.append(f"team={c.team[0]!r}[dim {c.team[1]}]")
     args = ", ".join([n(c.input)] + extra)
     return f"{n(c.output)} {type_text(c.output, n)} = start {c.kind}({args})"
 

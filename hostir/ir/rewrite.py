@@ -26,12 +26,14 @@ def rebuild(v: Val, src: tuple[Val, ...]) -> Val:
 Rule = Callable[[Val, dict], "Val | None"]
 
 
-def substitute(fusion: Fusion, rule: Rule, once: bool = False) -> Fusion:
+def substitute(fusion: Fusion, rule: Rule, once: bool = False,
+               mapping: dict | None = None) -> Fusion:
     """Rebuild the fusion bottom-up. For each node (with sources already
     substituted) `rule(node, ctx)` returns a replacement or None, applied to
     a fixpoint unless `once`; ctx holds
     `uses` (node -> consumer count in the original fusion) and `old`
-    (new node -> the node it replaces)."""
+    (new node -> the node it replaces). `mapping`, if given, receives
+    id(original node) -> its replacement for every node."""
     uses: dict[int, int] = {}
     for v in fusion.exprs():
         for s in v.src:
@@ -39,7 +41,7 @@ def substitute(fusion: Fusion, rule: Rule, once: bool = False) -> Fusion:
     for o in fusion.outputs:
         uses[id(o.val)] = uses.get(id(o.val), 0) + 1
     ctx = {"uses": uses, "old": {}}
-    mapping: dict[int, Val] = {}
+    mapping = {} if mapping is None else mapping
     for v in toposort([o.val for o in fusion.outputs]):
         if v.op in LEAVES:
             mapping[id(v)] = v

@@ -1,0 +1,222 @@
+"""Run under mpirun (tests/test_mpi.py): sharded fusions in nvFuser's
+multi-GPU vocabulary — the programs of nvFuser's communication and matmul
+tests, written by us — each checked against torch on the whole tensors."""
+import sys
+
+import torch
+import torch.nn.functional as F
+
+import hostir
+from hostir import DataType, FusionDefinition, ParallelType
+from hostir.multidevice import Communicator, DeviceMesh, Replicate, Shard
+
+comm = Communicator.instance()
+d, rank = comm.size(), comm.rank()
+DEV = comm.device
+mesh = DeviceMesh(torch.arange(d))
+X = ParallelType.mesh_x
+_draws = iter(range(10 ** 6))
+
+
+def full(*shape, dtype=torch.float32):
+    """A whole tensor, the same on every rank (the k-th draw is seeded by k)."""
+    g = torch.Generator().manual_seed(next(_draws))
+    return torch.randn(*shape, generator=g).to(dtype).to(DEV)
+
+
+def check(name, got, want, **tol):
+    torch.testing.assert_close(got.cpu().float(), want.cpu().float(), **(tol or dict(rtol=1e-4, atol=1e-4)))
+    print(f"rank {rank}: {name} ok", flush=True)
+
+
+def shard(t, dim):
+    return mesh.shard_tensor(t, dim)
+
+
+# allgather: a sharded input, a replicated output of set
+with FusionDefinition() as fd:
+    inp = fd.define_tensor((d * 4,), contiguity=True, dtype=DataType.Float)
+    fd.add_output(fd.ops.set(inp))
+    for t in fd.fusion.outputs():
+        t.set_device_mesh(mesh)
+    for t in fd.fusion.inputs():
+        t.set_device_mesh(mesh)
+        t.outer_split(0, d)
+        t.axis(0).parallelize(X)
+x = full(d * 4)
+check("allgather", fd.execute([shard(x, 0)])[0], x)
+
+# allgather of an expanded broadcast: a device axis without a split holds one index
+with FusionDefinition() as fd:
+    inp = fd.define_tensor([d], contiguity=True, dtype=DataType.Float)
+    expanded = fd.ops.broadcast_in_dim(inp, [d, 3], [0])
+    out = fd.ops.set(expanded)
+    fd.add_output(out)
+    for tv in (inp, expanded, out):
+        tv.set_device_mesh(mesh)
+    inp.axis(0).parallelize(X)
+    expanded.axis(0).parallelize(X)
+x = full(d)
+check("allgather of an expanded broadcast", fd.execute([shard(x, 0)])[0], x.unsqueeze(-1).expand(-1, 3))
+
+# allreduce: a sum over a sharded dim
+with FusionDefinition() as fd:
+    inp = fd.define_tensor((-1, -1, -1), contiguity=True, dtype=DataType.Float)
+    fd.add_output(fd.ops.sum(inp, [1]))
+    for t in fd.fusion.inputs():
+        t.set_device_mesh(mesh)
+        t.outer_split(1, d)
+        t.axis(1).parallelize(X)
+x = full(2, d * 3, 5)
+check("allreduce", fd.execute([shard(x, 1)])[0], x.sum(1))
+
+# reduce-scatter: a sum over a sharded dim into an output sharded on another
+for extra in ((), (3,)):
+    with FusionDefinition() as fd:
+        inp = fd.define_tensor((d, *extra, d * 4), contiguity=True, dtype=DataType.Float)
+        out = fd.ops.sum(inp, [0])
+        fd.add_output(out)
+        inp.set_device_mesh(mesh)
+        inp.axis(0).parallelize(X)
+        out.set_device_mesh(mesh)
+        out.outer_split(-1, d)
+        out.axis(-2).parallelize(X)
+    x = full(d, *extra, d * 4)
+    check(f"reduce_scatter{' (not outermost)' if extra else ''}", fd.execute([shard(x, 0)])[0],
+          shard(x.sum(0), len(extra)))
+
+e = 8
+# column-parallel linear: the weight and bias sharded on N; the output sharded on N
+with FusionDefinition() as fd:
+    inp = fd.define_tensor([-1, -1, e])
+    weight = fd.define_tensor([d * e, e])
+    bias = fd.define_tensor([d * e])
+    fd.add_output(fd.ops.linear(inp, weight, bias))
+    for t in fd.fusion.inputs():
+        t.set_device_mesh(mesh)
+    for t in (weight, bias):
+        t.outer_split(0, d)
+        t.axis(0).parallelize(X)
+x, w, b = full(2, 6, e), full(d * e, e), full(d * e)
+(out,) = fd.execute([x, shard(w, 0), shard(b, 0)])
+check("column-parallel linear", out, shard(F.linear(x, w, b), -1))
+assert fd.output_shardings()[0].dims == ((2, 0),)
+
+# row-parallel linear (with and without bias): K sharded, a partial output allreduced
+for with_bias in (False, True):
+    with FusionDefinition() as fd:
+        inp = fd.define_tensor([-1, -1, d * e])
+        weight = fd.define_tensor([e, d * e])
+        bias = fd.define_tensor([e]) if with_bias else None
+        fd.add_output(fd.ops.linear(inp, weight, bias))
+        for t in (inp, weight):
+            t.set_device_mesh(mesh)
+            t.outer_split(-1, d)
+            t.axis(-2).parallelize(X)
+    x, w, b = full(2, 3, d * e), full(e, d * e), full(e)
+    args = [shard(x, -1), shard(w, -1)] + ([b] if with_bias else [])
+    check(f"row-parallel linear{' with bias' if with_bias else ''}", fd.execute(args)[0],
+          F.linear(x, w, b if with_bias else None))
+
+# linear + reduce-scatter: the output sharded on the sequence dim
+b_, s = 3, 5
+with FusionDefinition() as fd:
+    inp = fd.define_tensor([-1, d * s, d * e], dtype=DataType.BFloat16)
+    weight = fd.define_tensor([-1, d * e], dtype=DataType.BFloat16)
+    bias = fd.define_tensor([e], dtype=DataType.BFloat16)
+    out = fd.ops.linear(inp, weight, bias)
+    fd.add_output(out)
+    bias.set_device_mesh(mesh)
+    for tv in (inp, weight, out):
+        tv.set_device_mesh(mesh)
+        tv.split(-1, d, inner_split=False)
+        tv.axis(-2).parallelize(X)
+    out.outer_split(1, d)
+    out.axis(1).parallelize(X)
+x, w, bb = (full(*shape).mul(2).round().clamp(-2, 2).to(torch.bfloat16)
+             for shape in ((b_, d * s, d * e), (e, d * e), (e,)))
+(out,) = fd.execute([shard(x, -1), shard(w, -1), bb])
+check("linear + reduce_scatter", out, shard(F.linear(x, w, bb), 1))
+text = str(fd._dist.program)
+assert text.count("start reduce_scatter") == 1 and "allreduce" not in text, text
+
+# column-parallel matmul, the output annotated (its domain counts the reduction axis)
+with FusionDefinition() as fd:
+    inp = fd.define_tensor([-1, -1, e])
+    weight = fd.define_tensor([e, d * e])
+    out = fd.ops.matmul(inp, weight)
+    fd.add_output(out)
+    for t in (inp, weight, out):
+        t.set_device_mesh(mesh)
+    weight.outer_split(-1, d)
+    weight.axis(-2).parallelize(X)
+    out.outer_split(-2, d)
+    out.axis(-3).parallelize(X)
+x, w = full(2, 4, e), full(e, d * e)
+check("column-parallel matmul", fd.execute([x, shard(w, -1)])[0], shard(x @ w, -1))
+
+# row-parallel matmul
+with FusionDefinition() as fd:
+    inp = fd.define_tensor([-1, d * e], contiguity=True, dtype=DataType.Half)
+    weight = fd.define_tensor([d * e, e], contiguity=True, dtype=DataType.Half)
+    fd.add_output(fd.ops.matmul(inp, weight))
+    for t in (inp, weight):
+        t.set_device_mesh(mesh)
+    inp.outer_split(-1, d)
+    inp.axis(-2).parallelize(X)
+    weight.outer_split(0, d)
+    weight.axis(0).parallelize(X)
+x, w = full(4, d * e, dtype=torch.half), full(d * e, e, dtype=torch.half)
+if DEV.type == "cuda":
+    check("row-parallel matmul", fd.execute([shard(x, -1), shard(w, 0)])[0], x.float() @ w.float(),
+          rtol=1e-2, atol=1e-2)
+
+# DTensor-style placements, and a tensor-parallel MLP block: linear, GELU, linear
+h = 4 * e
+with FusionDefinition() as fd:
+    x_ = fd.define_tensor([-1, e], dtype=DataType.Float, mesh=mesh, placements=[Replicate()])
+    w1 = fd.define_tensor([h * d, e], dtype=DataType.Float, mesh=mesh, placements=[Shard(0)])
+    b1 = fd.define_tensor([h * d], dtype=DataType.Float, mesh=mesh, placements=[Shard(0)])
+    w2 = fd.define_tensor([e, h * d], dtype=DataType.Float, mesh=mesh, placements=[Shard(1)])
+    y = fd.ops.linear(x_, w1, b1)
+    g = fd.ops.mul(fd.ops.mul(y, 0.5), fd.ops.add(fd.ops.erf(fd.ops.mul(y, 0.7071067811865476)), 1.0))
+    fd.add_output(fd.ops.linear(g, w2))
+x, W1, B1, W2 = full(6, e), full(h * d, e), full(h * d), full(e, h * d)
+(out,) = fd.execute([x, shard(W1, 0), shard(B1, 0), shard(W2, 1)])
+check("tensor-parallel MLP block", out, F.linear(F.gelu(F.linear(x, W1, B1)), W2), rtol=1e-4, atol=1e-4)
+assert str(fd._dist.program).count("start allreduce") == 1
+
+# uneven shards are an error on every rank, naming the difference
+with FusionDefinition() as fd:
+    inp = fd.define_tensor((-1,), contiguity=True, dtype=DataType.Float, mesh=mesh, placements=[Shard(0)])
+    fd.add_output(fd.ops.set(inp))
+try:
+    fd.execute([full(3 + rank)])
+except hostir.ExecutionError as err:
+    assert "ranks disagree" in str(err), err
+    print(f"rank {rank}: uneven shards raised ok", flush=True)
+else:
+    if d > 1:
+        raise AssertionError("uneven shards were not reported")
+
+# a 2-D mesh (4 ranks): tensor parallel over mesh_x, data parallel over mesh_y
+if d == 4:
+    mesh2 = DeviceMesh(torch.arange(4).reshape(2, 2))
+    with FusionDefinition() as fd:
+        x_ = fd.define_tensor([-1, e], dtype=DataType.Float, mesh=mesh2, placements=[Shard(0), Replicate()])
+        w = fd.define_tensor([2 * e, e], dtype=DataType.Float, mesh=mesh2, placements=[Replicate(), Shard(0)])
+        fd.add_output(fd.ops.linear(x_, w))
+    x, w = full(4, e), full(2 * e, e)
+    coord = mesh2.coordinates(rank)
+    out = fd.execute([x.chunk(2, 0)[coord[0]], w.chunk(2, 0)[coord[1]]])[0]
+    want = F.linear(x, w).chunk(2, 0)[coord[0]].chunk(2, 1)[coord[1]]
+    check("2-D mesh linear", out, want)
+    with FusionDefinition() as fd:
+        x_ = fd.define_tensor([-1, -1], dtype=DataType.Float, mesh=mesh2, placements=[Shard(0), Shard(1)])
+        fd.add_output(fd.ops.sum(x_, [0, 1]))
+    x = full(4, 6)
+    check("2-D mesh sum over both mesh dims", fd.execute([x.chunk(2, 0)[coord[0]].chunk(2, 1)[coord[1]]])[0],
+          x.sum())
+
+print(f"rank {rank}: all sharded fusions ok ({d} ranks)", flush=True)
+sys.exit(0)
