@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
-# The main job: defines a fusion, prints its IR and runs it (GPU when present, else CPU).
+# The main job: a tensor-parallel MLP block on 2 ranks under mpirun (GPUs when
+# present, else CPU), checked against torch. `./run.sh --steps 50` passes options on.
 source "$(dirname "$0")/scripts/env.sh"
-exec "$HOSTIR_PYTHON" launch/demo.py "$@"
+exec scripts/mpirun.sh 2 "$HOSTIR_PYTHON" launch/mlp.py "$@"

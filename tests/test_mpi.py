@@ -37,3 +37,10 @@ def test_sharded_fusions(n, backend):
     """nvFuser's communication and matmul programs, placements, an MLP block, a 2-D mesh."""
     proc = run_mpi(n, "tests/mpi/sharded.py", env={"HOSTIR_COMM_BACKEND": backend})
     _ok(proc, n, f"all sharded fusions ok ({n} ranks)")
+
+
+@pytest.mark.parametrize("program", ["launch/mlp.py", "launch/allgather_linear.py",
+                                     "launch/linear_reduce_scatter.py"])
+def test_launch_programs(program):
+    proc = run_mpi(2, program, "--steps", "2")
+    _ok(proc, 1, "ranks on cpu, result matches torch")

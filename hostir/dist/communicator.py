@@ -166,10 +166,11 @@ def _bootstrap() -> Communicator:
     timeout = timedelta(seconds=cfg.comm_timeout)
     if dist.is_available() and dist.is_initialized():  # the user's process group
         rank, size = dist.get_rank(), dist.get_world_size()
-        device = device_for(launch.local_rank if launch.size == size else rank)
+        device = device_for(launch.local_rank if launch.size == size else rank,
+                            launch.local_size if launch.size == size else 1)
         return Communicator(TorchBackend(dist, timeout), rank, size, launch.local_rank,
                             launch.local_size, device)
-    device = device_for(launch.local_rank)
+    device = device_for(launch.local_rank, launch.local_size)
     if launch.size == 1:
         return Communicator(LocalBackend(), 0, 1, 0, 1, device)
     if cfg.comm_backend == "mpi":

@@ -17,13 +17,17 @@ _hook_lock = threading.Lock()
 _hook_installed = False
 
 
-def device_for(local_rank: int) -> torch.device:
-    """One process per GPU, chosen by the local rank; the CPU without GPUs."""
+def device_for(local_rank: int, local_size: int = 1) -> torch.device:
+    """One process per GPU, chosen by the local rank; the CPU without GPUs, or
+    when this node runs more ranks than it has GPUs (NCCL needs a GPU per rank)."""
     if not torch.cuda.is_available():
         return torch.device("cpu")
-    index = local_rank % torch.cuda.device_count()
-    torch.cuda.set_device(index)
-    return torch.device("cuda", index)
+    count = torch.cuda.device_count()
+    if local_size > count:
+        log(f"{local_size} ranks on this node but {count} GPU(s): every rank runs on the CPU")
+        return torch.device("cpu")
+    torch.cuda.set_device(local_rank)
+    return torch.device("cuda", local_rank)
 
 
 def log(message: str, rank: int | None = None) -> None:
