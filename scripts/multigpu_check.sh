@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# On a machine with several GPUs: the multi-rank programs on NCCL, one rank per GPU.
+#   scripts/multigpu_check.sh [OUT_DIR] [RANKS]   (default: $OUT or ./out; every GPU)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUTDIR="${1:-${OUT:-out}}"
+mkdir -p "$OUTDIR"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export HOSTIR_CACHE_DIR="${HOSTIR_CACHE_DIR:-/tmp/hostir-cache}"
+export HOSTIR_PYTHON="${HOSTIR_PYTHON:-python3}"
+N="${2:-$("$HOSTIR_PYTHON" -c 'import torch; print(torch.cuda.device_count())')}"
+status=0
+run() {  # name, then the command
+  local name="$1"; shift
+  echo "== $name"
+  "$@" > "$OUTDIR/$name.log" 2>&1 || { status=1; echo "FAILED: $name"; }
+  grep -E " ok \(| ok$|matches torch|Error|error" "$OUTDIR/$name.log" | grep -v "^rank [1-9]" | tail -8
+}
+run collectives_nccl scripts/mpirun.sh "$N" "$HOSTIR_PYTHON" tests/mpi/collectives.py
+run collectives_mpi env HOSTIR_COMM_BACKEND=mpi scripts/mpirun.sh "$N" "$HOSTIR_PYTHON" tests/mpi/collectives.py
+run sharded_nccl scripts/mpirun.sh "$N" "$HOSTIR_PYTHON" tests/mpi/sharded.py
+for p in mlp allgather_linear linear_reduce_scatter; do
+  run "launch_$p" scripts/mpirun.sh "$N" "$HOSTIR_PYTHON" "launch/$p.py"
+done
+run torchrun_mlp "$HOSTIR_PYTHON" -m torch.distributed.run --nproc_per_node="$N" launch/mlp.py
+exit $status
