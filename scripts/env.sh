@@ -6,7 +6,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 if [ -z "${HOSTIR_PYTHON:-}" ]; then
   if python3 -c "import torch, numpy, pytest, hypothesis" >/dev/null 2>&1; then
-    HOSTIR_PYTHON=python3
+    HOSTIR_PYTHON="$(command -v python3)"  # absolute: mpirun's ranks may see another PATH
   else
     if [ ! -x .venv/bin/python ]; then
       python3 -m venv .venv

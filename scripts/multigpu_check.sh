@@ -8,7 +8,7 @@ mkdir -p "$OUTDIR"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export HOSTIR_CACHE_DIR="${HOSTIR_CACHE_DIR:-/tmp/hostir-cache}"
-export HOSTIR_PYTHON="${HOSTIR_PYTHON:-python3}"
+export HOSTIR_PYTHON="$(command -v "${HOSTIR_PYTHON:-python3}")"  # absolute: mpirun's ranks may see another PATH
 N="${2:-$("$HOSTIR_PYTHON" -c 'import torch; print(torch.cuda.device_count())')}"
 status=0
 run() {  # name, then the command
