@@ -15,6 +15,7 @@ order and cached.
 from __future__ import annotations
 
 import atexit
+import hashlib
 import socket
 import threading
 from datetime import timedelta
@@ -91,6 +92,10 @@ class Communicator:
         """Check that every rank holds the same `value` (host-side, small);
         raise on every rank, naming the ranks that differ from rank 0."""
         if self._size == 1:
+            return
+        digest = int.from_bytes(hashlib.blake2b(repr(value).encode(), digest_size=8).digest(),
+                                "little", signed=True)
+        if len(set(self.backend.gather_ints(digest))) == 1:  # the common case: one small exchange
             return
         values = self.backend.gather_objects(value)
         bad = [r for r, v in enumerate(values) if v != values[0]]

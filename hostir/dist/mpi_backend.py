@@ -55,6 +55,9 @@ class MpiBackend:
     def gather_objects(self, value) -> list:
         return self.comm.allgather(value)
 
+    def gather_ints(self, value: int) -> list:
+        return self.comm.allgather(value)
+
     def _done(self, reqs, staged, then=None):
         """A Work over MPI requests: wait for all, copy staged buffers back."""
         def finish():

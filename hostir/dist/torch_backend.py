@@ -3,6 +3,7 @@ the world-size-1 backend. A `Work` is started collectives plus what to do
 once they are done."""
 from __future__ import annotations
 
+import torch
 
 from ..ir.errors import ExecutionError
 
@@ -45,6 +46,9 @@ class LocalBackend:
         return None
 
     def gather_objects(self, value) -> list:
+        return [value]
+
+    def gather_ints(self, value: int) -> list:
         return [value]
 
     def allgather(self, out, x, team):
@@ -117,6 +121,13 @@ class TorchBackend:
         out = [None] * self.dist.get_world_size()
         self.dist.all_gather_object(out, value, group=self.side)
         return out
+
+    def gather_ints(self, value: int) -> list:
+        """Every rank's int64, through the host-side (gloo) group: one small exchange."""
+        mine = torch.tensor([value], dtype=torch.int64)
+        out = torch.empty(self.dist.get_world_size(), dtype=torch.int64)
+        self._all_gather(out, mine, group=self.side)
+        return out.tolist()
 
     def _op(self, op: str, team):
         """(ReduceOp, divisor applied after): gloo has no AVG, so it sums and divides."""

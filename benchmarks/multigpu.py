@@ -1,0 +1,215 @@
+"""Many GPUs, one run: collective bandwidth through hostir against raw
+torch.distributed, and allgather+GEMM / GEMM+reduce-scatter: GEMM alone,
+serial, hostir, and PyTorch's fused symmetric-memory ops, timed back to back
+in alternating rounds. Run with one rank per GPU:
+
+    scripts/mpirun.sh 2 python benchmarks/multigpu.py [--out DIR] [--quick]
+
+Writes multigpu.json / multigpu.md (rank 0).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import meta_for, write_results  # noqa: E402
+
+from hostir import DataType, FusionDefinition, HostProgram  # noqa: E402
+from hostir.multidevice import Communicator, DeviceMesh, Shard  # noqa: E402
+
+
+def timed(fns: dict, comm, rounds: int = 7, reps: int = 10) -> dict:
+    """Median ms per call of each fn, in alternating rounds of back-to-back calls
+    between two CUDA events; ranks start each batch together."""
+    for fn in fns.values():
+        for _ in range(3):
+            fn()
+    torch.cuda.synchronize()
+    times = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            comm.barrier()
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            for _ in range(reps):
+                fn()
+            b.record()
+            b.synchronize()
+            times[k].append(a.elapsed_time(b) / reps)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def collectives(comm, dev, quick: bool) -> list[dict]:
+    import torch.distributed as dist
+    d = comm.size()
+    rows = []
+    sizes = [1 << 20, 16 << 20] + ([] if quick else [256 << 20])
+    for nbytes in sizes:
+        n = nbytes // 2
+        x = torch.randn(n, device=dev).bfloat16()
+        out = torch.empty(n * d, device=dev, dtype=torch.bfloat16)
+        hp = HostProgram()
+        t = hp.define_tensor([n], DataType.BFloat16)
+        hp.add_output(hp.allgather(t, 0))
+        fns = {"torch": lambda: dist.all_gather_into_tensor(out, x),
+               "hostir": lambda: hp.execute([x])}
+        ms = timed(fns, comm)
+        factor = (d - 1) / d
+        for k, v in ms.items():
+            algbw = nbytes * d / (v * 1e-3) / 1e9
+            rows.append({"case": f"allgather {nbytes >> 20} MiB/rank", "who": k, "ms": v,
+                         "algbw GB/s": algbw, "busbw GB/s": algbw * factor})
+    return rows
+
+
+def ag_gemm(comm, dev, m, k, n, quick: bool) -> list[dict]:  # noqa: C901
+    """x [m, k] sharded on m, w [n, k] sharded on n; out [m, n/d] on every rank."""
+    import torch.distributed as dist
+    d, rank = comm.size(), comm.rank()
+    mesh = DeviceMesh(torch.arange(d))
+    g = torch.Generator(device=dev).manual_seed(0)
+    x = torch.randn(m // d, k, device=dev, generator=g).bfloat16() * k ** -0.5
+    w = torch.randn(n // d, k, device=dev, generator=g).bfloat16()
+    full = torch.empty(m, k, device=dev, dtype=torch.bfloat16)
+    dist.all_gather_into_tensor(full, x)
+    with FusionDefinition() as fd:
+        xs = fd.define_tensor([m, k], dtype=DataType.BFloat16, mesh=mesh, placements=[Shard(0)])
+        ws = fd.define_tensor([n, k], dtype=DataType.BFloat16, mesh=mesh, placements=[Shard(0)])
+        fd.add_output(fd.ops.linear(xs, ws))
+
+    def serial():
+        dist.all_gather_into_tensor(full, x)
+        return torch.mm(full, w.t())
+    fns = {"GEMM alone": lambda: torch.mm(full, w.t()), "serial (allgather, GEMM)": serial,
+           "hostir": lambda: fd.execute([x, w])}
+    fused = _fused_ag(x, w, comm)
+    if fused is not None:
+        fns["torch fused symm-mem op"] = fused
+    if not quick:
+        for chunks in (2, 4):
+            fns[f"torch NCCL pipeline, {chunks} chunks"] = _nccl_pipeline(x, w, full, chunks)
+        ring = _ce_ring(x, w, full, comm)
+        if ring is not None:
+            fns["copy-engine ring (peer copies)"] = ring
+    ref = serial()
+    torch.testing.assert_close(fd.execute([x, w])[0].float(), ref.float(), rtol=2e-2, atol=2e-2)
+    return _rows(f"AG+GEMM ({m}, {k}, {n})", timed(fns, comm))
+
+
+def _fused_ag(x, w, comm):
+    try:
+        import torch.distributed as dist
+        import torch.distributed._symmetric_memory as symm
+        group = dist.group.WORLD.group_name
+        if hasattr(symm, "enable_symm_mem_for_group"):
+            symm.enable_symm_mem_for_group(group)
+        wt = w.t()
+        torch.ops.symm_mem.fused_all_gather_matmul(x, [wt], gather_dim=0, group_name=group)
+        return lambda: torch.ops.symm_mem.fused_all_gather_matmul(x, [wt], gather_dim=0,
+                                                                   group_name=group)[1][0]
+    except Exception as e:  # the op needs symmetric memory (CUDA, a recent torch)
+        if comm.rank() == 0:
+            print(f"fused_all_gather_matmul unavailable: {type(e).__name__}: {e}", flush=True)
+        return None
+
+
+def _nccl_pipeline(x, w, full, chunks):
+    """Chunk j of every rank's shard allgathered, then its GEMM, on 2 rotating streams."""
+    import torch.distributed as dist
+    d = full.shape[0] // x.shape[0]
+    streams = [torch.cuda.Stream() for _ in range(2)]
+    xs = x.chunk(chunks)
+    gathered = [torch.empty(d * c.shape[0], x.shape[1], device=x.device, dtype=x.dtype) for c in xs]
+    out = torch.empty(full.shape[0], w.shape[0], device=x.device, dtype=x.dtype)
+    out_v = out.view(d, chunks, -1, w.shape[0])
+
+    def run():
+        main = torch.cuda.current_stream()
+        for j, c in enumerate(xs):
+            s = streams[j % 2]
+            s.wait_stream(main)
+            with torch.cuda.stream(s):
+                dist.all_gather_into_tensor(gathered[j], c)
+                r = torch.mm(gathered[j], w.t())
+                out_v[:, j].copy_(r.view(d, -1, w.shape[0]))
+        for s in streams:
+            main.wait_stream(s)
+        return out
+    return run
+
+
+def _ce_ring(x, w, full, comm):
+    """Each rank's shard in symmetric memory; peers' shards pulled with copy-engine
+    copies on a side stream while the GEMM of what is here runs."""
+    try:
+        import torch.distributed as dist
+        import torch.distributed._symmetric_memory as symm
+        d, rank = comm.size(), comm.rank()
+        buf = symm.empty(x.shape, dtype=x.dtype, device=x.device)
+        hdl = symm.rendezvous(buf, dist.group.WORLD.group_name)
+        mb = x.shape[0]
+        out = torch.empty(full.shape[0], w.shape[0], device=x.device, dtype=x.dtype)
+        copy = torch.cuda.Stream()
+        peers = [hdl.get_buffer(p, x.shape, x.dtype) for p in range(d)]
+
+        def run():
+            main = torch.cuda.current_stream()
+            copy.wait_stream(main)
+            with torch.cuda.stream(copy):
+                buf.copy_(x)
+                hdl.barrier(channel=0)
+            torch.mm(x, w.t(), out=out[rank * mb:(rank + 1) * mb])
+            for j in range(1, d):
+                p = (rank + j) % d
+                with torch.cuda.stream(copy):
+                    full[p * mb:(p + 1) * mb].copy_(peers[p])
+                main.wait_stream(copy)
+                torch.mm(full[p * mb:(p + 1) * mb], w.t(), out=out[p * mb:(p + 1) * mb])
+            with torch.cuda.stream(copy):
+                hdl.barrier(channel=1)
+            main.wait_stream(copy)
+            return out
+        run()
+        return run
+    except Exception as e:
+        if comm.rank() == 0:
+            print(f"copy-engine ring unavailable: {type(e).__name__}: {e}", flush=True)
+        return None
+
+
+def _rows(case: str, ms: dict) -> list[dict]:
+    serial = ms.get("serial (allgather, GEMM)") or ms.get("serial (GEMM, reduce_scatter)")
+    gemm = ms["GEMM alone"]
+    return [{"case": case, "who": k, "ms": v, "vs serial": serial / v, "% of ideal": 100 * gemm / v}
+            for k, v in ms.items()]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="benchmarks/out")
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
+    comm = Communicator.instance()
+    dev = comm.device
+    rows = collectives(comm, dev, args.quick)
+    shapes = [(16384, 8192, 3584)] + ([] if args.quick else [(16384, 8192, 8192), (8192, 8192, 3584)])
+    for m, k, n in shapes:
+        rows += ag_gemm(comm, dev, m, k, n, args.quick)
+    if comm.rank() == 0:
+        meta = meta_for(dev)
+        meta["ranks"] = comm.size()
+        write_results(Path(args.out), "multigpu", meta, rows,
+                      ["case", "who", "ms", "algbw GB/s", "busbw GB/s", "vs serial", "% of ideal"])
+
+
+if __name__ == "__main__":
+    main()
