@@ -71,18 +71,19 @@ def collectives(comm, dev, quick: bool) -> list[dict]:
 
 
 def ag_gemm(comm, dev, m, k, n, quick: bool) -> list[dict]:  # noqa: C901
-    """x [m, k] sharded on m, w [n, k] sharded on n; out [m, n/d] on every rank."""
+    """x [m, k] sharded on m; each rank's weight [n, k] (the global weight [n * d, k]
+    sharded on its rows); out [m, n] on every rank: each rank's GEMM is m x k x n."""
     import torch.distributed as dist
     d, rank = comm.size(), comm.rank()
     mesh = DeviceMesh(torch.arange(d))
     g = torch.Generator(device=dev).manual_seed(0)
     x = torch.randn(m // d, k, device=dev, generator=g).bfloat16() * k ** -0.5
-    w = torch.randn(n // d, k, device=dev, generator=g).bfloat16()
+    w = torch.randn(n, k, device=dev, generator=g).bfloat16()
     full = torch.empty(m, k, device=dev, dtype=torch.bfloat16)
     dist.all_gather_into_tensor(full, x)
     with FusionDefinition() as fd:
         xs = fd.define_tensor([m, k], dtype=DataType.BFloat16, mesh=mesh, placements=[Shard(0)])
-        ws = fd.define_tensor([n, k], dtype=DataType.BFloat16, mesh=mesh, placements=[Shard(0)])
+        ws = fd.define_tensor([n * d, k], dtype=DataType.BFloat16, mesh=mesh, placements=[Shard(0)])
         fd.add_output(fd.ops.linear(xs, ws))
 
     def serial():

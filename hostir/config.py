@@ -11,6 +11,9 @@ HOSTIR_ENABLE    comma list of optional features to turn on: grid_stride (cap ke
 HOSTIR_DISABLE   comma list of features to turn off: concretize_resize (keep slice/pad/cat
                  bounds symbolic), paired_lanes (no shared-read pairing in pointwise kernels),
                  pdl (launch kernels without programmatic dependent launch),
+                 peer_copies (allgather_blocks through the collective, not copy engines
+                 over peer memory), rank_checks (no comparison of input shapes across
+                 ranks before a program communicates),
                  cuda_graphs (no CUDA-graph replay of repeated host program calls)
 HOSTIR_CACHE_DIR where compiled kernels are kept (default ~/.cache/hostir)
 HOSTIR_DEBUG     comma list of debug checks: verify (the fusion verifier around every pass
@@ -171,9 +174,25 @@ def disabled(feature: str) -> bool:
     return feature in _current.disable
 
 
+def logging_rank() -> bool:
+    """Does this rank print (HOSTIR_LOG_RANKS; rank 0 by default)?"""
+    ranks = _current.log_ranks
+    return ranks == "all" or str(launch().rank) in {r.strip() for r in ranks.split(",")}
+
+
+_noted: set = set()
+
+
+def note_once(key: str, message: str) -> None:
+    """Print a hostir note once per process (a fallback taken, say)."""
+    if key not in _noted:
+        _noted.add(key)
+        print(f"hostir: {message}", file=sys.stderr, flush=True)
+
+
 def dump(stage: str, value) -> None:
     """Print a debug stage if HOSTIR_DUMP asks for it. `value` prints itself
     (or is a function giving the text); nothing is formatted otherwise."""
-    if stage in _current.dump:
+    if stage in _current.dump and logging_rank():
         text = value() if callable(value) else str(value)
         print(f"===== hostir {stage} =====\n{text}", file=sys.stdout, flush=True)

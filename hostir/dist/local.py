@@ -81,14 +81,13 @@ class _PieceBuilder:
             e, n = ax.extent, self._n(sharding, d)
             if ax.kind is AxisKind.BCAST and S.is_const(e, 1):
                 axes.append(Axis(const(1), AxisKind.BCAST))
-            elif S.is_const(e):
-                if e.arg % n:
-                    raise DefinitionError(f"dim {d} of {g!r} has extent {e.arg}, which {n} ranks "
-                                          f"do not split into equal blocks")
-                axes.append(Axis(const(e.arg // n), AxisKind.BCAST if e.arg // n == 1 else AxisKind.ITER))
-            else:
-                ext = Val(Op.EXTENT, DataType.Int, arg=(index, d), name=f"l{index}_{d}")
-                axes.append(Axis(ext, AxisKind.ITER))
+                continue
+            if S.is_const(e) and e.arg % n:
+                raise DefinitionError(f"dim {d} of {g!r} has extent {e.arg}, which {n} ranks "
+                                      f"do not split into equal blocks")
+            # symbolic, also where static: a piece may run on blocks of its input
+            ext = Val(Op.EXTENT, DataType.Int, arg=(index, d), name=f"l{index}_{d}")
+            axes.append(Axis(ext, AxisKind.ITER))
         contiguity = tuple(None if a.kind is AxisKind.BCAST else False for a in axes)
         v = Val(Op.TENSOR_INPUT, g.dtype, arg=TensorInputArg(index, contiguity, None, False),
                 axes=tuple(axes), name=f"{g.name or 'T'}_local")

@@ -34,8 +34,7 @@ def log(message: str, rank: int | None = None) -> None:
     """Print a rank-tagged line (rank 0 only, unless HOSTIR_LOG_RANKS says otherwise)."""
     launch = config.launch()
     rank = launch.rank if rank is None else rank
-    ranks = config.get().log_ranks
-    if ranks != "all" and str(rank) not in {r.strip() for r in ranks.split(",")}:
+    if not config.logging_rank():
         return
     print(f"[hostir rank {rank}/{launch.size}] {message}", file=sys.stderr, flush=True)
 

@@ -322,6 +322,26 @@ class HostProgram:
         return self._collective("all_to_all", t, [a.extent for a in t.logical],
                                 dim=self._dim(t, dim, "all_to_all"))
 
+    def allgather_blocks(self, t: Val, team=None) -> H.Communication:
+        """Start gathering every rank's `t` (blocks along dim 0, in rank order);
+        returns a handle: `peer_block(handle, r)` is rank r's block once it is
+        here, `wait(handle)` ends it. Computing on the blocks as they arrive
+        overlaps the transfers (over peer memory with copy engines on GPUs that
+        allow it, else one collective)."""
+        t = self._use(t, "allgather_blocks")
+        comm = H.Communication("allgather_blocks", t, None, team=team)
+        self._emit(comm)
+        self._started[-1].append(comm)
+        return comm
+
+    def peer_block(self, handle: H.Communication, index) -> Val:
+        if not isinstance(handle, H.Communication) or handle.kind != "allgather_blocks":
+            raise DefinitionError(f"peer_block: expected the handle allgather_blocks returns, got {handle!r}")
+        t = handle.input
+        out = self._tensor(t.dtype, [a.extent for a in t.logical])
+        self._emit(H.PeerBlock(out, handle, _scalar_arg(index, "peer_block")))
+        return out
+
     def send_recv(self, sends=(), recvs=()) -> list[Val]:
         """Point-to-point transfers started together and waited for together (a
         ring where every rank sends first cannot deadlock): `sends` are
@@ -342,7 +362,11 @@ class HostProgram:
     def recv(self, shape, dtype: DataType, peer) -> Val:
         return self.send_recv(recvs=[(shape, dtype, peer)])[0]
 
-    def wait(self, t: Val) -> None:
+    def wait(self, t) -> None:
+        """Wait for the communication that makes `t` (or for handle `t`)."""
+        if isinstance(t, H.Communication):
+            self._wait(t)
+            return
         comm = self._pending.get(id(t))
         if comm is None:
             raise DefinitionError(f"wait: {t!r} is not the output of a pending collective")

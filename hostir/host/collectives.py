@@ -41,6 +41,9 @@ def start_collective(s, env, peer=None, recv_shapes=None) -> None:
     if s.kind == "send_recv":
         _start_p2p(s, env, comm, recv_shapes)
         return
+    if s.kind == "allgather_blocks":
+        env[_key(s)] = _start_blocks(s, env, comm)
+        return
     check_op(s.op)
     x = env[s.input]
     team, size = _team(s, comm)
@@ -117,6 +120,9 @@ def wait_collective(s, env) -> None:
     pending = env.pop(_key(s), None)
     if pending is None:
         return
+    if isinstance(pending, _Blocks):
+        pending.finish()
+        return
     work, results = pending
     work.wait()
     for out, result in results:
@@ -144,3 +150,121 @@ def check_ranks(program, inputs, first: bool) -> None:
         comm.agree("the inputs' shapes and dtypes", [
             (i, tuple(a.shape), str(a.dtype).replace("torch.", ""))
             for i, a in enumerate(inputs) if isinstance(a, torch.Tensor)])
+
+
+# ---------------------------------------------------------------- allgather, block by block
+
+class _Blocks:
+    """A running allgather_blocks: every rank's block (along dim 0 of the
+    input), each available as soon as it is here."""
+
+    def __init__(self, x, size: int, coord: int):
+        self.x, self.size, self.coord = x, size, coord
+
+    def block(self, index: int):
+        raise NotImplementedError
+
+    def finish(self) -> None:
+        pass
+
+
+class _GatheredBlocks(_Blocks):
+    """Fallback: one allgather of everything; a block is a view once it is done."""
+
+    def __init__(self, x, size, coord, comm, team):
+        super().__init__(x, size, coord)
+        self.out = torch.empty((size * x.shape[0], *x.shape[1:]), dtype=x.dtype, device=x.device)
+        self.work = comm.allgather(self.out, x, team)
+
+    def block(self, index: int):
+        if index == self.coord:
+            return self.x
+        if self.work is not None:
+            self.work.wait()
+            self.work = None
+        return self.out.chunk(self.size, 0)[index]
+
+    def finish(self) -> None:
+        if self.work is not None:
+            self.work.wait()
+
+
+_symm_buffers: dict = {}   # (shape, dtype, device) -> (buffer, handle): reused across calls
+_copy_streams: dict = {}   # device -> the stream peer copies run on
+
+
+def _symmetric(x):
+    """This rank's symmetric-memory buffer for blocks like `x`, or None where
+    torch cannot give one (CPU, no peer access, an older torch)."""
+    key = (tuple(x.shape), x.dtype, x.device)
+    got = _symm_buffers.get(key)
+    if got is None:
+        import torch.distributed as dist
+        import torch.distributed._symmetric_memory as symm
+        buf = symm.empty(x.shape, dtype=x.dtype, device=x.device)
+        got = _symm_buffers[key] = (buf, symm.rendezvous(buf, dist.group.WORLD.group_name))
+    return got
+
+
+class _PeerBlocks(_Blocks):
+    """Peer-memory blocks: this rank's block goes into its symmetric buffer; on a
+    copy stream, copy engines pull every peer's block in ring order (the next
+    rank's first), an event each, while the current stream computes on what is
+    here. A device-side barrier keeps a buffer from being overwritten before
+    every peer has read it."""
+
+    def __init__(self, x, size, coord):
+        super().__init__(x, size, coord)
+        buf, handle = _symmetric(x)
+        dev = x.device
+        copy = _copy_streams.get(dev)
+        if copy is None:
+            copy = _copy_streams[dev] = torch.cuda.Stream(dev)
+        main = torch.cuda.current_stream(dev)
+        self.out = torch.empty((size * x.shape[0], *x.shape[1:]), dtype=x.dtype, device=dev)
+        self.events = {}
+        copy.wait_stream(main)
+        with torch.cuda.stream(copy):
+            buf.copy_(x)
+            handle.barrier(channel=0)
+            for j in range(1, size):
+                p = (coord + j) % size
+                self.out.chunk(size, 0)[p].copy_(handle.get_buffer(p, tuple(x.shape), x.dtype))
+                self.events[p] = copy.record_event()
+            handle.barrier(channel=1)
+        x.record_stream(copy)
+        self.out.record_stream(copy)
+        self.copy, self.main = copy, main
+
+    def block(self, index: int):
+        if index == self.coord:
+            return self.x
+        torch.cuda.current_stream(self.x.device).wait_event(self.events[index])
+        return self.out.chunk(self.size, 0)[index]
+
+    def finish(self) -> None:
+        torch.cuda.current_stream(self.x.device).wait_stream(self.copy)
+
+
+def _start_blocks(s, env, comm: Communicator) -> _Blocks:
+    x = env[s.input].contiguous()
+    team, size = _team(s, comm)
+    coord = comm.rank() if team is None else s.team[0].coordinates(comm.rank())[s.team[1]]
+    if (x.is_cuda and team is None and size > 1 and comm.name == "nccl"
+            and not config.disabled("peer_copies")):
+        try:
+            return _PeerBlocks(x, size, coord)
+        except Exception as e:  # no symmetric memory here: the collective does it
+            config.note_once("peer_copies", f"peer-memory copies unavailable ({type(e).__name__}: "
+                                            f"{e}); allgather_blocks uses the collective")
+    return _GatheredBlocks(x, size, coord, comm, team)
+
+
+def peer_block(s, env, index: int):
+    """Block `index` of the running allgather_blocks `s` (waits for that block only)."""
+    state = env.get(_key(s))
+    if state is None:
+        raise ExecutionError(f"peer_block: the {s.kind} of {s.input!r} is not running")
+    if not 0 <= index < state.size:
+        raise ExecutionError(f"peer_block: index {index} is not a rank of {state.size}")
+    return state.block(index)

@@ -20,10 +20,10 @@ from ..ir import ops as O
 from ..ir import scalar as S
 from ..ir.errors import UnsupportedError
 from ..ir.fusion import Fusion
-from ..ir.node import Op, Val
+from ..ir.node import OPS, Op, Val
 from ..ir.printer import Namer, fusion_text, type_text
 from ..ir.rewrite import substitute
-from .builder import HostProgram
+from .builder import HostProgram, _output_extents
 from .cache import FusionCache
 from .collectives import make_teams
 
@@ -82,6 +82,24 @@ def _bias_after_partial(fusion: Fusion, annotated: dict) -> tuple[Fusion, Propag
     return new, propagate(new, moved)
 
 
+def _through(piece: Piece, slot: int, dim: int) -> list | None:
+    """Each output's dim that tensor input `slot`'s dim `dim` becomes, when it
+    goes through every op of the piece as one dim (None where it does not)."""
+    pos = next(k for k, (kind, i) in enumerate(piece.input_order) if kind == "tensor" and i == slot)
+    cls = {id(piece.fusion.inputs[pos]): dim}
+    for v in piece.fusion.exprs():
+        if v.is_scalar:
+            continue
+        got = {OPS[v.op].dims(v, k)[cls[id(s)]] for k, s in enumerate(v.src) if id(s) in cls}
+        if not got:
+            continue
+        if len(got) != 1 or not isinstance(next(iter(got)), int):
+            return None
+        cls[id(v)] = got.pop()
+    outs = [cls.get(id(o.val)) for o in piece.fusion.outputs]
+    return None if any(d is None for d in outs) else outs
+
+
 class DistributedFusion:
     """A fusion whose tensors are sharded over a mesh: propagation, the pieces
     and the host program, made once; `execute` runs the program on local shards."""
@@ -119,8 +137,11 @@ class DistributedFusion:
             piece = build_piece(nodes, prop, wanted)
             target = PieceLaunch(piece, f"{name}_piece{level}")
             self.pieces.append(target)
-            args = self._piece_args(piece)
-            outs = hp.launch(target, args)
+            ring = self._ring_input(piece)
+            if ring is not None:
+                outs = self._launch_ring(piece, target, *ring)
+            else:
+                outs = hp.launch(target, self._piece_args(piece))
             for key, o in zip(piece.outputs, outs):
                 self.avail[(id(key[0]), key[1])] = o
         for o, sharding in zip(fusion.outputs, prop.outputs):
@@ -159,23 +180,27 @@ class DistributedFusion:
                     out.add(id(s))
         return out
 
-    def _piece_args(self, piece: Piece) -> list:
+    def _piece_args(self, piece: Piece, given: dict | None = None) -> list:
         args = []
         for kind, i in piece.input_order:
             if kind == "tensor":
                 g, sharding = piece.tensor_inputs[i]
-                args.append(self._obtain(g, sharding))
+                args.append(given[i] if given and i in given else self._obtain(g, sharding))
             else:
                 leaf = piece.scalar_inputs[i]
                 args.append(self.leaf_value[id(leaf)])
         return args
+
+    def _have(self, g: Val) -> Sharding:
+        """The sharding an existing host value of `g` is in."""
+        return self.prop.final[g] if (id(g), self.prop.final[g]) in self.avail else self.prop.computed[g]
 
     def _obtain(self, g: Val, want: Sharding) -> Val:
         """The host value of `g` in sharding `want`, resharding what exists."""
         got = self.avail.get((id(g), want))
         if got is not None:
             return got
-        have = self.prop.final[g] if (id(g), self.prop.final[g]) in self.avail else self.prop.computed[g]
+        have = self._have(g)
         hv = self.avail[(id(g), have)]
         steps = reshard_steps(have, want)
         steps.sort(key=lambda st: st[0] == "slice")  # communicate first, then take blocks
@@ -195,6 +220,45 @@ class DistributedFusion:
         if kind == "reduce_scatter":
             return hp.reduce_scatter(hv, step[2], step[3], team=team)
         return hp.chunk(hv, step[2], _coordinate(mesh, m, hp.rank), mesh.shape[m])
+
+    # ------------------------------------------------------------ blocks as they arrive
+    def _ring_input(self, piece: Piece):
+        """(tensor input slot, output dims) when the piece reads one input that
+        must be allgathered and computes each output block from its block alone
+        (the gathered dim goes straight through every op): then it runs block by
+        block as the blocks arrive, overlapping the transfer. Else None."""
+        if piece.scalar_inputs or self.prop.mesh.ndim != 1:
+            return None
+        gathered = []
+        for i, (g, need) in enumerate(piece.tensor_inputs):
+            steps = reshard_steps(self._have(g), need)
+            if steps and [st[0] for st in steps] == ["allgather"]:
+                gathered.append((i, steps[0][2]))
+        if len(gathered) != 1:
+            return None
+        slot, dim = gathered[0]
+        out_dims = _through(piece, slot, dim)
+        return None if out_dims is None else (slot, out_dims)
+
+    def _launch_ring(self, piece: Piece, target: PieceLaunch, slot: int, out_dims: list) -> list:
+        hp, mesh = self.hp, self.prop.mesh
+        g, need = piece.tensor_inputs[slot]
+        x = self.avail[(id(g), self._have(g))]
+        n = mesh.shape[0]
+        handle = hp.allgather_blocks(x, team=(mesh, 0))
+        args = self._piece_args(piece, {slot: x})
+        bufs = []
+        for spec, d in zip((o.val for o in piece.fusion.outputs), out_dims):
+            ext = _output_extents(spec, piece.fusion, args)
+            ext[d] = S.mul(ext[d], n)
+            bufs.append(hp.allocate(ext, spec.dtype))
+        coord = _coordinate(mesh, 0, hp.rank)
+        for j in range(n):  # this rank's block first, then the next rank's, ...
+            p = S.scalar_op(Op.REMAINDER, S.add(coord, j), n)
+            args = self._piece_args(piece, {slot: hp.peer_block(handle, p)})
+            hp.launch(target, args, outputs=[hp.chunk(b, d, p, n) for b, d in zip(bufs, out_dims)])
+        hp.wait(handle)
+        return bufs
 
     # ------------------------------------------------------------ text
     def sharding_text(self) -> str:

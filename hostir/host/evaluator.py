@@ -15,7 +15,7 @@ from ..ir.errors import ExecutionError
 from ..ir.node import Op, Val
 from ..ir.scalar import apply_scalar
 from . import ir as H
-from .collectives import start_collective, wait_collective
+from .collectives import peer_block, start_collective, wait_collective
 from .context import RunContext
 from .streams import StreamPool
 
@@ -124,6 +124,13 @@ class Compiler:
                         f"launch {target.name}: result has shape {list(r.shape)} but the "
                         f"output buffer {o!r} has shape {list(buf.shape)}")
                 buf.copy_(r)
+        return run
+
+    def _PeerBlock(self, s: H.PeerBlock) -> Closure:
+        index, out, comm = compile_scalar(s.index), s.out, s.comm
+
+        def run(env):
+            env[out] = peer_block(comm, env, index(env))
         return run
 
     def _Select(self, s: H.Select) -> Closure:

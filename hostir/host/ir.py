@@ -58,7 +58,9 @@ class LaunchKernel(Stmt):
 class Communication(Stmt):
     """Start of communication; its outputs may be used only after its Wait.
     kind: allgather | allreduce | reduce_scatter | broadcast | all_to_all (on
-    `input`, giving `output`), or send_recv (a group of point-to-point
+    `input`, giving `output`), allgather_blocks (every rank's `input`, read
+    block by block with PeerBlock as each arrives: over peer memory with copy
+    engines where it can), or send_recv (a group of point-to-point
     transfers started together: `sends` are (tensor, peer rank) pairs, `recvs`
     (output tensor, peer rank) pairs)."""
 
@@ -80,6 +82,16 @@ class Communication(Stmt):
 @dataclass(frozen=True, slots=True, eq=False)
 class Wait(Stmt):
     comm: Communication
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PeerBlock(Stmt):
+    """Block `index` of the "allgather_blocks" communication `comm`, once it has
+    arrived (the current stream waits for that block alone): a view."""
+
+    out: Val
+    comm: "Communication"
+    index: Val
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -153,8 +165,11 @@ def stmt_lines(stmt: Stmt, namer: Namer, indent: str) -> list[str]:
     if isinstance(stmt, Communication):
         return [f"{indent}{_comm_text(stmt, n)}"]
     if isinstance(stmt, Wait):
-        targets = stmt.comm.outputs or tuple(t for t, _ in stmt.comm.sends)
+        targets = stmt.comm.outputs or tuple(t for t, _ in stmt.comm.sends) or (stmt.comm.input,)
         return [f"{indent}wait {stmt.comm.kind} -> {', '.join(n(t) for t in targets)}"]
+    if isinstance(stmt, PeerBlock):
+        return [f"{indent}{n(stmt.out)} {type_text(stmt.out, n)} = peer_block({stmt.comm.kind} of "
+                f"{n(stmt.comm.input)}, index={_s(stmt.index, n)})"]
     if isinstance(stmt, Select):
         return [f"{indent}{n(stmt.out)} {type_text(stmt.out, n)} = select({n(stmt.src)}, "
                 f"dim={stmt.dim}, index={_s(stmt.index, n)})"]
@@ -182,7 +197,8 @@ def _comm_text(c: Communication, n) -> str:
     if c.team is not None:
         extra.append(f"team={c.team[0]!r}[dim {c.team[1]}]")
     args = ", ".join([n(c.input)] + extra)
-    return f"{n(c.output)} {type_text(c.output, n)} = start {c.kind}({args})"
+    lhs = f"{n(c.output)} {type_text(c.output, n)} = " if c.output is not None else ""
+    return f"{lhs}start {c.kind}({args})"
 
 
 def program_text(prog: HostIR, namer: Namer | None = None) -> str:

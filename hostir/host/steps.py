@@ -10,6 +10,7 @@ import torch
 from ..codegen.spec import KernelSpec
 from ..ir.env import eval_node
 from ..ir.errors import ExecutionError
+from ..ir.node import OPS
 from ..passes.alias import apply_views
 from ..runtime import backend
 from ..segment import Segment
@@ -93,9 +94,22 @@ class TorchStep:
         self.name = f"seg{seg.id}_{seg.scheduler}"
 
     def launch(self, ctx, args: list, out=None) -> list:
+        bufs = ctx.out_buffers
         for v in self.seg.exprs:
-            ctx[v] = eval_node(v, ctx)
+            buf = bufs.get(v) if bufs else None
+            if buf is not None and _into(v, ctx, buf):
+                ctx[v] = buf
+            else:
+                ctx[v] = eval_node(v, ctx)
         return [ctx[o] for o in self.seg.outputs]
+
+
+def _into(v, ctx, buf) -> bool:
+    """Evaluate `v` straight into the caller's buffer where its op can."""
+    into = OPS[v.op].into
+    if into is None or list(buf.shape) != ctx.extents(v.logical):
+        return False
+    return into(v, [ctx[s] if s.is_tensor else ctx.scalar(s) for s in v.src], buf)
 
 
 class AliasStep:

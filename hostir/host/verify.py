@@ -98,6 +98,11 @@ def _stmt(s, scope: _Scope) -> None:
         _view(s, scope)
     elif isinstance(s, H.Communication):
         _start(s, scope)
+    elif isinstance(s, H.PeerBlock):
+        if id(s.comm) not in scope.started:
+            scope.fail(s, f"reads a block of a {s.comm.kind} that is not running")
+        scope.use(s, s.index)
+        scope.define(s.out)
     elif isinstance(s, H.Wait):
         if id(s.comm) not in scope.started:
             scope.fail(s, f"waits for a {s.comm.kind} that was not started before it")

@@ -96,7 +96,9 @@ class OpDef:
     - `rebuild(v, src)`: `v`'s op applied to new, normalized sources (the
       shape and dtype rule; passes and the verifier re-derive types with it)
     - `reference(v, args, env)`: the value, with torch (`args`: the values of
-      `v.src`, tensors or Python numbers; `env` evaluates scalars)
+      `v.src`, tensors or Python numbers; `env` evaluates scalars); `into(v,
+      args, out)`, where given, writes it into tensor `out` instead (True) or
+      declines (False), saving a copy
     - `text(v, namer)`: the printed call, `op(args)` when None
     - `kernel(v, ix, pred, L)`: the value at iteration index `ix` of `v`'s
       logical dims, built with the kernel lowering `L` (codegen/lower.py);
@@ -127,6 +129,7 @@ class OpDef:
     build: Callable | None = None
     rebuild: Callable | None = None
     reference: Callable | None = None
+    into: Callable | None = None
     text: Callable | None = None
     kernel: Callable | None = None
     view: Callable | None = None

@@ -53,6 +53,9 @@ def _fold_identity(op: Op, dtype: DataType, a: Val, b: Val | None) -> Val | None
             return a.src[1]
         if a.src[1] is b:      # (c + x) - x -> c
             return a.src[0]
+    if op is Op.REMAINDER and a.op is Op.REMAINDER and b.op is Op.CONST and b.arg > 0 \
+            and a.src[1].const == b.arg:
+        return a  # (x % n) % n
     if op in (Op.ADD, Op.SUB) and b.const == 0:
         return a
     if op is Op.ADD and a.const == 0:

@@ -76,6 +76,21 @@ with hp.for_loop(0, 3) as i:
 hp.add_output(acc)
 check("allgather in a loop", run(hp), torch.cat(every, 0) * 2)
 
+# blocks of an allgather, each used as it arrives, in ring order (this rank's first)
+with FusionDefinition() as neg:
+    u = neg.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+    neg.add_output(neg.ops.neg(u))
+hp = HostProgram()
+x = hp.define_tensor([-1, -1], DataType.Float)
+out = hp.allocate([x.logical[0].extent * hp.world_size, x.logical[1].extent], DataType.Float)
+handle = hp.allgather_blocks(x)
+for j in range(W):
+    p = (hp.rank + j) % hp.world_size
+    hp.launch(neg, [hp.peer_block(handle, p)], outputs=[hp.chunk(out, 0, p, hp.world_size)])
+hp.wait(handle)
+hp.add_output(out)
+check("allgather_blocks in ring order", run(hp), -torch.cat(every, 0))
+
 # ranks that pass different shapes: an error on every rank, naming the difference
 hp = program(lambda hp, x: hp.allreduce(x))
 try:

@@ -65,9 +65,17 @@ def _matmul_dims(v: Val, k: int) -> tuple:
     return batch + ((rows, REDUCED) if k == 0 else (REDUCED, cols))
 
 
+def _matmul_into(v: Val, args, out) -> bool:
+    a, b = args
+    if a.ndim != 2 or b.ndim != 2 or out.dtype != a.dtype or out.stride(-1) != 1:
+        return False
+    torch.mm(a, b, out=out)
+    return True
+
+
 define(OpDef(Op.MATMUL, Family.MATMUL, (2, 2), build=matmul, rebuild=lambda v, src: matmul(*src),
-             reference=lambda v, args, env: torch.matmul(args[0], args[1]), dims=_matmul_dims,
-             partial="sum"))
+             reference=lambda v, args, env: torch.matmul(args[0], args[1]), into=_matmul_into,
+             dims=_matmul_dims, partial="sum"))
 
 
 @frontend("linear")
@@ -111,5 +119,17 @@ def _linear_dims(v: Val, k: int) -> tuple:
     return (n - 1,) if t.ndim == 1 else ()
 
 
+def _linear_into(v: Val, args, out) -> bool:
+    """2-D input and weight: one GEMM writing straight into `out` (a row block, say)."""
+    x, w = args[0], args[1]
+    if x.ndim != 2 or w.ndim != 2 or out.dtype != x.dtype or out.stride(-1) != 1:
+        return False
+    if len(args) > 2:
+        torch.addmm(args[2], x, w.t(), out=out)
+    else:
+        torch.mm(x, w.t(), out=out)
+    return True
+
+
 define(OpDef(Op.LINEAR, Family.MATMUL, (2, 3), build=linear, rebuild=lambda v, src: linear(*src),
-             reference=_linear_reference, dims=_linear_dims, partial="sum"))
+             reference=_linear_reference, into=_linear_into, dims=_linear_dims, partial="sum"))
