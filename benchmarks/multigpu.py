@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import meta_for, write_results  # noqa: E402
 
-from hostir import DataType, FusionDefinition, HostProgram  # noqa: E402
+from hostir import DataType, FusionDefinition, HostProgram, ParallelType  # noqa: E402
 from hostir.multidevice import Communicator, DeviceMesh, Shard  # noqa: E402
 
 
@@ -103,6 +103,46 @@ def ag_gemm(comm, dev, m, k, n, quick: bool) -> list[dict]:  # noqa: C901
     ref = serial()
     torch.testing.assert_close(fd.execute([x, w])[0].float(), ref.float(), rtol=2e-2, atol=2e-2)
     return _rows(f"AG+GEMM ({m}, {k}, {n})", timed(fns, comm))
+
+
+def gemm_rs(comm, dev, m, k, n) -> list[dict]:
+    """x [m, k * d] sharded on k (each rank [m, k]), w [n, k * d] sharded on k;
+    out [m, n] sharded on m: each rank's GEMM is m x k x n, then reduce-scatter."""
+    import torch.distributed as dist
+    d = comm.size()
+    mesh = DeviceMesh(torch.arange(d))
+    g = torch.Generator(device=dev).manual_seed(1)
+    x = torch.randn(m, k, device=dev, generator=g).bfloat16() * k ** -0.5
+    w = torch.randn(n, k, device=dev, generator=g).bfloat16()
+    part = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
+    out = torch.empty(m // d, n, device=dev, dtype=torch.bfloat16)
+    with FusionDefinition() as fd:
+        xs = fd.define_tensor([m, k * d], dtype=DataType.BFloat16, mesh=mesh, placements=[Shard(1)])
+        ws = fd.define_tensor([n, k * d], dtype=DataType.BFloat16, mesh=mesh, placements=[Shard(1)])
+        y = fd.ops.linear(xs, ws)
+        fd.add_output(y)
+        y.set_device_mesh(mesh)
+        y.outer_split(0, d)
+        y.axis(0).parallelize(ParallelType.mesh_x)
+
+    def serial():
+        torch.mm(x, w.t(), out=part)
+        dist.reduce_scatter_tensor(out, part)
+        return out
+    fns = {"GEMM alone": lambda: torch.mm(x, w.t(), out=part), "serial (GEMM, reduce_scatter)": serial,
+           "hostir": lambda: fd.execute([x, w])}
+    try:
+        group = dist.group.WORLD.group_name
+        wt = w.t()
+        torch.ops.symm_mem.fused_matmul_reduce_scatter(x, wt, "sum", scatter_dim=0, group_name=group)
+        fns["torch fused symm-mem op"] = lambda: torch.ops.symm_mem.fused_matmul_reduce_scatter(
+            x, wt, "sum", scatter_dim=0, group_name=group)
+    except Exception as e:
+        if comm.rank() == 0:
+            print(f"fused_matmul_reduce_scatter unavailable: {type(e).__name__}: {e}", flush=True)
+    ref = serial().clone()
+    torch.testing.assert_close(fd.execute([x, w])[0].float(), ref.float(), rtol=2e-2, atol=2e-2)
+    return _rows(f"GEMM+RS ({m}, {k}, {n})", timed(fns, comm))
 
 
 def _fused_ag(x, w, comm):
@@ -205,6 +245,7 @@ def main():
     shapes = [(16384, 8192, 3584)] + ([] if args.quick else [(16384, 8192, 8192), (8192, 8192, 3584)])
     for m, k, n in shapes:
         rows += ag_gemm(comm, dev, m, k, n, args.quick)
+    rows += gemm_rs(comm, dev, 16384, 3584, 8192)
     if comm.rank() == 0:
         meta = meta_for(dev)
         meta["ranks"] = comm.size()

@@ -93,10 +93,11 @@ class Communicator:
         raise on every rank, naming the ranks that differ from rank 0."""
         if self._size == 1:
             return
-        digest = int.from_bytes(hashlib.blake2b(repr(value).encode(), digest_size=8).digest(),
-                                "little", signed=True)
-        if len(set(self.backend.gather_ints(digest))) == 1:  # the common case: one small exchange
+        if len(set(self.backend.gather_ints(_digest(value)))) == 1:  # the common case: one exchange
             return
+        self._disagree(what, value)
+
+    def _disagree(self, what: str, value) -> None:
         values = self.backend.gather_objects(value)
         bad = [r for r, v in enumerate(values) if v != values[0]]
         if bad:
@@ -146,6 +147,11 @@ class Communicator:
         (a ring where every rank sends first cannot deadlock): `sends` and
         `recvs` are lists of (tensor, peer rank)."""
         return self.backend.send_recv(sends, recvs)
+
+
+def _digest(value) -> int:
+    return int.from_bytes(hashlib.blake2b(repr(value).encode(), digest_size=8).digest(),
+                          "little", signed=True)
 
 
 def _describe(v) -> str:

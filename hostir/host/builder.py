@@ -16,7 +16,7 @@ from ..ir.inputs import check_scalar
 from ..ir.node import Axis, AxisKind, Op, Val, const
 from ..ir.rewrite import rebuild
 from . import ir as H
-from .collectives import check_ranks, world
+from .collectives import RankCheck, world
 from .context import RunContext
 from .evaluator import Compiler, compile_scalar, run_block
 from .graphs import GraphCache, graph_key, has_communication
@@ -68,6 +68,7 @@ class HostProgram:
         """`rank_checks`: compare the inputs' shapes across ranks before each run
         (None: when the program communicates)."""
         self._rank_checks = rank_checks
+        self._check_ranks = RankCheck()
         self._inputs: list[Val] = []
         self._outputs: list[Val] = []
         self._blocks: list[list] = [[]]
@@ -399,12 +400,9 @@ class HostProgram:
             self._communicates = has_communication(self._program.body)
             if not config.disabled("cuda_graphs"):
                 self._graphs = GraphCache(self._program.body)
-            first = True
-        else:
-            first = False
         env = self._bind(inputs, device)
         if self._rank_checks or (self._rank_checks is None and self._communicates):
-            check_ranks(self._program, inputs, first)
+            self._check_ranks(self._program, inputs)
         graphs = self._graphs
         if graphs is not None and graphs.enabled and env.device.type == "cuda":
             key = graph_key(self._program.inputs, inputs)

@@ -136,20 +136,38 @@ def world() -> tuple[int, int]:
     return comm.size(), comm.rank()
 
 
-def check_ranks(program, inputs, first: bool) -> None:
-    """Before a program with communication runs: every rank passes inputs of the
-    same shapes and dtypes (else an error on every rank, naming the difference,
-    not a hang; HOSTIR_DISABLE=rank_checks skips it), and with
-    HOSTIR_CHECK_PROGRAM=1 the first run compares the programs' text."""
-    comm = Communicator.instance()
-    if comm.size() == 1:
-        return
-    if first and config.get().check_program:
-        comm.agree_lines("the host program", program_text(program).splitlines())
-    if not config.disabled("rank_checks"):
-        comm.agree("the inputs' shapes and dtypes", [
-            (i, tuple(a.shape), str(a.dtype).replace("torch.", ""))
-            for i, a in enumerate(inputs) if isinstance(a, torch.Tensor)])
+class RankCheck:
+    """Before a program with communication runs on inputs of a signature (shapes
+    and dtypes) this rank has not passed it before, every rank compares its
+    signature with the others' and a difference is an error on every rank,
+    naming it, before anything starts. Repeated signatures are not compared
+    again: a rank that alone changes its shapes later meets the others in a
+    collective of another size, which the collective timeout
+    (HOSTIR_COMM_TIMEOUT) ends. HOSTIR_CHECK_PROGRAM=1 compares on every call,
+    and the programs' text on the first; HOSTIR_DISABLE=rank_checks skips it."""
+
+    MAX_SEEN = 64
+
+    def __init__(self):
+        self.seen: set = set()
+        self.first = True
+
+    def __call__(self, program, inputs) -> None:
+        comm = Communicator.instance()
+        if comm.size() == 1 or config.disabled("rank_checks"):
+            return
+        every_call = config.get().check_program
+        if self.first and every_call:
+            comm.agree_lines("the host program", program_text(program).splitlines())
+        self.first = False
+        sig = tuple((i, tuple(a.shape), str(a.dtype).replace("torch.", ""))
+                    for i, a in enumerate(inputs) if isinstance(a, torch.Tensor))
+        if sig in self.seen and not every_call:
+            return
+        comm.agree("the inputs' shapes and dtypes", list(sig))
+        if len(self.seen) >= self.MAX_SEEN:
+            self.seen.clear()
+        self.seen.add(sig)
 
 
 # ---------------------------------------------------------------- allgather, block by block
