@@ -62,6 +62,7 @@ def collectives(comm, dev, quick: bool) -> list[dict]:
         fns = {"torch": lambda: dist.all_gather_into_tensor(out, x),
                "hostir": lambda: hp.execute([x])}
         ms = timed(fns, comm)
+        torch.testing.assert_close(hp.execute([x])[0], out)
         factor = (d - 1) / d
         for k, v in ms.items():
             algbw = nbytes * d / (v * 1e-3) / 1e9
@@ -100,9 +101,11 @@ def ag_gemm(comm, dev, m, k, n, quick: bool) -> list[dict]:  # noqa: C901
         ring = _ce_ring(x, w, full, comm)
         if ring is not None:
             fns["copy-engine ring (peer copies)"] = ring
-    ref = serial()
+    ref = serial().clone()
     torch.testing.assert_close(fd.execute([x, w])[0].float(), ref.float(), rtol=2e-2, atol=2e-2)
-    return _rows(f"AG+GEMM ({m}, {k}, {n})", timed(fns, comm))
+    ms = timed(fns, comm)
+    torch.testing.assert_close(fd.execute([x, w])[0].float(), ref.float(), rtol=2e-2, atol=2e-2)
+    return _rows(f"AG+GEMM ({m}, {k}, {n})", ms)
 
 
 def gemm_rs(comm, dev, m, k, n) -> list[dict]:
@@ -142,7 +145,9 @@ def gemm_rs(comm, dev, m, k, n) -> list[dict]:
             print(f"fused_matmul_reduce_scatter unavailable: {type(e).__name__}: {e}", flush=True)
     ref = serial().clone()
     torch.testing.assert_close(fd.execute([x, w])[0].float(), ref.float(), rtol=2e-2, atol=2e-2)
-    return _rows(f"GEMM+RS ({m}, {k}, {n})", timed(fns, comm))
+    ms = timed(fns, comm)
+    torch.testing.assert_close(fd.execute([x, w])[0].float(), ref.float(), rtol=2e-2, atol=2e-2)
+    return _rows(f"GEMM+RS ({m}, {k}, {n})", ms)
 
 
 def _fused_ag(x, w, comm):

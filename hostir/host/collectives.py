@@ -211,48 +211,47 @@ _symm_buffers: dict = {}   # (shape, dtype, device) -> (buffer, handle): reused 
 _copy_streams: dict = {}   # device -> the stream peer copies run on
 
 
-def _symmetric(x):
-    """This rank's symmetric-memory buffer for blocks like `x`, or None where
-    torch cannot give one (CPU, no peer access, an older torch)."""
-    key = (tuple(x.shape), x.dtype, x.device)
+def _symmetric(shape, dtype, device):
+    """A symmetric-memory buffer (every rank's, rendezvoused once) of this shape."""
+    key = (tuple(shape), dtype, device)
     got = _symm_buffers.get(key)
     if got is None:
         import torch.distributed as dist
         import torch.distributed._symmetric_memory as symm
-        buf = symm.empty(x.shape, dtype=x.dtype, device=x.device)
+        buf = symm.empty(tuple(shape), dtype=dtype, device=device)
         got = _symm_buffers[key] = (buf, symm.rendezvous(buf, dist.group.WORLD.group_name))
     return got
 
 
 class _PeerBlocks(_Blocks):
-    """Peer-memory blocks: this rank's block goes into its symmetric buffer; on a
-    copy stream, copy engines pull every peer's block in ring order (the next
-    rank's first), an event each, while the current stream computes on what is
-    here. A device-side barrier keeps a buffer from being overwritten before
-    every peer has read it."""
+    """Blocks pushed over peer memory: every rank's gather buffer is symmetric
+    memory; on a copy stream each rank's copy engines write its block straight
+    into the next ranks' buffers, one ring step at a time, each step ended by a
+    device-side barrier (after step j the block of the rank j behind is here),
+    while the current stream computes on the blocks already here, its own first.
+    A barrier before the first write keeps a rank from overwriting a buffer its
+    peer is still reading from the last call."""
 
     def __init__(self, x, size, coord):
         super().__init__(x, size, coord)
-        buf, handle = _symmetric(x)
         dev = x.device
+        shape = (size * x.shape[0], *x.shape[1:])
+        self.out, handle = _symmetric(shape, x.dtype, dev)
         copy = _copy_streams.get(dev)
         if copy is None:
             copy = _copy_streams[dev] = torch.cuda.Stream(dev)
         main = torch.cuda.current_stream(dev)
-        self.out = torch.empty((size * x.shape[0], *x.shape[1:]), dtype=x.dtype, device=dev)
         self.events = {}
-        copy.wait_stream(main)
+        copy.wait_stream(main)  # x is ready, and this rank is done with its buffer
         with torch.cuda.stream(copy):
-            buf.copy_(x)
-            handle.barrier(channel=0)
+            handle.barrier(channel=0)  # ... and so is every peer with theirs
             for j in range(1, size):
-                p = (coord + j) % size
-                self.out.chunk(size, 0)[p].copy_(handle.get_buffer(p, tuple(x.shape), x.dtype))
-                self.events[p] = copy.record_event()
-            handle.barrier(channel=1)
+                dst = (coord + j) % size
+                handle.get_buffer(dst, shape, x.dtype).chunk(size, 0)[coord].copy_(x)
+                handle.barrier(channel=j)
+                self.events[(coord - j) % size] = copy.record_event()
         x.record_stream(copy)
-        self.out.record_stream(copy)
-        self.copy, self.main = copy, main
+        self.copy = copy
 
     def block(self, index: int):
         if index == self.coord:

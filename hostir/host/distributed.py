@@ -253,8 +253,8 @@ class DistributedFusion:
             ext[d] = S.mul(ext[d], n)
             bufs.append(hp.allocate(ext, spec.dtype))
         coord = _coordinate(mesh, 0, hp.rank)
-        for j in range(n):  # this rank's block first, then the next rank's, ...
-            p = S.scalar_op(Op.REMAINDER, S.add(coord, j), n)
+        for j in range(n):  # this rank's block first, then the one behind it, ... (as they arrive)
+            p = S.scalar_op(Op.REMAINDER, S.add(coord, n - j), n)
             args = self._piece_args(piece, {slot: hp.peer_block(handle, p)})
             hp.launch(target, args, outputs=[hp.chunk(b, d, p, n) for b, d in zip(bufs, out_dims)])
         hp.wait(handle)

@@ -12,8 +12,8 @@ input is the caller's tensor; a view of an input is a new view of the same
 memory; an output the program allocated is copied out of the graph's memory
 pool into a fresh tensor (a later replay writes the pool again).
 
-Programs with collectives are never captured, nor are programs that failed to
-capture once (the error is kept in `error`). HOSTIR_DISABLE=cuda_graphs turns
+Programs with collectives are captured only on NCCL; programs that failed to
+capture once are not captured again (the error is kept in `error`). HOSTIR_DISABLE=cuda_graphs turns
 replay off.
 
 A capture (once per key, a few milliseconds) uses thread-local capture mode, so
@@ -27,6 +27,7 @@ from __future__ import annotations
 import torch
 
 from .. import config
+from ..dist.communicator import Communicator
 from ..ir.node import Op
 from . import ir as H
 
@@ -45,8 +46,12 @@ def has_communication(body) -> bool:
 
 
 def capturable(body) -> bool:
-    """Statements a CUDA graph can hold: no collectives, no host waits."""
-    return not has_communication(body)
+    """Can a CUDA graph hold these statements? Collectives only on NCCL (their
+    kernels go into the graph, and every rank replays its own in the same order
+    as an eager call would run them); gloo and MPI wait on the host."""
+    if not has_communication(body):
+        return True
+    return Communicator.instance().name == "nccl"
 
 
 def graph_key(params, inputs) -> tuple:
