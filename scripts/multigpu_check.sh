@@ -11,10 +11,10 @@ export HOSTIR_CACHE_DIR="${HOSTIR_CACHE_DIR:-/tmp/hostir-cache}"
 export HOSTIR_PYTHON="$(command -v "${HOSTIR_PYTHON:-python3}")"  # absolute: mpirun's ranks may see another PATH
 N="${2:-$("$HOSTIR_PYTHON" -c 'import torch; print(torch.cuda.device_count())')}"
 status=0
-run() {  # name, then the command
+run() {  # name, then the command (each bounded: a hang is a failure, not the end of the run)
   local name="$1"; shift
   echo "== $name"
-  "$@" > "$OUTDIR/$name.log" 2>&1 || { status=1; echo "FAILED: $name"; }
+  timeout "${HOSTIR_CHECK_TIMEOUT:-120}" "$@" > "$OUTDIR/$name.log" 2>&1 || { status=1; echo "FAILED: $name"; }
   grep -E " ok \(| ok$|matches torch|Error|error" "$OUTDIR/$name.log" | grep -v "^rank [1-9]" | tail -8
 }
 run collectives_nccl scripts/mpirun.sh "$N" "$HOSTIR_PYTHON" tests/mpi/collectives.py

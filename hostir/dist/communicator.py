@@ -198,9 +198,10 @@ def _bootstrap() -> Communicator:
     kwargs = {"device_id": device} if device.type == "cuda" else {}
     dist.init_process_group(backend, init_method=init, rank=launch.rank, world_size=launch.size,
                             timeout=timeout, **kwargs)
-    # the group hostir made is taken down before the interpreter's own teardown (gloo's
-    # threads otherwise outlive it: "terminate called without an active exception")
-    atexit.register(_destroy, dist)
+    if backend == "gloo":  # taken down before the interpreter's own teardown (gloo's threads
+        # otherwise outlive it: "terminate called without an active exception"); NCCL's is
+        # left to torch (destroying it under live CUDA graphs that hold its kernels hangs)
+        atexit.register(_destroy, dist)
     return Communicator(TorchBackend(dist, timeout), launch.rank, launch.size, launch.local_rank,
                         launch.local_size, device)
 
