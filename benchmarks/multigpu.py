@@ -51,7 +51,7 @@ def collectives(comm, dev, quick: bool) -> list[dict]:
     import torch.distributed as dist
     d = comm.size()
     rows = []
-    sizes = [1 << 20, 16 << 20] + ([] if quick else [256 << 20])
+    sizes = ([] if quick else [1 << 20]) + [16 << 20, 256 << 20]
     for nbytes in sizes:
         n = nbytes // 2
         x = torch.randn(n, device=dev).bfloat16()
