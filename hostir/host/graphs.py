@@ -34,6 +34,7 @@ from . import ir as H
 CAPTURE_AFTER = 2   # eager runs of a key before its next call is captured
 MAX_GRAPHS = 4      # graphs kept per program (each holds its memory pool)
 MAX_SEEN = 64       # keys counted per program
+CLONE_LIMIT = 64 << 20  # bytes of allocated outputs a replay may copy out
 
 
 def has_communication(body) -> bool:
@@ -73,6 +74,7 @@ class GraphCache:
         self.error: BaseException | None = None
         self.seen: dict[tuple, int] = {}
         self.graphs: dict[tuple, tuple] = {}
+        self.too_big: set = set()  # keys whose outputs cost more to copy out than a replay saves
         self.replays = 0
 
     def replay(self, key: tuple, inputs) -> list | None:
@@ -92,7 +94,7 @@ class GraphCache:
 
     def wants_capture(self, key: tuple) -> bool:
         """Counts an eager run of `key`; True when this call should be captured."""
-        if not self.enabled or len(self.graphs) >= MAX_GRAPHS:
+        if not self.enabled or len(self.graphs) >= MAX_GRAPHS or key in self.too_big:
             return False
         n = self.seen.get(key, 0)
         if n >= CAPTURE_AFTER:
@@ -101,6 +103,19 @@ class GraphCache:
             self.seen.clear()
         self.seen[key] = n + 1
         return False
+
+    def note_outputs(self, key: tuple, outputs, inputs) -> None:
+        """After an eager run: a replay copies the outputs the program allocated out
+        of the graph's pool; where that copy would take longer than a replay saves
+        on the host (CLONE_LIMIT bytes, about 40 us at H100/H200 bandwidth), the
+        key is never captured."""
+        ptrs = {a.untyped_storage().data_ptr() for a in inputs if isinstance(a, torch.Tensor)}
+        size = sum(o.numel() * o.element_size() for o in outputs
+                   if o.untyped_storage().data_ptr() not in ptrs)
+        if size > CLONE_LIMIT:
+            if len(self.too_big) >= MAX_SEEN:
+                self.too_big.clear()
+            self.too_big.add(key)
 
     def capture(self, key: tuple, run, inputs) -> list | None:
         """Capture run() (which returns the output tensors) and replay it once;
