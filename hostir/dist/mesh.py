@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from ..ir.errors import DefinitionError
+from .communicator import Communicator
 
 
 class ParallelType(enum.Enum):
@@ -106,7 +107,6 @@ class DeviceMesh:
                      parallel_type: ParallelType = ParallelType.mesh_x) -> torch.Tensor:
         """This rank's block of `t` along `dim`, split over the mesh dimension of
         `parallel_type` (contiguous blocks, as `outer_split(dim, n)` gives)."""
-        from .communicator import Communicator
         rank = Communicator.instance().rank() if rank is None else rank
         mdim = parallel_type.mesh_dim(self)
         n, where = self.shape[mdim], self.coordinates(rank)[mdim]
