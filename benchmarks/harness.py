@@ -17,12 +17,13 @@ def sync(device):
         torch.cuda.synchronize(device)
 
 
-def time_interleaved(fns, device, rounds=7, reps=20) -> list[float]:
+def time_interleaved(fns, device, rounds=7, reps=20, before=None) -> list[float]:
     """Median seconds per call of each fn (device events on CUDA, wall clock on
     CPU), measured in alternating batches (round r times fns[0], fns[1], ... in
     turn) so clock and thermal drift during the run affect them alike. Calls in
     a batch go back to back, as a training step issues them (host work overlaps
-    the previous call's kernels); each batch starts with one untimed call."""
+    the previous call's kernels); each batch starts with one untimed call, after
+    `before()` where given (a barrier, so that ranks start a batch together)."""
     for fn in fns:
         for _ in range(3):
             fn()
@@ -30,6 +31,8 @@ def time_interleaved(fns, device, rounds=7, reps=20) -> list[float]:
     times: list[list[float]] = [[] for _ in fns]
     for _ in range(rounds):
         for i, fn in enumerate(fns):
+            if before is not None:
+                before()
             fn()
             if device.type == "cuda":
                 a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

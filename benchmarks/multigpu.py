@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 from pathlib import Path
 
@@ -20,31 +19,17 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import meta_for, write_results  # noqa: E402
+from harness import meta_for, time_interleaved, write_results  # noqa: E402
 
 from hostir import DataType, FusionDefinition, HostProgram, ParallelType  # noqa: E402
 from hostir.multidevice import Communicator, DeviceMesh, Shard  # noqa: E402
 
 
 def timed(fns: dict, comm, rounds: int = 7, reps: int = 10) -> dict:
-    """Median ms per call of each fn, in alternating rounds of back-to-back calls
-    between two CUDA events; ranks start each batch together."""
-    for fn in fns.values():
-        for _ in range(3):
-            fn()
-    torch.cuda.synchronize()
-    times = {k: [] for k in fns}
-    for _ in range(rounds):
-        for k, fn in fns.items():
-            comm.barrier()
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            for _ in range(reps):
-                fn()
-            b.record()
-            b.synchronize()
-            times[k].append(a.elapsed_time(b) / reps)
-    return {k: statistics.median(v) for k, v in times.items()}
+    """Median ms per call of each fn (harness.time_interleaved), ranks starting
+    each batch together."""
+    times = time_interleaved(list(fns.values()), comm.device, rounds, reps, before=comm.barrier)
+    return {k: t * 1e3 for k, t in zip(fns, times)}
 
 
 def collectives(comm, dev, quick: bool) -> list[dict]:
