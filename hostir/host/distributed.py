@@ -106,6 +106,9 @@ class DistributedFusion:
 
     def __init__(self, fusion: Fusion, annotated: dict, name: str = "fusion"):
         self.fusion, self.prop = _bias_after_partial(fusion, annotated)
+        if any(sh.stream is not None for sh in annotated.values()):
+            config.note_once("stream_axis", "stream-parallel axes are not pipelined yet: the fusion "
+                                            "runs unpipelined (results are the same)")
         self.comm = Communicator.instance()
         _check_mesh(self.prop.mesh, self.comm)
         make_teams(self.prop.mesh, self.comm)
