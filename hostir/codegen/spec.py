@@ -121,7 +121,7 @@ class KernelSpec:
             var = self.variant(kernel, 1, idx)
         return var
 
-    def grid(self, variant: Variant, count: int, sm_count: int) -> int:
+    def grid(self, count: int, sm_count: int) -> int:
         """One thread per slot; options.grid_stride caps the grid at 32 blocks per SM."""
         blocks = -(-count // self.options.block)
         return max(1, min(blocks, sm_count * 32 if self.options.grid_stride else 2 ** 31 - 1))

@@ -105,6 +105,12 @@ class InterpretedLaunch(Prepared):
             for i, x in zip(self.dyn_pos, scalars):
                 values[i] = x
             interpret(self.kernel, self.slots, values)
+            self.release()
+
+    def release(self) -> None:
+        """Drop the call's tensors (the packed list must not keep them alive)."""
+        for i in (*self.in_pos, *self.out_pos):
+            self.values[i] = None
 
 
 def _types(slots, kernel: Kernel, idx: str) -> list:
@@ -125,13 +131,14 @@ def start(spec: KernelSpec, kernel: Kernel, extents: list[int], ins: list, outs:
         prep = InterpretedLaunch(spec, kernel, outs, values)
         if numel:
             interpret(kernel, slots, values)
+        prep.release()
         return prep
     variant = spec.choose(kernel, extents, ins, outs, params)
     count = numel // variant.vec
     values = pack(slots, ins, outs, params, extents, count, pointer=lambda t: t.data_ptr())
     packed = PackedArgs(values, _types(slots, kernel, variant.idx))
     launcher = None
-    grid = spec.grid(variant, count, sm_count(device))
+    grid = spec.grid(count, sm_count(device))
     if numel:
         launcher = compiled(variant).launcher(device, grid, spec.options.block)
         launcher(stream, packed)
