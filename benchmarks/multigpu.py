@@ -32,11 +32,11 @@ def timed(fns: dict, comm, rounds: int = 7, reps: int = 10) -> dict:
     return {k: t * 1e3 for k, t in zip(fns, times)}
 
 
-def collectives(comm, dev, quick: bool) -> list[dict]:
+def collectives(comm, dev, quick: bool, sizes=None) -> list[dict]:
     import torch.distributed as dist
     d = comm.size()
     rows = []
-    sizes = ([] if quick else [1 << 20]) + [16 << 20, 256 << 20]
+    sizes = sizes or ([] if quick else [1 << 20]) + [16 << 20, 256 << 20]
     for nbytes in sizes:
         n = nbytes // 2
         x = torch.randn(n, device=dev).bfloat16()
@@ -80,7 +80,7 @@ def ag_gemm(comm, dev, m, k, n, quick: bool) -> list[dict]:  # noqa: C901
     fused = _fused_ag(x, w, comm)
     if fused is not None:
         fns["torch fused symm-mem op"] = fused
-    if not quick:
+    if not quick and dev.type == "cuda":
         for chunks in (2, 4):
             fns[f"torch NCCL pipeline, {chunks} chunks"] = _nccl_pipeline(x, w, full, chunks)
         ring = _ce_ring(x, w, full, comm)
@@ -88,9 +88,36 @@ def ag_gemm(comm, dev, m, k, n, quick: bool) -> list[dict]:  # noqa: C901
             fns["copy-engine ring (peer copies)"] = ring
     ref = serial().clone()
     torch.testing.assert_close(fd.execute([x, w])[0].float(), ref.float(), rtol=2e-2, atol=2e-2)
+    streamed = {}
+    for s in (() if quick else (2, 4)):
+        # nvFuser's "stream outermost" layout: rows [s, d, m/(s d)], a chunk per stream
+        fds, x3 = _ag_stream(mesh, m, k, n, s, x)
+        fns[f"hostir, {s} stream chunks"] = lambda fds=fds, x3=x3: fds.execute([x3, w])
+        want = torch.mm(full.view(d, s, m // (s * d), k).transpose(0, 1).reshape(m, k), w.t())
+        streamed[s] = (fds, x3, want.view(s, d, m // (s * d), n))
     ms = timed(fns, comm)
     torch.testing.assert_close(fd.execute([x, w])[0].float(), ref.float(), rtol=2e-2, atol=2e-2)
+    for fds, x3, want in streamed.values():
+        torch.testing.assert_close(fds.execute([x3, w])[0].float(), want.float(), rtol=2e-2, atol=2e-2)
     return _rows(f"AG+GEMM ({m}, {k}, {n})", ms)
+
+
+def _ag_stream(mesh, m, k, n, s, x):
+    d = mesh.size
+    with FusionDefinition() as fd:
+        xs = fd.define_tensor([s, d, m // (s * d), k], dtype=DataType.BFloat16)
+        ws = fd.define_tensor([n * d, k], dtype=DataType.BFloat16)
+        out = fd.ops.linear(xs, ws)
+        fd.add_output(out)
+        for tv in (xs, ws, out):
+            tv.set_device_mesh(mesh)
+        xs.axis(1).parallelize(ParallelType.mesh_x)
+        ws.outer_split(0, d)
+        ws.axis(0).parallelize(ParallelType.mesh_x)
+        out.outer_split(3, d)   # column parallel: each rank its block of the output features
+        out.axis(3).parallelize(ParallelType.mesh_x)
+        out.axis(0).parallelize(ParallelType.stream)
+    return fd, x.view(s, 1, m // (s * d), k)
 
 
 def gemm_rs(comm, dev, m, k, n) -> list[dict]:
@@ -130,9 +157,39 @@ def gemm_rs(comm, dev, m, k, n) -> list[dict]:
             print(f"fused_matmul_reduce_scatter unavailable: {type(e).__name__}: {e}", flush=True)
     ref = serial().clone()
     torch.testing.assert_close(fd.execute([x, w])[0].float(), ref.float(), rtol=2e-2, atol=2e-2)
+    summed = torch.mm(x, w.t())
+    dist.all_reduce(summed)
+    streamed = {}
+    for s in (2, 4):
+        # the stream axis outermost: x [s, m/s, k], out [s, m/s, n] sharded on dim 1
+        fds = _rs_stream(mesh, m, k, n, s)
+        x3 = x.view(s, m // s, k)
+        fns[f"hostir, {s} stream chunks"] = lambda fds=fds, x3=x3: fds.execute([x3, w])
+        streamed[s] = (fds, x3, summed.view(s, d, m // (s * d), n)[:, comm.rank()])
     ms = timed(fns, comm)
     torch.testing.assert_close(fd.execute([x, w])[0].float(), ref.float(), rtol=2e-2, atol=2e-2)
+    for fds, x3, want in streamed.values():
+        torch.testing.assert_close(fds.execute([x3, w])[0].float(), want.float(), rtol=3e-2, atol=3e-2)
     return _rows(f"GEMM+RS ({m}, {k}, {n})", ms)
+
+
+def _rs_stream(mesh, m, k, n, s):
+    d = mesh.size
+    with FusionDefinition() as fd:
+        xs = fd.define_tensor([s, m // s, k * d], dtype=DataType.BFloat16)
+        ws = fd.define_tensor([n, k * d], dtype=DataType.BFloat16)
+        y = fd.ops.linear(xs, ws)
+        fd.add_output(y)
+        for tv in (xs, ws, y):
+            tv.set_device_mesh(mesh)
+        xs.outer_split(2, d)
+        xs.axis(2).parallelize(ParallelType.mesh_x)
+        ws.outer_split(1, d)
+        ws.axis(1).parallelize(ParallelType.mesh_x)
+        y.outer_split(1, d)
+        y.axis(1).parallelize(ParallelType.mesh_x)
+        y.axis(0).parallelize(ParallelType.stream)
+    return fd
 
 
 def _fused_ag(x, w, comm):
@@ -227,15 +284,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="benchmarks/out")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--tiny", action="store_true", help="small sizes: checks the script itself (CPU)")
     args = ap.parse_args()
     os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
     comm = Communicator.instance()
     dev = comm.device
-    rows = collectives(comm, dev, args.quick)
+    rows = collectives(comm, dev, args.quick, [1 << 16] if args.tiny else None)
     shapes = [(16384, 8192, 3584)] + ([] if args.quick else [(16384, 8192, 8192), (8192, 8192, 3584)])
-    for m, k, n in shapes:
+    for m, k, n in ([(64, 32, 48)] if args.tiny else shapes):
         rows += ag_gemm(comm, dev, m, k, n, args.quick)
-    rows += gemm_rs(comm, dev, 16384, 3584, 8192)
+    rows += gemm_rs(comm, dev, *((64, 32, 48) if args.tiny else (16384, 3584, 8192)))
     if comm.rank() == 0:
         meta = meta_for(dev)
         meta["ranks"] = comm.size()

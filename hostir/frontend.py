@@ -1,6 +1,8 @@
 """The nvFuser-compatible Python frontend: FusionDefinition, Tensor, Scalar, fd.ops."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
 from . import config
@@ -304,7 +306,10 @@ class FusionDefinition:
         out = {val: s for val, s in self._placements.values()}
         for d in self._domains.values():
             if d.mesh is not None or any(a.ptype is not None for a in d.axes):
-                out[d.val] = d.sharding()
+                s = d.sharding()
+                placed = out.get(d.val)
+                # placements given at definition, a stream-parallel axis scheduled after
+                out[d.val] = s if placed is None or d.mesh is not None else replace(placed, stream=s.stream)
         return out
 
     @property

@@ -276,6 +276,32 @@ def chunk_program(fd, kind, mode, c):
     return hp
 
 
+def test_result_of_a_stream_block_used_on_the_main_stream_waits_for_it():
+    fd = chunk_fusion("pointwise")
+    hp = HostProgram()
+    x = hp.define_tensor([-1, 6])
+    out = hp.allocate([x.logical[0].extent, 6])
+    with hp.for_loop(0, 2) as k:
+        with hp.stream(k + 1):
+            (y,) = hp.launch(fd, [hp.chunk(x, 0, k, 2)])
+        hp.launch(fd, [y], outputs=[hp.chunk(out, 0, k, 2)])  # on the main stream
+    hp.add_output(out)
+    text = str(hp)
+    lines = body_lines(text)
+    back = one(lines, r"^set_current_stream\(0\)")
+    use = one(lines, r"^launch fusion0\(T\d+\) -> into")
+    # the main stream waits for stream k + 1 before it reads y, inside the iteration
+    assert any(re.match(r"synchronize\(stream=\(\w+ \+ 1\)\)", ln.strip())
+               for ln in lines[back:use]), text
+    for rows in (4, 5, 1):
+        a = rand_float(rows, 6)
+        (got,) = hp.execute([a])
+        h = (rows + 1) // 2
+        want = torch.cat([chunk_expected("pointwise", chunk_expected("pointwise", p, h), h)
+                          for p in a.split(h)])
+        torch.testing.assert_close(got, want, msg=lambda m: f"rows {rows}: {m}")
+
+
 @pytest.mark.parametrize("kind", ["pointwise", "reduction"])
 @pytest.mark.parametrize("mode", ["static", "scalar", "step"])
 @pytest.mark.parametrize("c", [3, 4])
@@ -284,12 +310,17 @@ def test_chunk_loop_with_shorter_last_chunk(kind, mode, c):
     hp = chunk_program(fd, kind, mode, c)
     text = str(hp)
     lines = body_lines(text)
-    loop = one(lines, r"^for \w+ in range\(")
+    loop, join = find(lines, r"^for \w+ in range\(")
     index = re.match(r"for (\w+) in", lines[loop].strip()).group(1)
     sets = find(lines, r"^set_current_stream\(")
-    assert sets and all(indent(lines[s]) > indent(lines[loop]) for s in sets), text
+    assert sets and all(loop < s < join and indent(lines[s]) > indent(lines[loop]) for s in sets), text
     # the body runs on pool stream (index % 2), an expression of the loop index
     assert any(re.search(rf"\b{index}\b.*% 2", lines[s]) for s in sets), text
+    # ... and the main stream waits for those streams after the loop, not in each
+    # iteration (that would serialize the iterations on the GPU)
+    assert lines[join].strip() == lines[loop].strip(), text
+    assert all(ln.strip().startswith("synchronize(") for ln in lines[join + 1:-1]), text
+    assert not any("synchronize(" in ln and index in ln for ln in lines[loop:join]), text
     assert any("min(" in ln for ln in find_lines(lines, r"= slice\(")), text
     for size in (10, 7, 1, 12):
         a = rand_float(size, 6)

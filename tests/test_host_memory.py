@@ -101,7 +101,8 @@ def test_host_loop_of_tiny_launches_does_not_grow_memory(streams):
     assert info.plans <= 2, info
     assert info.plans == plans_after_warmup, info
     assert info.hits + info.misses == (2 + runs) * ITERS, info
-    assert elapsed < 20, f"{(2 + runs) * ITERS} launches took {elapsed:.1f} s"
+    # a guard against a pathological per-launch cost (not a timing target: CI shares its cores)
+    assert elapsed < 90, f"{(2 + runs) * ITERS} launches took {elapsed:.1f} s"
 
 
 def test_repeated_execute_makes_one_plan_and_does_not_grow_memory():
@@ -132,7 +133,7 @@ def test_repeated_execute_makes_one_plan_and_does_not_grow_memory():
         f"RSS grew by {(rss1 - rss0) / 2**20:.1f} MiB over {ITERS - 100} cached executes")
     assert objs1 - objs0 <= OBJECT_TOLERANCE, (
         f"{objs1 - objs0} more gc-tracked objects after {ITERS - 100} cached executes")
-    assert elapsed < 20, f"{ITERS} executes took {elapsed:.1f} s"
+    assert elapsed < 90, f"{ITERS} executes took {elapsed:.1f} s"  # a guard, as above
 
 
 @pytest.mark.gpu

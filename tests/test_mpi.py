@@ -39,6 +39,13 @@ def test_sharded_fusions(n, backend):
     _ok(proc, n, f"all sharded fusions ok ({n} ranks)")
 
 
+@pytest.mark.parametrize("n,backend,chunks", [(2, "torch", "1 3"), (2, "mpi", "3"), (4, "torch", "3")])
+def test_stream_pipelined_fusions(n, backend, chunks):
+    """Stream-parallel axes: host for-loops over chunks on rotating streams, s in {1, 3}."""
+    proc = run_mpi(n, "tests/mpi/pipelined.py", *chunks.split(), env={"HOSTIR_COMM_BACKEND": backend})
+    _ok(proc, n, f"all pipelined fusions ok ({n} ranks)")
+
+
 @pytest.mark.parametrize("program", ["launch/mlp.py", "launch/allgather_linear.py",
                                      "launch/linear_reduce_scatter.py"])
 def test_launch_programs(program):

@@ -5,7 +5,7 @@ own: on mesh dim m a tensor is split along one logical dim, partial, or whole.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..ir.errors import UnsupportedError
 from ..ir.fusion import Fusion
@@ -34,7 +34,12 @@ def fusion_mesh(annotated: dict) -> DeviceMesh | None:
 
 
 def propagate(fusion: Fusion, annotated: dict) -> Propagation:
-    """Shardings of every tensor of `fusion` given the user's annotations."""
+    """Shardings of every tensor of `fusion` given the user's annotations (their
+    stream-parallel axes are not shardings: dist/stream_axis.py finds those)."""
+    # a tensor computed chunk by chunk along a stream-parallel axis is computed
+    # whole along it (the operands sharded there are gathered, block by block)
+    streamed = {v: s.stream[0] for v, s in annotated.items() if s.stream is not None}
+    annotated = {v: replace(s, stream=None) for v, s in annotated.items()}
     mesh = fusion_mesh(annotated)
     whole = Sharding(mesh)
     computed, final, needs = {}, {}, {}
@@ -47,6 +52,8 @@ def propagate(fusion: Fusion, annotated: dict) -> Propagation:
         a = annotated.get(v)
         if a is not None:
             c = _toward(c, a, mesh)
+        if v in streamed and c.dim_on_any(streamed[v]):
+            c = Sharding(c.mesh, tuple(e for e in c.dims if e[0] != streamed[v]), c.partial)
         computed[v] = c
         final[v] = a if a is not None else c
         for k in operands:
@@ -80,18 +87,7 @@ def _forward(v: Val, operands: dict, mesh) -> Sharding:
             if od == REDUCED and d.partial is not None:
                 entries[m] = ("partial", d.partial)
                 break
-    stream = next((s.stream for s in operands.values() if s.stream is not None), None)
-    return make_sharding(mesh, entries, _mapped_stream(v, operands, stream))
-
-
-def _mapped_stream(v: Val, operands: dict, stream) -> tuple | None:
-    if stream is None:
-        return None
-    for k, s in operands.items():
-        if s.stream is not None:
-            od = OPS[v.op].dims(v, k)[s.stream[0]]
-            return (od, s.stream[1]) if isinstance(od, int) else None
-    return None
+    return make_sharding(mesh, entries)
 
 
 def _toward(c: Sharding, a: Sharding, mesh) -> Sharding:
@@ -102,7 +98,7 @@ def _toward(c: Sharding, a: Sharding, mesh) -> Sharding:
         want = a.on(m)
         if want is not None and want[0] == "dim" and entries[m] is None:
             entries[m] = want
-    return make_sharding(mesh, entries, c.stream if c.stream is not None else a.stream)
+    return make_sharding(mesh, entries)
 
 
 def _need(v: Val, k: int, has: Sharding, c: Sharding, mesh) -> Sharding:

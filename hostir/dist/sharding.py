@@ -36,6 +36,10 @@ class Sharding:
     def dim_on(self, m: int) -> int | None:
         return next((d for d, mm in self.dims if mm == m), None)
 
+    def dim_on_any(self, d: int) -> bool:
+        """Whether logical dim d is split over some mesh dimension."""
+        return any(dd == d for dd, _ in self.dims)
+
     def partial_on(self, m: int) -> str | None:
         return next((op for mm, op in self.partial if mm == m), None)
 
@@ -119,7 +123,6 @@ class LoopDomain:
         if self.mesh is None:
             if any(a.ptype is not None and a.ptype.is_device for a in self.axes):
                 raise DefinitionError(f"{self.val!r}: a device-parallel axis needs set_device_mesh first")
-            return Sharding()
         logical = _logical_index(self.val)
         entries, stream, used = {}, None, {}
         for pos, ax in enumerate(self.axes):
@@ -127,7 +130,12 @@ class LoopDomain:
                 continue
             kind = self.val.axes[ax.source].kind
             if ax.ptype is ParallelType.stream:
+                if kind is AxisKind.REDUCE:
+                    raise UnsupportedError(f"{self.val!r}: stream-parallel axis {pos} is a reduction "
+                                           f"axis; hostir pipelines along an axis the outputs keep")
                 stream = _stream_axis(self.val, pos, ax, logical)
+                continue
+            if self.mesh is None:
                 continue
             m = ax.ptype.mesh_dim(self.mesh)
             if kind is AxisKind.REDUCE:  # a reduction over the ranks: implied by its sharded input
@@ -171,10 +179,22 @@ def _device_dim(v: Val, pos: int, ax: LoopAxis, logical: dict, n: int) -> int:
 
 
 def _stream_axis(v: Val, pos: int, ax: LoopAxis, logical: dict) -> tuple[int, int]:
-    if ax.part != "outer" or ax.inner_split:
-        raise UnsupportedError(f"{v!r}: a stream-parallel axis must be the outer part of an "
-                               f"outer_split (its factor is the number of chunks)")
-    return (logical[ax.source], ax.factor)
+    """(logical dim, chunks) of a stream-parallel loop axis: the outer part of a
+    split (outer_split by the chunk count; split by a chunk size of a static
+    extent) or a whole axis of static extent (a chunk per index)."""
+    extent = v.axes[ax.source].extent
+    static = extent.arg if extent.op is Op.CONST else None
+    if ax.part == "inner":
+        raise UnsupportedError(f"{v!r}: stream-parallel axis {pos} is the inner part of a split; "
+                               f"parallelize the outer part (its extent is the number of chunks)")
+    if ax.part == "outer" and not ax.inner_split:
+        chunks = ax.factor
+    elif static is None:
+        raise UnsupportedError(f"{v!r}: stream-parallel axis {pos} has a symbolic number of chunks; "
+                               f"outer_split the dim by the number of chunks instead")
+    else:
+        chunks = static if ax.part == "whole" else -(-static // ax.factor)
+    return (logical[ax.source], chunks)
 
 
 def placements_sharding(v: Val, mesh: DeviceMesh, placements) -> Sharding:

@@ -72,10 +72,17 @@ class HostProgram:
         self._inputs: list[Val] = []
         self._outputs: list[Val] = []
         self._blocks: list[list] = [[]]
-        self._pending: dict[int, H.Communication] = {}   # output id -> its unwaited communication
+        # output id (or ("into", buffer id)) -> its unwaited communication
+        self._pending: dict = {}
+        self._base: dict[int, Val] = {}  # view id -> the buffer it is a view of
         self._started: list[list] = [[]]  # per open block: communications started in it
         self._launch_names: dict[int, _FusionLaunch] = {}
         self._stream_depth: list = []
+        # open for_loop and stream blocks, innermost last: ("loop", streams to join
+        # after it) or ("stream", its stream)
+        self._open: list[tuple] = []
+        self._made_on: dict[int, Val] = {}  # tensor id -> the stream a stream block made it on
+        self._synced: set = set()            # (tensor id, stream id) already waited for
         self._compiled = None
         self._graphs: GraphCache | None = None
         self._world = Val(Op.SCALAR_INPUT, DataType.Int, arg=("world_size",), name="world_size")
@@ -96,7 +103,13 @@ class HostProgram:
 
     def _tensor(self, dtype: DataType, extents, name=None) -> Val:
         axes = tuple(Axis(e, AxisKind.BCAST if S.is_const(e, 1) else AxisKind.ITER) for e in extents)
-        return Val(Op.HOST_TENSOR, dtype, arg=next(_ids), axes=axes, name=name or self._name())
+        v = Val(Op.HOST_TENSOR, dtype, arg=next(_ids), axes=axes, name=name or self._name())
+        if self._stream_depth:
+            self._made_on[id(v)] = self._stream_depth[-1]
+        return v
+
+    def _current_stream(self) -> Val | None:
+        return self._stream_depth[-1] if self._stream_depth else None
 
     def _use(self, v: Val, what: str) -> Val:
         if not isinstance(v, Val) or not v.is_tensor:
@@ -104,11 +117,24 @@ class HostProgram:
         comm = self._pending.get(id(v))
         if comm is not None:
             self._wait(comm)
+        base = self._base.get(id(v), v)
+        comm = self._pending.get(("into", id(base)))  # a collective writes into a view of it
+        if comm is not None:
+            self._wait(comm)
+        made = self._made_on.get(id(v))
+        if made is not None and not any(made is k for k in self._stream_depth):
+            # made in a stream block that has ended, used on another stream: wait for it
+            key = (id(v), id(self._current_stream()))
+            if key not in self._synced:
+                self._synced.add(key)
+                self._emit(H.Synchronize(made))
         return v
 
     def _wait(self, comm: H.Communication) -> None:
         for out in comm.outputs:
             self._pending.pop(id(out), None)
+            if comm.into:
+                self._pending.pop(("into", id(self._base.get(id(out), out))), None)
         self._emit(H.Wait(comm))
         for started in self._started:
             if comm in started:
@@ -168,29 +194,49 @@ class HostProgram:
         bounds = [_scalar_arg(x, "for_loop") for x in (start, stop, step)]
         self._blocks.append([])
         self._started.append([])
+        joins: list = []
+        self._open.append(("loop", joins))
         try:
             yield index
             self._close_block()
         finally:
             body = tuple(self._blocks.pop())
             self._started.pop()
+            self._open.pop()
         self._emit(H.ForLoop(index, *bounds, body))
+        if joins:  # the enclosing stream waits for every iteration's streams, after the loop
+            self._emit(H.ForLoop(index, *bounds, tuple(H.Synchronize(k) for k in joins)))
+            inside = {id(k) for k in joins}
+            self._made_on = {t: k for t, k in self._made_on.items() if id(k) not in inside}
 
     @contextmanager
     def stream(self, k):
         """Statements inside run on pool stream `k` (an expression of loop indices);
-        the stream first waits for the enclosing stream, which waits for it at the end."""
+        the stream first waits for the enclosing stream. The enclosing stream
+        waits for it where it uses a result made inside, and at the end: of the
+        enclosing for_loop when there is one (so iterations on different streams
+        overlap), else of this block. Communication started inside and not
+        waited for inside is waited for on `k` at the end of the block."""
         k = _scalar_arg(k, "stream")
         parent = self._stream_depth[-1] if self._stream_depth else const(0)
         self._emit(H.SetCurrentStream(k))
         self._emit(H.Synchronize(parent))
         self._stream_depth.append(k)
+        self._started.append([])
+        self._open.append(("stream", k))
         try:
             yield k
+            self._close_block()
         finally:
             self._stream_depth.pop()
-            self._emit(H.SetCurrentStream(parent))
+            self._started.pop()
+            self._open.pop()
+        self._emit(H.SetCurrentStream(parent))
+        if self._open and self._open[-1][0] == "loop":
+            self._open[-1][1].append(k)
+        else:
             self._emit(H.Synchronize(k))
+            self._made_on = {t: m for t, m in self._made_on.items() if m is not k}
 
     def synchronize(self, stream) -> None:
         """The current stream waits for the work queued so far on `stream`."""
@@ -202,6 +248,7 @@ class HostProgram:
         d = self._dim(t, dim, "select")
         out = self._tensor(t.dtype, [a.extent for i, a in enumerate(t.logical) if i != d])
         self._emit(H.Select(out, t, d, _scalar_arg(index, "select")))
+        self._base[id(out)] = self._base.get(id(t), t)
         return out
 
     def slice(self, t: Val, dim: int, start, stop) -> Val:
@@ -212,6 +259,7 @@ class HostProgram:
         ext[d] = S.sub(hi, lo)
         out = self._tensor(t.dtype, ext)
         self._emit(H.Slice(out, t, d, lo, hi))
+        self._base[id(out)] = self._base.get(id(t), t)
         return out
 
     def chunk(self, t: Val, dim: int, index, count) -> Val:
@@ -224,6 +272,7 @@ class HostProgram:
         ext[d] = S.smin(size, S.smax(S.sub(ext[d], S.mul(k, size)), 0))
         out = self._tensor(t.dtype, ext)
         self._emit(H.Chunk(out, t, d, k, n))
+        self._base[id(out)] = self._base.get(id(t), t)
         return out
 
     def shard_by_stream(self, t: Val, dim: int, stream_index, num_streams) -> Val:
@@ -284,34 +333,46 @@ class HostProgram:
         self._started[-1].append(comm)
         for out in comm.outputs:
             self._pending[id(out)] = comm
+            if comm.into:
+                self._pending[("into", id(self._base.get(id(out), out)))] = comm
 
     def _team_size(self, team) -> Val:
         return self._world if team is None else const(team[0].shape[team[1]])
 
-    def _collective(self, kind: str, t: Val, out_extents, **kw) -> Val:
-        out = self._tensor(t.dtype, out_extents)
-        self._start(H.Communication(kind, t, out, **kw))
+    def _collective(self, kind: str, t: Val, out_extents, out=None, **kw) -> Val:
+        if out is None:
+            out = self._tensor(t.dtype, out_extents)
+            self._start(H.Communication(kind, t, out, **kw))
+            return out
+        out = self._use(out, f"{kind} out")
+        if out.dtype is not t.dtype or out.ndim != len(out_extents):
+            raise DefinitionError(f"{kind} of {t!r}: out {out!r} must be {t.dtype.short} with "
+                                  f"{len(out_extents)} dims")
+        self._start(H.Communication(kind, t, out, into=True, **kw))
         return out
 
-    def allgather(self, t: Val, dim: int = 0, team=None) -> Val:
+    def allgather(self, t: Val, dim: int = 0, team=None, out=None) -> Val:
         """Every rank's `t` concatenated along `dim` (`team`: (mesh, mesh dim), the
-        ranks along that mesh dimension; None: all ranks)."""
+        ranks along that mesh dimension; None: all ranks). With `out` (a buffer
+        or a view of one), the result is written there: straight from the
+        collective when `out` is contiguous with `dim` outermost."""
         t = self._use(t, "allgather")
         d = self._dim(t, dim, "allgather")
         ext = [a.extent for a in t.logical]
         ext[d] = S.mul(ext[d], self._team_size(team))
-        return self._collective("allgather", t, ext, dim=d, team=team)
+        return self._collective("allgather", t, ext, out, dim=d, team=team)
 
-    def allreduce(self, t: Val, op: str = "sum", team=None) -> Val:
+    def allreduce(self, t: Val, op: str = "sum", team=None, out=None) -> Val:
+        """With `out`, the result is written there (in place when `out` is `t`)."""
         t = self._use(t, "allreduce")
-        return self._collective("allreduce", t, [a.extent for a in t.logical], op=op, team=team)
+        return self._collective("allreduce", t, [a.extent for a in t.logical], out, op=op, team=team)
 
-    def reduce_scatter(self, t: Val, dim: int = 0, op: str = "sum", team=None) -> Val:
+    def reduce_scatter(self, t: Val, dim: int = 0, op: str = "sum", team=None, out=None) -> Val:
         t = self._use(t, "reduce_scatter")
         d = self._dim(t, dim, "reduce_scatter")
         ext = [a.extent for a in t.logical]
         ext[d] = S.floordiv(ext[d], self._team_size(team))
-        return self._collective("reduce_scatter", t, ext, dim=d, op=op, team=team)
+        return self._collective("reduce_scatter", t, ext, out, dim=d, op=op, team=team)
 
     def broadcast(self, t: Val, root=0) -> Val:
         t = self._use(t, "broadcast")

@@ -47,31 +47,60 @@ def start_collective(s, env, peer=None, recv_shapes=None) -> None:
     check_op(s.op)
     x = env[s.input]
     team, size = _team(s, comm)
+    dest = env[s.output] if s.into else None
     if s.kind == "allgather":
         xt = _outermost(x, s.dim)
-        out = torch.empty((size * xt.shape[0], *xt.shape[1:]), dtype=x.dtype, device=x.device)
-        work, result = comm.allgather(out, xt, team), lambda: _back(out, s.dim)
+        out = _target(s, dest, s.dim, (size * xt.shape[0], *xt.shape[1:]), x)
+        work = comm.allgather(out, xt, team)
     elif s.kind == "allreduce":
-        y = x.clone(memory_format=torch.contiguous_format)
-        work, result = comm.allreduce(y, s.op, team), lambda: y
+        out = _target(s, dest, 0, x.shape, x)
+        if out.data_ptr() != x.data_ptr() or out.stride() != x.stride():
+            out.copy_(x)
+        work = comm.allreduce(out, s.op, team)
     elif s.kind == "reduce_scatter":
         _blocks(s, x, size)
         xt = _outermost(x, s.dim)
-        out = torch.empty((xt.shape[0] // size, *xt.shape[1:]), dtype=x.dtype, device=x.device)
-        work, result = comm.reduce_scatter(out, xt, s.op, team), lambda: _back(out, s.dim)
+        out = _target(s, dest, s.dim, (xt.shape[0] // size, *xt.shape[1:]), x)
+        work = comm.reduce_scatter(out, xt, s.op, team)
     elif s.kind == "broadcast":
         if not 0 <= peer < size:
             raise ExecutionError(f"broadcast of {s.input!r}: root {peer} is not a rank of {size}")
-        y = x.clone(memory_format=torch.contiguous_format)
-        work, result = comm.broadcast(y, peer, team), lambda: y
+        out = x.clone(memory_format=torch.contiguous_format)
+        work = comm.broadcast(out, peer, team)
     elif s.kind == "all_to_all":
         _blocks(s, x, size)
         xt = _outermost(x, s.dim)
         out = torch.empty_like(xt)
-        work, result = comm.all_to_all(out, xt, team), lambda: _back(out, s.dim)
+        work = comm.all_to_all(out, xt, team)
     else:
         raise ExecutionError(f"unknown collective {s.kind!r}")
-    env[_key(s)] = (work, [(s.output, result)])
+    dim = s.dim if s.kind in ("allgather", "reduce_scatter", "all_to_all") else 0
+    env[_key(s)] = (work, [(s.output, lambda: _result(out, dim, dest))])
+
+
+def _target(s, dest, dim: int, shape, x) -> torch.Tensor:
+    """Where a collective writes: `dest` with `dim` moved outermost when that is
+    one contiguous buffer, else a new buffer (copied into `dest` at the wait)."""
+    if dest is not None:
+        d = dest.movedim(dim, 0) if dim else dest
+        if tuple(d.shape) != tuple(shape):
+            want = list(_back(torch.empty(shape, device="meta"), dim).shape)
+            raise ExecutionError(f"{s.kind} of {s.input!r}: the result has shape {want} but its "
+                                 f"out buffer {s.output!r} has {list(dest.shape)}")
+        if d.is_contiguous():
+            return d
+    return torch.empty(shape, dtype=x.dtype, device=x.device)
+
+
+def _result(out, dim: int, dest) -> torch.Tensor:
+    """The collective's result, with `dim` back in place; written into `dest` if
+    there is one and the collective did not write there itself."""
+    got = _back(out, dim)
+    if dest is None:
+        return got
+    if got.data_ptr() != dest.data_ptr() or got.stride() != dest.stride():
+        dest.copy_(got)
+    return dest
 
 
 def _team(s, comm: Communicator):

@@ -16,6 +16,7 @@ from ..dist.local import Piece, build_piece, levels
 from ..dist.mesh import DeviceMesh
 from ..dist.propagate import Propagation, propagate, reshard_steps
 from ..dist.sharding import Sharding
+from ..dist.stream_axis import StreamAxis, stream_axis
 from ..ir import ops as O
 from ..ir import scalar as S
 from ..ir.errors import UnsupportedError
@@ -23,7 +24,7 @@ from ..ir.fusion import Fusion
 from ..ir.node import OPS, Op, Val
 from ..ir.printer import Namer, fusion_text, type_text
 from ..ir.rewrite import substitute
-from .builder import HostProgram, _output_extents
+from .builder import HostProgram, _output_extents, _subst
 from .cache import FusionCache
 from .collectives import make_teams
 
@@ -46,7 +47,9 @@ class PieceLaunch:
         return self._cache.execute(args, device, out)
 
 
-def _check_mesh(mesh: DeviceMesh, comm: Communicator) -> None:
+def _check_mesh(mesh: DeviceMesh | None, comm: Communicator) -> None:
+    if mesh is None:  # no tensor has a mesh (a stream-parallel axis alone): every rank runs it all
+        return
     want = list(range(comm.size()))
     if mesh.ranks != want:
         raise UnsupportedError(
@@ -62,15 +65,16 @@ def _coordinate(mesh: DeviceMesh, m: int, rank: Val) -> Val:
     return S.scalar_op(Op.REMAINDER, S.floordiv(rank, stride), mesh.shape[m])
 
 
-def _bias_after_partial(fusion: Fusion, annotated: dict) -> tuple[Fusion, Propagation]:
+def _bias_after_partial(fusion: Fusion, annotated: dict) -> tuple[Fusion, Propagation, dict]:
     """A linear whose result is partial (its K sharded: row parallel) adds its
     bias after the partial results are combined, not on every rank: it becomes
-    linear without bias, then add. Returns the fusion and its propagation."""
+    linear without bias, then add. Returns the fusion, its propagation and the
+    annotations on its tensors."""
     prop = propagate(fusion, annotated)
     split = {id(v) for v in fusion.tensor_exprs()
              if v.op is Op.LINEAR and len(v.src) == 3 and prop.computed[v].partial}
     if not split:
-        return fusion, prop
+        return fusion, prop, annotated
 
     def rule(v, ctx):
         if id(ctx["old"].get(id(v), v)) in split and v.op is Op.LINEAR:
@@ -79,7 +83,7 @@ def _bias_after_partial(fusion: Fusion, annotated: dict) -> tuple[Fusion, Propag
     mapping: dict = {}
     new = substitute(fusion, rule, once=True, mapping=mapping)
     moved = {mapping.get(id(v), v): s for v, s in annotated.items()}
-    return new, propagate(new, moved)
+    return new, propagate(new, moved), moved
 
 
 def _through(piece: Piece, slot: int, dim: int) -> list | None:
@@ -100,20 +104,36 @@ def _through(piece: Piece, slot: int, dim: int) -> list | None:
     return None if any(d is None for d in outs) else outs
 
 
+STREAMS = 2
+"""Pool streams a pipelined loop rotates its chunks over (1..STREAMS; stream 0
+is the caller's): chunk i's communication overlaps chunk i-1's compute, and
+each stream's allocations are reused by every second chunk and every call."""
+
+
 class DistributedFusion:
     """A fusion whose tensors are sharded over a mesh: propagation, the pieces
     and the host program, made once; `execute` runs the program on local shards."""
 
     def __init__(self, fusion: Fusion, annotated: dict, name: str = "fusion"):
-        self.fusion, self.prop = _bias_after_partial(fusion, annotated)
-        if any(sh.stream is not None for sh in annotated.values()):
-            config.note_once("stream_axis", "stream-parallel axes are not pipelined yet: the fusion "
-                                            "runs unpipelined (results are the same)")
+        self.fusion, self.prop, annotated = _bias_after_partial(fusion, annotated)
+        self.stream = stream_axis(self.fusion, annotated)
+        if self.stream is not None and self._stream_axis_sharded():
+            self.stream = None  # the chunks are the ranks' blocks: the ring pipelines them
+            self._wants_ring = True
+        else:
+            self._wants_ring = False
         self.comm = Communicator.instance()
         _check_mesh(self.prop.mesh, self.comm)
-        make_teams(self.prop.mesh, self.comm)
+        if self.prop.mesh is not None:
+            make_teams(self.prop.mesh, self.comm)
         self.pieces: list[PieceLaunch] = []
+        self._rings = 0
+        self._copies: dict = {}
         self.program = self._lower(name)
+        if self._wants_ring and not self._rings:
+            config.note_once("stream_axis", "the stream-parallel axis is also device-parallel and "
+                                            "no allgather ring covers it: the fusion runs "
+                                            "unpipelined (results are the same)")
         config.dump("sharding", self.sharding_text)
         config.dump("host_ir", lambda: str(self.program))
 
@@ -123,15 +143,67 @@ class DistributedFusion:
     def output_shardings(self) -> list[Sharding]:
         return list(self.prop.outputs)
 
+    def _stream_axis_sharded(self) -> bool:
+        """Whether some tensor is sharded over ranks along the stream axis."""
+        prop, axis = self.prop, self.stream
+        shardings = [*((v, s) for v, s in prop.computed.items()), *((v, s) for v, s in prop.final.items()),
+                     *((v.src[k], s) for (v, k), s in prop.needs.items()),
+                     *((o.val, s) for o, s in zip(self.fusion.outputs, prop.outputs))]
+        return any(axis.dim(v) is not None and any(d == axis.dim(v) for d, _ in s.dims)
+                   for v, s in shardings)
+
     # ------------------------------------------------------------ lowering
     def _lower(self, name: str) -> HostProgram:
-        fusion, prop = self.fusion, self.prop
         hp = HostProgram(rank_checks=True)  # even shards: every rank's inputs alike
         self.hp = hp
         self.avail: dict = {}
         self.leaf_value: dict = {}
-        for v in fusion.inputs:
+        for v in self.fusion.inputs:
             self._input(hp, v)
+        outs = self._body(name) if self.stream is None else self._pipelined(name, self.stream)
+        for o in outs:
+            hp.add_output(o)
+        return hp
+
+    def _pipelined(self, name: str, axis: StreamAxis) -> list:
+        """The fusion chunk by chunk along the stream axis: a host for-loop whose
+        iteration i runs, on pool stream 1 + i % STREAMS, the whole program on
+        chunk i of every input that has the axis, writing chunk i of every output."""
+        hp, fusion, prop = self.hp, self.fusion, self.prop
+        full = []
+        for o, sh in zip(fusion.outputs, prop.outputs):
+            ext = [S.floordiv(_subst(a.extent, self.leaf_value), self._split(sh, d))
+                   for d, a in enumerate(o.val.logical)]
+            full.append(hp.allocate(ext, o.val.dtype))
+        whole = [(v, (id(v), prop.final[v])) for v in fusion.inputs if v.is_tensor]
+        whole = [(v, key, self.avail[key]) for v, key in whole]
+        n = axis.chunks
+        with hp.for_loop(0, n) as i:
+            with hp.stream(S.add(S.scalar_op(Op.REMAINDER, i, STREAMS), 1)):
+                for v, key, hv in whole:
+                    d = axis.dim(v)
+                    if d is None:
+                        continue
+                    self.avail[key] = part = hp.chunk(hv, d, i, n)
+                    if v.logical[d].extent.op is Op.EXTENT:  # the chunk's own extent
+                        self.leaf_value[id(v.logical[d].extent)] = part.logical[d].extent
+                self._body(name, [hp.chunk(f, axis.dim(o.val), i, n)
+                                  for f, o in zip(full, fusion.outputs)])
+        return full
+
+    def _body(self, name: str, dests: list | None = None) -> list:
+        """Launch the pieces with the communication between them; returns each
+        output in its output sharding, or (with `dests`) writes it there."""
+        fusion, prop, hp = self.fusion, self.prop, self.hp
+        self.dest: dict = {}  # (id(tensor), sharding) -> the buffer its piece writes into
+        for j, (o, sh) in enumerate(zip(fusion.outputs, prop.outputs)):
+            if o.alias_input is not None:
+                raise UnsupportedError("alias_input (in-place updates) in a sharded fusion")
+            if dests is None or o.val.op is Op.TENSOR_INPUT:
+                continue
+            c = prop.computed[o.val]
+            if c == sh or [st[0] for st in reshard_steps(c, sh)] == ["allreduce"]:
+                self.dest.setdefault((id(o.val), c), dests[j])  # an allreduce then runs in place
         lvl = levels(fusion, prop)
         order = fusion.tensor_exprs()
         wanted = self._wanted(order, lvl)
@@ -140,18 +212,29 @@ class DistributedFusion:
             piece = build_piece(nodes, prop, wanted)
             target = PieceLaunch(piece, f"{name}_piece{level}")
             self.pieces.append(target)
-            ring = self._ring_input(piece)
+            ring = self._ring_input(piece) if dests is None else None
             if ring is not None:
                 outs = self._launch_ring(piece, target, *ring)
             else:
-                outs = hp.launch(target, self._piece_args(piece))
+                outs = self._launch(piece, target)
             for key, o in zip(piece.outputs, outs):
                 self.avail[(id(key[0]), key[1])] = o
-        for o, sharding in zip(fusion.outputs, prop.outputs):
-            if o.alias_input is not None:
-                raise UnsupportedError("alias_input (in-place updates) in a sharded fusion")
-            hp.add_output(self._obtain(o.val, sharding))
-        return hp
+        if dests is None:
+            return [self._obtain(o.val, sh) for o, sh in zip(fusion.outputs, prop.outputs)]
+        for o, sh, dest in zip(fusion.outputs, prop.outputs, dests):
+            self._obtain(o.val, sh, into=dest)
+        return dests
+
+    def _launch(self, piece: Piece, target: PieceLaunch) -> list:
+        args = self._piece_args(piece)
+        keys = [(id(g), sh) for g, sh in piece.outputs]
+        if not any(k in self.dest for k in keys):
+            return self.hp.launch(target, args)
+        bufs = [self.dest.get(k) for k in keys]
+        for j, spec in enumerate(o.val for o in piece.fusion.outputs):
+            if bufs[j] is None:
+                bufs[j] = self.hp.allocate(_output_extents(spec, piece.fusion, args), spec.dtype)
+        return self.hp.launch(target, args, outputs=bufs)
 
     def _input(self, hp: HostProgram, v: Val) -> None:
         if v.is_scalar:
@@ -198,30 +281,46 @@ class DistributedFusion:
         """The sharding an existing host value of `g` is in."""
         return self.prop.final[g] if (id(g), self.prop.final[g]) in self.avail else self.prop.computed[g]
 
-    def _obtain(self, g: Val, want: Sharding) -> Val:
-        """The host value of `g` in sharding `want`, resharding what exists."""
+    def _obtain(self, g: Val, want: Sharding, into: Val | None = None) -> Val:
+        """The host value of `g` in sharding `want`, resharding what exists
+        (with `into`: written into that buffer, by the last collective when it can)."""
         got = self.avail.get((id(g), want))
-        if got is not None:
-            return got
-        have = self._have(g)
-        hv = self.avail[(id(g), have)]
-        steps = reshard_steps(have, want)
-        steps.sort(key=lambda st: st[0] == "slice")  # communicate first, then take blocks
-        for step in steps:
-            hv = self._step(hv, step)
-        self.avail[(id(g), want)] = hv
-        return hv
+        if got is None:
+            have = self._have(g)
+            got = self.avail[(id(g), have)]
+            steps = reshard_steps(have, want)
+            steps.sort(key=lambda st: st[0] == "slice")  # communicate first, then take blocks
+            for n, step in enumerate(steps):
+                last = n == len(steps) - 1 and step[0] != "slice"
+                got = self._step(got, step, into if last else None)
+            self.avail[(id(g), want)] = got
+        if into is not None and got is not into:
+            got = self._copy(got, into)
+        return got
 
-    def _step(self, hv: Val, step: tuple) -> Val:
+    def _copy(self, src: Val, dst: Val) -> Val:
+        """A copy of `src` into buffer `dst` (a kernel: the outputs of a pipelined
+        loop that no launch or collective writes in place)."""
+        key = (src.dtype, src.ndim)
+        fd = self._copies.get(key)
+        if fd is None:
+            from ..frontend import FusionDefinition
+            with FusionDefinition() as fd:
+                fd.add_output(fd.ops.set(fd.define_tensor([-1] * src.ndim, dtype=src.dtype)))
+            self._copies[key] = fd
+        self.hp.launch(fd, [src], outputs=[dst])
+        return dst
+
+    def _step(self, hv: Val, step: tuple, into: Val | None = None) -> Val:
         hp, mesh = self.hp, self.prop.mesh
         kind, m = step[0], step[1]
         team = (mesh, m)
         if kind == "allgather":
-            return hp.allgather(hv, step[2], team=team)
+            return hp.allgather(hv, step[2], team=team, out=into)
         if kind == "allreduce":
-            return hp.allreduce(hv, step[2], team=team)
+            return hp.allreduce(hv, step[2], team=team, out=into)
         if kind == "reduce_scatter":
-            return hp.reduce_scatter(hv, step[2], step[3], team=team)
+            return hp.reduce_scatter(hv, step[2], step[3], team=team, out=into)
         return hp.chunk(hv, step[2], _coordinate(mesh, m, hp.rank), mesh.shape[m])
 
     # ------------------------------------------------------------ blocks as they arrive
@@ -230,7 +329,7 @@ class DistributedFusion:
         must be allgathered and computes each output block from its block alone
         (the gathered dim goes straight through every op): then it runs block by
         block as the blocks arrive, overlapping the transfer. Else None."""
-        if piece.scalar_inputs or self.prop.mesh.ndim != 1:
+        if piece.scalar_inputs or self.prop.mesh is None or self.prop.mesh.ndim != 1:
             return None
         gathered = []
         for i, (g, need) in enumerate(piece.tensor_inputs):
@@ -248,6 +347,7 @@ class DistributedFusion:
         g, need = piece.tensor_inputs[slot]
         x = self.avail[(id(g), self._have(g))]
         n = mesh.shape[0]
+        self._rings += 1
         handle = hp.allgather_blocks(x, team=(mesh, 0))
         args = self._piece_args(piece, {slot: x})
         bufs = []

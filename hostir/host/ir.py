@@ -73,6 +73,7 @@ class Communication(Stmt):
     sends: tuple = ()
     recvs: tuple = ()
     team: tuple | None = None  # (mesh, mesh dim): among the ranks along it; None: all ranks
+    into: bool = False         # `output` is an existing buffer (a view) the result is written to
 
     @property
     def outputs(self) -> tuple:
@@ -197,6 +198,8 @@ def _comm_text(c: Communication, n) -> str:
     if c.team is not None:
         extra.append(f"team={c.team[0]!r}[dim {c.team[1]}]")
     args = ", ".join([n(c.input)] + extra)
+    if c.into:
+        return f"start {c.kind}({args}) -> into {n(c.output)} {type_text(c.output, n)}"
     lhs = f"{n(c.output)} {type_text(c.output, n)} = " if c.output is not None else ""
     return f"{lhs}start {c.kind}({args})"
 

@@ -133,5 +133,7 @@ def _start(s: H.Communication, scope: _Scope) -> None:
             scope.use(s, a.extent)
     scope.started.add(id(s))
     for out in s.outputs:
+        if s.into:
+            scope.use(s, out)
         scope.define(out)
         scope.pending[id(out)] = s

@@ -53,6 +53,48 @@ check("all_to_all", run(program(lambda hp, x: hp.all_to_all(x, 0))),
       torch.cat([every[r].chunk(W, 0)[R] for r in range(W)], 0))
 
 
+
+# results written into a given buffer: a contiguous block (straight from the
+# collective), a strided view (copied at the wait), the input itself (in place)
+def into(kind, dim, rows_of):
+    def build(hp, x):
+        n0, n1 = x.logical[0].extent, x.logical[1].extent
+        buf = hp.allocate([n0 * hp.world_size * 2, n1 * hp.world_size * 2], DataType.Float)
+        big = [n0 * hp.world_size, n1] if dim == 0 else [n0, n1 * hp.world_size]
+        small = [n0 // hp.world_size, n1] if dim == 0 else [n0, n1 // hp.world_size]
+        shape = big if kind == "allgather" else small if kind == "reduce_scatter" else [n0, n1]
+        view = hp.slice(hp.slice(buf, 0, rows_of, rows_of + shape[0]), 1, 0, shape[1])
+        if kind == "allgather":
+            hp.allgather(x, dim, out=view)
+        elif kind == "reduce_scatter":
+            hp.reduce_scatter(x, dim, out=view)
+        else:
+            hp.allreduce(x, out=view)
+        return view
+    return build
+
+
+square = [data(r, (2 * W, 2 * W)) for r in range(W)]
+for rows_of in (0, 1):
+    for dim in (0, 1):
+        check(f"allgather dim {dim} into a view at row {rows_of}",
+              run(program(into("allgather", dim, rows_of)), (2 * W, 2 * W)), torch.cat(square, dim))
+        check(f"reduce_scatter dim {dim} into a view at row {rows_of}",
+              run(program(into("reduce_scatter", dim, rows_of)), (2 * W, 2 * W)),
+              sum(square).chunk(W, dim)[R])
+    check(f"allreduce into a view at row {rows_of}",
+          run(program(into("allreduce", 0, rows_of)), (2 * W, 2 * W)), sum(square))
+hp = HostProgram()
+x = hp.define_tensor([-1, -1], DataType.Float)
+y = hp.allocate([x.logical[0].extent * W, x.logical[1].extent], DataType.Float)
+blk = hp.chunk(y, 0, 1 % W, W)   # a contiguous block of a buffer: the collective writes there
+hp.allgather(x, 0, out=y)
+hp.allreduce(blk, out=blk)       # in place
+hp.add_output(y)
+want = torch.cat(every, 0)
+want.chunk(W, 0)[1 % W].mul_(W)
+check("allgather into a buffer, then an in-place allreduce of one block", run(hp), want)
+
 # a ring: every rank sends to the next and receives from the previous, in one group
 def ring(hp, x):
     (y,) = hp.send_recv(sends=[(x, (hp.rank + 1) % hp.world_size)],
