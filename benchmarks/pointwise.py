@@ -7,7 +7,6 @@ output written once); % is of the copy bandwidth measured in the same run.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import copy_bandwidth, meta_for, time_interleaved, write_results  # noqa: E402
+from harness import run_suite  # noqa: E402
 
 from hostir import DataType, FusionDefinition  # noqa: E402
 
@@ -136,48 +135,7 @@ def cases(small: bool):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="benchmarks/out")
-    ap.add_argument("--small", action="store_true")
-    ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
-    ap.add_argument("--rounds", type=int, default=9, help="alternating timed batches per case")
-    args = ap.parse_args(argv)
-    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    small = args.small or dev.type == "cpu"
-    bw = copy_bandwidth(dev)
-    rows = []
-    for name, fd, eager, make_inputs, nbytes in cases(small):
-        inputs = make_inputs(dev)
-        (ours,) = fd.execute(inputs)
-        ref = eager(*inputs)
-        err = ((ours.double() - ref.double()).norm() / ref.double().norm()).item()
-        fns = [lambda: fd.execute(inputs), lambda: eager(*inputs)]
-        compile_error = None
-        if not args.no_compile:
-            try:
-                compiled = torch.compile(eager)
-                compiled(*inputs)
-                fns.append(lambda: compiled(*inputs))
-            except Exception as e:  # torch.compile may be unavailable (no compiler on CPU)
-                compile_error = f"n/a ({type(e).__name__})"
-        # timed in alternating batches, so drift during the run affects all alike
-        t_h, t_e, *t_c = time_interleaved(fns, dev, rounds=args.rounds)
-        row = {"case": name, "hostir us": t_h * 1e6, "hostir GB/s": nbytes / t_h / 1e9,
-               "% copy": 100 * nbytes / t_h / bw, "eager us": t_e * 1e6, "rel err": err}
-        row["vs eager"] = t_e / t_h
-        if t_c:
-            row["compile us"] = t_c[0] * 1e6
-            row["compile % copy"] = 100 * nbytes / t_c[0] / bw
-            row["vs compile"] = t_c[0] / t_h
-        elif compile_error:
-            row["compile us"] = compile_error
-        rows.append(row)
-        del inputs, ours, ref
-    meta = meta_for(dev)
-    meta["copy GB/s"] = round(bw / 1e9, 1)
-    write_results(Path(args.out), "pointwise", meta, rows,
-                  ["case", "hostir us", "hostir GB/s", "% copy", "eager us", "compile us",
-                   "compile % copy", "vs eager", "vs compile", "rel err"])
+    run_suite("pointwise", cases, argv)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,9 @@ HOSTIR_DISABLE   comma list of features to turn off: concretize_resize (keep sli
                  peer_copies (allgather_blocks through the collective, not copy engines
                  over peer memory), rank_checks (no comparison of input shapes across
                  ranks before a program communicates),
-                 cuda_graphs (no CUDA-graph replay of repeated host program calls)
+                 cuda_graphs (no CUDA-graph replay of repeated host program calls),
+                 reduction_kernels (reduction segments through torch ops, not generated
+                 kernels)
 HOSTIR_CACHE_DIR where compiled kernels are kept (default ~/.cache/hostir)
 HOSTIR_DEBUG     comma list of debug checks: verify (the fusion verifier around every pass
                  and stage, re-deriving each node's type; kernel-IR and host-IR checks)

@@ -109,3 +109,23 @@ __device__ __forceinline__ float hir_atan2(float a, float b) { return atan2f(a, 
 __device__ __forceinline__ double hir_atan2(double a, double b) { return atan2(a, b); }
 template <typename T> __device__ __forceinline__ T hir_bitwise_not(T x) { return ~x; }
 __device__ __forceinline__ bool hir_bitwise_not(bool x) { return !x; }
+
+// Reduction of v over each group of T consecutive threads of the block (T a power
+// of two, at most the block size; every thread of the block calls it, each group
+// gets its result in every thread). smem: one slot per warp of the block.
+template <int T, typename V, typename F>
+__device__ __forceinline__ V hir_group_reduce(V v, F f, V* smem) {
+  constexpr int W = T < 32 ? T : 32;
+#pragma unroll
+  for (int o = W / 2; o > 0; o /= 2) v = f(v, __shfl_xor_sync(0xffffffffu, v, o, W));
+  if constexpr (T > 32) {
+    __syncthreads();  // the slots' previous readers are done
+    if ((threadIdx.x & 31) == 0) smem[threadIdx.x / 32] = v;
+    __syncthreads();
+    const int first = (threadIdx.x / T) * (T / 32);
+    v = smem[first];
+#pragma unroll
+    for (int w = 1; w < T / 32; ++w) v = f(v, smem[first + w]);
+  }
+  return v;
+}

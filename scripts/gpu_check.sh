@@ -19,6 +19,7 @@ HOSTIR_TEST_DEVICE=cuda HOSTIR_TEST_NVRTC=0 "$PY" -m pytest -q -p no:cacheprovid
   tests/test_kernels.py tests/test_host_ir.py tests/test_host_memory.py tests/test_fuzz.py 2>&1 | tee "$OUTDIR/gpu_tests.log" | tail -25 || status=1
 echo "== benchmarks"
 "$PY" benchmarks/pointwise.py --out "$OUTDIR" 2>&1 | tee "$OUTDIR/bench_pointwise.log" | tail -20 || status=1
+"$PY" benchmarks/reduction.py --out "$OUTDIR" 2>&1 | tee "$OUTDIR/bench_reduction.log" | tail -20 || status=1
 [ "${HOSTIR_TUNE:-0}" = 1 ] && { "$PY" benchmarks/tune_pointwise.py --out "$OUTDIR" 2>&1 | tail -9 || status=1; }
 "$PY" benchmarks/compile_time.py --out "$OUTDIR" 2>&1 | tail -14 || status=1
 echo "== main job"

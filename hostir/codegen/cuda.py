@@ -9,7 +9,7 @@ import math
 
 from ..ir.dtypes import DataType
 from ..ir.node import OPS, Op
-from .kir import K, Kernel, KNode, layout
+from .kir import K, Kernel, KNode, layout, row_nodes
 
 CTYPE = {
     DataType.Bool: "bool", DataType.Int32: "int", DataType.Int: "long long",
@@ -291,6 +291,110 @@ class _Printer:
         return "\n".join(head + self.lines + ["}"]) + "\n"
 
 
+_COMBINE = {"sum": "x + y", "max": "hir_max(x, y)", "min": "hir_min(x, y)"}
+
+
+def _reduce_init(op: str, dtype: DataType) -> str:
+    if op == "sum":
+        return _literal(0, dtype)
+    if dtype.is_float:
+        return _literal(float("-inf") if op == "max" else float("inf"), dtype)
+    bits = 8 * dtype.itemsize
+    lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    if op == "max":
+        return f"({_literal(lo + 1, dtype)} - 1)"
+    return _literal(hi, dtype)
+
+
+class _ReductionPrinter(_Printer):
+    """A reduction kernel: each group of `threads` consecutive threads of a
+    block takes one point of the kept dims (a row) at a time, each thread
+    combining every `threads`-th point of the row's reduced dims, then the group
+    combines its threads' values (hir_group_reduce) and its first thread
+    computes the epilogue and stores."""
+
+    def __init__(self, kern: Kernel, name: str, idx: str, block: int, threads: int, pdl: bool):
+        super().__init__(kern, name, 1, idx, block, False, pdl)
+        self.inner = -1  # every index is named i<d>
+        self.threads = threads
+
+    def source(self) -> str:
+        k, idx, L, T = self.k, self.idx, self.lines, self.threads
+        groups = self.block // T
+        rows = row_nodes(k)
+        reduces = [n for n in k.order if n.op == K.REDUCE]
+        late: set[int] = set()  # nodes computed from a reduction's result
+        for n in k.order:
+            if n.op == K.REDUCE or any(id(s) in late for s in n.src):
+                late.add(id(n))
+        if self.pdl:
+            L += ["#if __CUDA_ARCH__ >= 900",
+                  '  asm volatile("griddepcontrol.wait;" ::: "memory");',
+                  '  asm volatile("griddepcontrol.launch_dependents;");',
+                  "#endif"]
+        L.append(f"  const int lane = threadIdx.x % {T};")
+        for j, n in enumerate(reduces):
+            if T > 32:
+                L.append(f"  __shared__ {CTYPE[n.dtype]} smem{j}[{self.block // 32}];")
+        count = " * ".join(f"e{d}" for d in k.reduced)
+        L.append(f"  const {idx} R = {count};")
+        L.append(f"  for ({idx} base = ({idx})blockIdx.x * {groups}; base < nslots; "
+                 f"base += ({idx})gridDim.x * {groups}) {{")
+        # a group past the last row computes row 0 again (every thread must reach the
+        # group reduction) and stores nothing
+        L.append(f"    const bool active = base + threadIdx.x / {T} < nslots;")
+        L.append(f"    const {idx} row = active ? base + threadIdx.x / {T} : 0;")
+        self._split("row", k.kept, "    ")
+        names: dict[int, str] = {}
+        self.emit_all([n for n in k.order if id(n) in rows and id(n) not in late], names, "", "    ")
+        accs = []
+        for j, n in enumerate(reduces):
+            accs.append(f"a{j}")
+            L.append(f"    {CTYPE[n.dtype]} a{j} = {_reduce_init(n.arg, n.dtype)};")
+        L.append(f"    for ({idx} r = lane; r < R; r += {T}) {{")
+        self._split("r", k.reduced, "      ")
+        inner = dict(names)
+        self.emit_all([n for n in k.order if id(n) not in rows], inner, "", "      ")
+        for j, n in enumerate(reduces):
+            v = inner[id(n.src[0])]
+            L.append(f"      {{ const {CTYPE[n.dtype]} x = a{j}, y = {v}; a{j} = {_COMBINE[n.arg]}; }}")
+        for s, node, ix in k.stores:
+            if any(id(i) not in rows for i in ix):
+                off = _offset([inner[id(i)] for i in ix], f"out{s}")
+                L.append(f"      if (active) out{s}[{off}] = {inner[id(node)]};")
+        L.append("    }")
+        for j, n in enumerate(reduces):
+            ct = CTYPE[n.dtype]
+            smem = f"smem{j}" if T > 32 else f"({ct}*)nullptr"
+            L.append(f"    a{j} = hir_group_reduce<{T}>(a{j}, []({ct} x, {ct} y) {{ return "
+                     f"{_COMBINE[n.arg]}; }}, {smem});")
+            names[id(n)] = f"a{j}"
+        self.emit_all([n for n in k.order if id(n) in late], names, "", "    ")
+        row_stores = [(s, node, ix) for s, node, ix in k.stores if all(id(i) in rows for i in ix)]
+        if row_stores:
+            L.append("    if (lane == 0 && active) {")
+            for s, node, ix in row_stores:
+                off = _offset([names[id(i)] for i in ix], f"out{s}")
+                L.append(f"      out{s}[{off}] = {names[id(node)]};")
+            L.append("    }")
+        L.append("  }")
+        return self.wrap()
+
+    def _split(self, flat: str, dims, indent: str) -> None:
+        """Declare i<d> for `dims` (row-major) from the flat index `flat`."""
+        dims = list(dims)
+        if not dims:
+            return
+        rest = f"{flat}_rest"
+        self.lines.append(f"{indent}{self.idx} {rest} = {flat};")
+        for pos in reversed(range(len(dims))):
+            d = dims[pos]
+            if pos == 0:
+                self.lines.append(f"{indent}const {self.idx} i{d} = {rest};")
+            else:
+                self.lines.append(f"{indent}const {self.idx} i{d} = {rest} % e{d}; {rest} /= e{d};")
+
+
 def _op_definitions(kern: Kernel) -> list[str]:
     """C++ that ops used by the kernel define beyond kernels/hostir.cuh (`cuda_def`)."""
     out = []
@@ -354,7 +458,7 @@ def vector_width(kern: Kernel) -> int:
     sizes = [t.dtype.itemsize for t in kern.inputs + kern.outputs] or [4]
     v = max(1, 16 // max(sizes))
     n = len(kern.extent_vals)
-    if v == 1 or n == 0:
+    if v == 1 or n == 0 or kern.reduced:
         return 1
     dep = _inner_deps(kern, n - 1)
     for _, _, ix in kern.stores:
@@ -365,10 +469,14 @@ def vector_width(kern: Kernel) -> int:
 
 
 def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int = 128,
-                  streaming: bool = False, pdl: bool = False, name: str | None = None) -> str:
+                  streaming: bool = False, pdl: bool = False, name: str | None = None,
+                  threads: int = 32) -> str:
     """CUDA C++ for `kern`, as the `extern "C"` function `name` (default: the
     kernel's): `vec` points per thread iteration (vector loads and stores where
     aligned), `idx` the index type ("int" when offsets fit), `pdl` for a launch
     with programmatic stream serialization (programmatic dependent launch: the
-    kernel waits on griddepcontrol before any access)."""
+    kernel waits on griddepcontrol before any access); a reduction kernel
+    combines each row over `threads` threads."""
+    if kern.reduced:
+        return _ReductionPrinter(kern, name or kern.name, idx, block, threads, pdl).source()
     return _Printer(kern, name or kern.name, vec, idx, block, streaming, pdl).source()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from ..ir.node import OPS, Op
-from .kir import K, Kernel, Slot
+from .kir import K, Kernel, Slot, row_nodes
 
 
 def _flat(t: torch.Tensor) -> torch.Tensor:
@@ -66,24 +66,89 @@ def _node(n, vals, tensors, strides, params, idx, numel, device):
     return OPS[op].torch(*(vals[id(s)] for s in n.src)).to(n.dtype.torch)
 
 
+def _indices(extents: list[int], dims, numel: int, device) -> dict[int, torch.Tensor]:
+    """Index of each of `dims` (row-major) at each of `numel` flat points."""
+    rest = torch.arange(numel, device=device)
+    idx = {}
+    for d in reversed(list(dims)):
+        idx[d] = rest % extents[d]
+        rest = rest // extents[d]
+    return idx
+
+
+_REDUCE = {"sum": lambda x: x.sum(1), "max": lambda x: x.amax(1), "min": lambda x: x.amin(1)}
+
+
+def _reduce(n, x: torch.Tensor, rows: int, per_row: int):
+    if per_row == 0:  # an empty reduction: its identity
+        init = {"sum": 0, "max": float("-inf"), "min": float("inf")}[n.arg]
+        if not n.dtype.is_float and n.arg != "sum":
+            info = torch.iinfo(n.dtype.torch)
+            init = info.min if n.arg == "max" else info.max
+        return torch.full((rows,), init, dtype=n.dtype.torch, device=x.device)
+    x = x.expand(rows * per_row).reshape(rows, per_row)
+    return _REDUCE[n.arg](x).to(n.dtype.torch)  # amax/amin: NaN wins, as in the kernel
+
+
 def interpret(kern: Kernel, slots: tuple[Slot, ...], values: list, vec: int = 1) -> None:
     """Run `kern` on packed arguments `values` (laid out as `slots`): `count`
-    slots of `vec` points each cover the iteration space."""
+    slots of `vec` points each cover the iteration space (a reduction kernel:
+    every point of its space, and of its kept dims for what follows a REDUCE)."""
     tensors, strides, params, extents, count = _unpack(kern, slots, values)
+    device = tensors["out"][0].device
+    if kern.reduced:
+        _interpret_reduction(kern, tensors, strides, params, extents, device)
+        return
     numel = count * vec
     if numel == 0:
         return
-    device = tensors["out"][0].device
-    rest = torch.arange(numel, device=device)
-    idx = []
-    for e in reversed(extents):
-        idx.append(rest % e)
-        rest = rest // e
-    idx.reverse()
+    idx = _indices(extents, range(len(extents)), numel, device)
     vals: dict[int, object] = {}
     for n in kern.order:
         vals[id(n)] = _node(n, vals, tensors, strides, params, idx, numel, device)
-    for k, node, ix in kern.stores:
+    _store(kern, kern.stores, tensors, strides, vals, numel, device)
+
+
+def _store(kern, stores, tensors, strides, vals, numel, device) -> None:
+    for k, node, ix in stores:
         out = tensors["out"][k]
         off = _offsets(out, strides["out"][k], ix, vals, device)
         _flat(out)[off.expand(numel)] = vals[id(node)].expand(numel).to(out.dtype)
+
+
+def _interpret_reduction(kern, tensors, strides, params, extents, device) -> None:
+    """Nodes of the kept dims are evaluated once per row, the others at every
+    (row, reduced point), row-major: a REDUCE combines each row's points."""
+    rows = 1
+    for d in kern.kept:
+        rows *= extents[d]
+    per_row = 1
+    for d in kern.reduced:
+        per_row *= extents[d]
+    row_idx = _indices(extents, kern.kept, rows, device)
+    full_idx = _indices(extents, (*kern.kept, *kern.reduced), rows * per_row, device)
+    on_rows = row_nodes(kern)
+    row_vals: dict[int, object] = {}
+    full_vals: dict[int, object] = {}
+
+    class _Full(dict):  # a row value read at every point: repeated over the row's points
+        def __missing__(self, key):
+            v = row_vals[key]
+            got = v.repeat_interleave(per_row) if v.ndim else v
+            self[key] = got
+            return got
+    full_vals = _Full()
+    for n in kern.order:
+        if id(n) in on_rows:
+            if n.op == K.REDUCE:
+                row_vals[id(n)] = _reduce(n, full_vals[id(n.src[0])], rows, per_row)
+            else:
+                row_vals[id(n)] = _node(n, row_vals, tensors, strides, params, row_idx, rows, device)
+        else:
+            full_vals[id(n)] = _node(n, full_vals, tensors, strides, params, full_idx,
+                                     rows * per_row, device)
+    full_stores = [st for st in kern.stores if any(id(i) not in on_rows for i in st[2])]
+    row_stores = [st for st in kern.stores if st not in full_stores]
+    _store(kern, row_stores, tensors, strides, row_vals, rows, device)
+    if per_row:
+        _store(kern, full_stores, tensors, strides, full_vals, rows * per_row, device)

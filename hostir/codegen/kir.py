@@ -3,6 +3,12 @@
 A kernel iterates over an iteration space (one index per dim); each output
 gets one value per point. Nodes are interned, so equal subexpressions (two
 uses of an input at the same index) are one node and one load.
+
+A reduction kernel (`Kernel.reduced` not empty) iterates over its reduction's
+input space: a REDUCE node combines its source over the reduced dims, and
+its value (and every node computed from it) is one per point of the kept
+dims. Outputs of the kept shape are stored at the kept dims' indices; values
+of the whole space (a prologue result) at every point.
 """
 from __future__ import annotations
 
@@ -20,6 +26,7 @@ class K:
     CONST = "const"      # arg=value
     PARAM = "param"      # arg=k: scalar kernel parameter k (extent, scalar input)
     LOAD = "load"        # arg=k: tensor input k; src=(pred, *indices)
+    REDUCE = "reduce"    # arg=op ("sum" | "max" | "min"); src=(value,): over the reduced dims
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -52,6 +59,12 @@ class Kernel:
     stores: list[tuple[int, KNode, tuple]] = field(default_factory=list)  # (output k, value, index)
     pairs: tuple = ()    # (dim, full extent) of every paired dim; the kernel iterates half of each
     order: list[KNode] = field(default_factory=list)      # every node, producers first
+    reduced: tuple = ()  # iteration dims a reduction kernel reduces (innermost-first order kept)
+
+    @property
+    def kept(self) -> tuple:
+        """The iteration dims a reduction kernel keeps (all dims of a pointwise one)."""
+        return tuple(d for d in range(len(self.extent_vals)) if d not in self.reduced)
 
 
 class Builder:
@@ -217,6 +230,22 @@ def pack(slots, ins, outs, params, extents, count, pointer) -> list:
 
 # ---------------------------------------------------------------- verifier and printer
 
+REDUCE_OPS = ("sum", "max", "min")
+
+
+def row_nodes(kern: Kernel) -> set[int]:
+    """Nodes of a reduction kernel whose value is one per point of the kept
+    dims: those that depend on no reduced index, or only through a REDUCE."""
+    full: set[int] = set()
+    for n in kern.order:
+        if n.op == K.INDEX:
+            if n.arg in kern.reduced:
+                full.add(id(n))
+        elif n.op != K.REDUCE and any(id(s) in full for s in n.src):
+            full.add(id(n))
+    return {id(n) for n in kern.order if id(n) not in full}
+
+
 class KernelVerificationError(AssertionError):
     pass
 
@@ -236,6 +265,8 @@ def verify_kernel(kern: Kernel) -> None:
         seen.add(id(node))
         if node.op == K.INDEX and not 0 <= node.arg < n:
             fail(f"index of dim {node.arg}, but the kernel iterates over {n} dims")
+        if node.op == K.REDUCE and (not kern.reduced or node.arg not in REDUCE_OPS):
+            fail(f"{node!r} ({node.arg}) in a kernel that reduces dims {list(kern.reduced)}")
         if node.op == K.PARAM and not 0 <= node.arg < len(kern.params):
             fail(f"parameter {node.arg} of {len(kern.params)}")
         if node.op == K.LOAD:
@@ -260,7 +291,8 @@ def kernel_text(kern: Kernel) -> str:
     """Kernel IR as SSA lines, for dumps and debugging."""
     names: dict[int, str] = {}
     lines = [f"kernel {kern.name}: {len(kern.inputs)} inputs, {len(kern.outputs)} outputs, "
-             f"{len(kern.extent_vals)} dims" + (f", paired {list(kern.pairs)}" if kern.pairs else "")]
+             f"{len(kern.extent_vals)} dims" + (f", paired {list(kern.pairs)}" if kern.pairs else "")
+             + (f", reduces dims {list(kern.reduced)}" if kern.reduced else "")]
     for k, node in enumerate(kern.order):
         names[id(node)] = f"%{k}"
         op = node.op if isinstance(node.op, str) else node.op.value

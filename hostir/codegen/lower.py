@@ -1,4 +1,4 @@
-"""Lowering a pointwise segment to kernel IR.
+"""Lowering a pointwise or reduction segment to kernel IR.
 
 Every use of a producer is indexed through the maps of the ops between it
 and the consumer (DESIGN rule 1): each op's `kernel` rule (in ir/ops/) gives
@@ -13,10 +13,10 @@ import itertools
 
 from ..ir.dtypes import DataType, compute_dtype, exact_cast, promote
 from ..ir.errors import UnsupportedError
-from ..ir.node import OPS, AxisKind, Kind, Op, Val, const
+from ..ir.node import OPS, AxisKind, Family, Kind, Op, Val, const
 from ..ir.ops.common import operand_index
 from ..segment import Segment
-from .kir import K, Builder, Kernel, KNode, TensorParam
+from .kir import K, Builder, Kernel, KNode, TensorParam, row_nodes
 
 INT = DataType.Int
 
@@ -147,6 +147,78 @@ class PointwiseLowering:
             if (n.op == K.INDEX and n.arg == dim) or any(id(s) in moving for s in n.src):
                 moving.add(id(n))
         return [n for n in self.k.order if n.op == K.LOAD and id(n) in moving]
+
+
+    def full_index(self, kept_ix: tuple) -> tuple:
+        raise UnsupportedError("a reduction in a pointwise kernel")
+
+    def reduce(self, op: str, value: KNode) -> KNode:
+        raise UnsupportedError("a reduction in a pointwise kernel")
+
+
+class ReductionLowering(PointwiseLowering):
+    """A reduction segment: the iteration space is its reductions' input (all
+    over the same dims), a prologue computed at every point of it, REDUCE
+    nodes, and an epilogue of the kept shape."""
+
+    def __init__(self, seg: Segment, name: str):
+        super().__init__(seg, name)
+        reds = [v for v in seg.exprs if OPS[v.op].family is Family.REDUCTION]
+        if not reds:
+            raise UnsupportedError("a reduction kernel without a reduction")
+        r = reds[0]
+        self.space = r.src[0]
+        dims = r.arg.dims
+        for v in reds[1:]:
+            if v.arg.dims != dims or v.src[0].ndim != self.space.ndim:
+                raise UnsupportedError(f"reductions over different dims in one kernel ({v!r}, {r!r})")
+        self.k.reduced = tuple(dims)
+
+    def full_index(self, kept_ix: tuple) -> tuple:
+        """The space's index from the kept dims' index `kept_ix`."""
+        it = iter(kept_ix)
+        return tuple(self.b.mk(K.INDEX, INT, arg=d) if d in self.k.reduced else next(it)
+                     for d in range(self.space.ndim))
+
+    def reduce(self, op: str, value: KNode) -> KNode:
+        if value.dtype is DataType.Bool:
+            value = self.cast(value, DataType.Int32)
+        return self.b.mk(K.REDUCE, value.dtype, (value,), arg=op)
+
+    def reduced_count(self) -> KNode:
+        """The number of points reduced per kept point, as a kernel value."""
+        n = self.b.i(1)
+        for d in self.k.reduced:
+            n = self.b.mul(n, self.scalar(self.space.logical[d].extent))
+        return n
+
+    def run(self, extents=None, pair_dims=()) -> Kernel:
+        seg, b, k = self.seg, self.b, self.k
+        space = self.space.logical
+        k.extent_vals = [a.extent for a in space]
+        ix = tuple(b.mk(K.INDEX, INT, arg=d) for d in range(len(space)))
+        kept = tuple(ix[d] for d in k.kept)
+        for slot, o in enumerate(seg.outputs):
+            k.outputs.append(TensorParam(o, o.ndim, o.dtype))
+            if o.ndim == len(space) and all(o.logical[d].is_broadcast for d in k.reduced):
+                at = tuple(b.i(0) if d in k.reduced else i for d, i in enumerate(ix))  # keepdim
+            elif o.ndim == len(space):
+                at = ix
+            elif o.ndim == len(kept):
+                at = kept
+            else:
+                raise UnsupportedError(f"reduction kernel: output {o!r} is neither of the input "
+                                       f"nor of the reduced shape")
+            k.stores.append((slot, self.cast(self.value(o, at, None), o.dtype), at))
+        k.order = _reachable(b.order, [n for _, v, ix in k.stores for n in (v, *ix)])
+        rows, late = row_nodes(k), set()
+        for n in k.order:
+            if n.op == K.REDUCE or any(id(x) in late for x in n.src):
+                late.add(id(n))
+                if id(n) not in rows:
+                    raise UnsupportedError("a reduction's result used at the reduced points "
+                                           "(a normalization) in a reduction kernel")
+        return k
 
 
 def _reachable(order: list[KNode], roots: list[KNode]) -> list[KNode]:

@@ -16,7 +16,7 @@ from functools import cached_property
 from .. import config
 from .cuda import kernel_source, vector_loads, vector_width
 from .kir import Kernel, Slot, kernel_text, layout, verify_kernel
-from .lower import lower_pointwise
+from .lower import ReductionLowering, lower_pointwise
 
 I32_MAX = 2 ** 31 - 1
 
@@ -48,11 +48,17 @@ class Variant:
     options: KernelOptions
     name: str
     vector_slots: frozenset = field(default_factory=frozenset)  # inputs read with vector loads
+    threads: int = 0     # a reduction kernel: threads per row
+
+    @property
+    def block(self) -> int:
+        return max(self.options.block, self.threads)
 
     @cached_property
     def source(self) -> str:
         o = self.options
-        return kernel_source(self.kernel, self.vec, self.idx, o.block, o.streaming, o.pdl, self.name)
+        return kernel_source(self.kernel, self.vec, self.idx, self.block, o.streaming, o.pdl,
+                             self.name, self.threads)
 
     def __str__(self) -> str:
         return self.source
@@ -114,6 +120,8 @@ class KernelSpec:
             -I32_MAX - 1 <= v <= I32_MAX for v in params  # index parameters (slice bounds...)
             if isinstance(v, int) and not isinstance(v, bool))
         idx = "int" if fits else "long long"
+        if kernel.reduced:
+            return self.variant(kernel, 1, idx, row_threads(math.prod(extents[d] for d in kernel.reduced)))
         vec = self._vec[id(kernel)]
         var = self.variant(kernel, vec, idx)
         if vec > 1 and not _vector_ok(vec, [ins[s] for s in var.vector_slots] + list(outs or ()),
@@ -121,36 +129,66 @@ class KernelSpec:
             var = self.variant(kernel, 1, idx)
         return var
 
-    def grid(self, count: int, sm_count: int) -> int:
-        """One thread per slot; options.grid_stride caps the grid at 32 blocks per SM."""
-        blocks = -(-count // self.options.block)
+    @staticmethod
+    def count(kernel: Kernel, extents: list[int], vec: int) -> int:
+        """The launch's slots: points / vec, or a reduction kernel's rows (kept
+        points: a row of an empty reduction is still written)."""
+        if kernel.reduced:
+            return math.prod(extents[d] for d in kernel.kept)
+        return math.prod(extents) // vec
+
+    def grid(self, variant: Variant, count: int, sm_count: int) -> int:
+        """One thread per slot (a group of `threads` per row of a reduction);
+        options.grid_stride caps the grid at 32 blocks per SM."""
+        per_block = variant.block // variant.threads if variant.threads else variant.block
+        blocks = -(-count // per_block)
         return max(1, min(blocks, sm_count * 32 if self.options.grid_stride else 2 ** 31 - 1))
 
-    def variant(self, kernel: Kernel, vec: int, idx: str) -> Variant:
-        key = (id(kernel), vec, idx)
+    def variant(self, kernel: Kernel, vec: int, idx: str, threads: int = 0) -> Variant:
+        key = (id(kernel), vec, idx, threads)
         got = self._variants.get(key)
         if got is None:
             o = self.options
             tune = f"_b{o.block}{'cs' if o.streaming else ''}{'_pdl' if o.pdl else ''}"
             name = (f"{kernel.name}{'_pair' * len(kernel.pairs)}_v{vec}_"
-                    f"{'i32' if idx == 'int' else 'i64'}{tune}")
+                    f"{'i32' if idx == 'int' else 'i64'}{f'_t{threads}' if threads else ''}{tune}")
             slots = frozenset(n.arg for n in kernel.order if id(n) in vector_loads(kernel, vec))
-            got = self._variants[key] = Variant(kernel, vec, idx, o, name, slots)
+            got = self._variants[key] = Variant(kernel, vec, idx, o, name, slots, threads)
         return got
 
     def typical_variants(self) -> list[Variant]:
-        """The general variant and the vectorized 32-bit one of each kernel."""
-        return [v for k in self.kernels for v in (
-            self.variant(k, 1, "long long"), self.variant(k, self._vec[id(k)], "int"))]
+        """The general variant and the vectorized 32-bit one of each kernel (of
+        a reduction kernel: each row width's 32-bit one)."""
+        out = []
+        for k in self.kernels:
+            if k.reduced:
+                out += [self.variant(k, 1, "long long", ROW_THREADS[0])]
+                out += [self.variant(k, 1, "int", t) for t in ROW_THREADS]
+            else:
+                out += [self.variant(k, 1, "long long"), self.variant(k, self._vec[id(k)], "int")]
+        return out
 
     # ------------------------------------------------------------ text
     @property
     def source(self) -> str:
         """The general variant's source (one point per thread, 64-bit indices)."""
-        return self.variant(self.kernels[0], 1, "long long").source
+        k = self.kernels[0]
+        return self.variant(k, 1, "long long", ROW_THREADS[0] if k.reduced else 0).source
 
     def __str__(self) -> str:
         return "\n".join([kernel_text(k) for k in self.kernels] + [self.source])
+
+
+ROW_THREADS = (32, 128, 512)
+
+
+def row_threads(reduced: int) -> int:
+    """Threads that combine one row of `reduced` points: a warp for short rows,
+    more for long ones (about 8 or more points per thread)."""
+    for t in ROW_THREADS:
+        if reduced <= 16 * t:
+            return t
+    return ROW_THREADS[-1]
 
 
 def _vector_ok(vec: int, tensors: list, extents: list[int]) -> bool:
@@ -174,7 +212,15 @@ def pointwise_spec(seg, name: str, extents: list[int] | None, options: KernelOpt
     no kernel rule). `extents`, the plan's iteration extents, let the scheduler
     choose paired lanes."""
     plain, paired = lower_pointwise(seg, name, extents, options.pairing)
-    spec = KernelSpec(name, plain, paired, options)
+    return _made(KernelSpec(name, plain, paired, options))
+
+
+def reduction_spec(seg, name: str, options: KernelOptions) -> KernelSpec:
+    """The spec of a reduction segment (UnsupportedError where it has no kernel yet)."""
+    return _made(KernelSpec(name, ReductionLowering(seg, name).run(), None, options))
+
+
+def _made(spec: KernelSpec) -> KernelSpec:
     for observe in observers:
         observe(spec)
     return spec

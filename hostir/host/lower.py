@@ -3,7 +3,8 @@ segment in dependency order (alias segments make views and launch nothing),
 intermediates freed after their last use."""
 from __future__ import annotations
 
-from ..codegen.spec import KernelOptions, pointwise_spec
+from .. import config
+from ..codegen.spec import KernelOptions, pointwise_spec, reduction_spec
 from ..ir.env import Env
 from ..ir.errors import ExecutionError, UnsupportedError
 from ..ir.node import Op
@@ -25,6 +26,11 @@ def make_step(seg: Segment, sf: SegmentedFusion, env: Env | None, options: Kerne
             extents = None
         try:
             return KernelStep(seg, pointwise_spec(seg, f"hir_seg{seg.id}_pointwise", extents, options))
+        except UnsupportedError:
+            pass
+    if seg.scheduler == "reduction" and not config.disabled("reduction_kernels"):
+        try:
+            return KernelStep(seg, reduction_spec(seg, f"hir_seg{seg.id}_reduction", options))
         except UnsupportedError:
             pass
     return TorchStep(seg)

@@ -5,8 +5,11 @@ inputs (`AliasStep`). Each has `.name` and `.launch(ctx, args, out=None)`
 returning the segment's outputs; `args` are the values of the segment's inputs."""
 from __future__ import annotations
 
+import math
+
 import torch
 
+from ..codegen.kir import K
 from ..codegen.spec import KernelSpec
 from ..ir.env import eval_node
 from ..ir.errors import ExecutionError
@@ -52,10 +55,18 @@ class KernelStep:
         full = [ctx.scalar(e) for e in spec.plain.extent_vals]
         kernel, extents = spec.kernel_for(full)
         positions = self.positions[id(kernel)]
+        if kernel.reduced and not math.prod(full[d] for d in kernel.reduced) and any(
+                n.op == K.REDUCE and n.arg != "sum" for n in kernel.order):
+            raise ExecutionError(f"{self.name}: max/min over empty dims {list(kernel.reduced)} "
+                                 f"of a tensor of shape {full} (the result has no value), as in torch")
+        shapes = [full]
+        if kernel.reduced:  # also the kept dims' shape, without or with the reduced dims as 1
+            shapes += [[full[d] for d in kernel.kept],
+                       [1 if d in kernel.reduced else e for d, e in enumerate(full)]]
         outs = []
         for t in kernel.outputs:
             shape = ctx.extents(t.val.logical)
-            if shape != full:
+            if shape not in shapes:
                 raise ExecutionError(f"{self.name}: output {t.val!r} has shape {shape} but the "
                                      f"kernel iterates over {full}")
             outs.append(ctx.output(t.val, shape, t.dtype.torch))

@@ -124,26 +124,26 @@ def start(spec: KernelSpec, kernel: Kernel, extents: list[int], ins: list, outs:
     """Launch `kernel` of `spec` over `extents` (on `stream`, a raw CUDA stream
     handle, for CUDA tensors; through the interpreter for CPU tensors) and
     return the prepared launch for later calls of the same signature."""
-    numel = math.prod(extents)
     slots = spec.layout(kernel)
     if device.type != "cuda":
-        values = pack(slots, ins, outs, params, extents, numel, pointer=lambda t: t)
+        count = spec.count(kernel, extents, 1)
+        values = pack(slots, ins, outs, params, extents, count, pointer=lambda t: t)
         prep = InterpretedLaunch(spec, kernel, outs, values)
-        if numel:
+        if count:
             interpret(kernel, slots, values)
         prep.release()
         return prep
     variant = spec.choose(kernel, extents, ins, outs, params)
-    count = numel // variant.vec
+    count = spec.count(kernel, extents, variant.vec)
     values = pack(slots, ins, outs, params, extents, count, pointer=lambda t: t.data_ptr())
     packed = PackedArgs(values, _types(slots, kernel, variant.idx))
     launcher = None
-    grid = spec.grid(count, sm_count(device))
-    if numel:
-        launcher = compiled(variant).launcher(device, grid, spec.options.block)
+    grid = spec.grid(variant, count, sm_count(device))
+    if count:
+        launcher = compiled(variant).launcher(device, grid, variant.block)
         launcher(stream, packed)
         config.dump("launch", lambda: f"{spec.name}: {variant.name} grid={grid} "
-                                      f"block={spec.options.block} extents={extents} "
+                                      f"block={variant.block} extents={extents} "
                                       f"vector={variant.vec} index={variant.idx}")
     return CudaLaunch(spec, kernel, outs, variant, grid, packed, launcher)
 
@@ -154,7 +154,7 @@ def prefetch(spec: KernelSpec, full: list[int], ins: list, params: list,
     over extents `full` with inputs `ins` will most likely use (the same rule as
     `start`), so that a plan's kernels compile in parallel."""
     kernel, extents = spec.kernel_for(full)
-    if not math.prod(extents):
+    if not spec.count(kernel, extents, 1):
         return
     variant = spec.choose(kernel, extents, ins, None, params)
     nvrtc_prefetch(variant.source, arch_of(device), variant.name)

@@ -113,11 +113,28 @@ def _dims(v: Val, k: int) -> tuple:
     return tuple(out)
 
 
+def _kernel(combine: str, mean: bool = False):
+    """The kernel rule: the source at every reduced point (the lowering `L`
+    adds the reduced dims' indices to the kept index `ix`), combined by a
+    REDUCE node in the compute type; a mean divides by the count."""
+    def rule(v: Val, ix, pred, L):
+        c = compute_dtype(v.dtype)
+        x = L.cast(L.value(v.src[0], L.full_index(ix), None), c)
+        acc = L.reduce(combine, x)
+        if mean:
+            acc = L.b.mk(Op.DIV, c, (L.cast(acc, c), L.cast(L.reduced_count(), c)))
+        return L.rounded(L.cast(acc, c), v.dtype)
+    return rule
+
+
+_KERNELS = {Op.SUM: _kernel("sum"), Op.MAX: _kernel("max"), Op.MIN: _kernel("min"),
+            Op.MEAN: _kernel("sum", mean=True)}
 # how results over parts of the reduced dims combine (var does not combine so)
 _PARTIAL = {Op.SUM: "sum", Op.MAX: "max", Op.MIN: "min", Op.MEAN: "avg", Op.VAR: None}
 for _op, _fn in _RULES.items():
     define(OpDef(_op, Family.REDUCTION, rebuild=lambda v, src: reduction_raw(v.op, src[0], v.arg),
-                 reference=_in_compute_type(_fn), text=_text, dims=_dims, partial=_PARTIAL[_op]))
+                 reference=_in_compute_type(_fn), text=_text, dims=_dims, partial=_PARTIAL[_op],
+                 kernel=_KERNELS.get(_op)))
 
 
 def _frontend_reduction(op: Op):

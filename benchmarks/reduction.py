@@ -1,0 +1,159 @@
+"""Reductions, normalizations and transposes (issue 11's cases): hostir vs
+torch eager vs torch.compile, in one run; GB/s counts each input read once
+and each output written once, % is of the copy bandwidth measured in the run.
+
+    python benchmarks/reduction.py [--out DIR] [--small]
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import run_suite  # noqa: E402
+
+from hostir import DataType, FusionDefinition  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from test_seed003 import eager as seed003_eager  # noqa: E402
+from test_seed003 import make_fd as seed003_fd  # noqa: E402
+
+BF16, F32 = DataType.BFloat16, DataType.Float
+
+
+def _rows(fd, dtype):
+    return fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=dtype)
+
+
+def row_sum_case(r, c):
+    with FusionDefinition() as fd:
+        fd.add_output(fd.ops.sum(_rows(fd, BF16), [1]))
+    return (f"row sum bf16 {r}x{c}", fd, lambda x: x.sum(1),
+            lambda d: [torch.randn(r, c, device=d, dtype=torch.bfloat16)], 2 * (r * c + r))
+
+
+def row_max_case(r, c):
+    with FusionDefinition() as fd:
+        fd.add_output(fd.ops.max(_rows(fd, F32), [1]))
+    return (f"row max fp32 {r}x{c}", fd, lambda x: x.amax(1),
+            lambda d: [torch.randn(r, c, device=d)], 4 * (r * c + r))
+
+
+def mean_square_case(r, c):
+    """rmsnorm's statistic: mean(x * x) of bf16 rows, in fp32."""
+    with FusionDefinition() as fd:
+        x = fd.ops.cast(_rows(fd, BF16), F32)
+        fd.add_output(fd.ops.mean(fd.ops.mul(x, x), [1]) if hasattr(fd.ops, "mean")
+                      else fd.ops.div(fd.ops.sum(fd.ops.mul(x, x), [1]), float(c)))
+    return (f"mean of squares bf16 {r}x{c}", fd, lambda x: x.float().square().mean(1),
+            lambda d: [torch.randn(r, c, device=d, dtype=torch.bfloat16)], 2 * r * c + 4 * r)
+
+
+def outer_sum_case(b, s, h):
+    with FusionDefinition() as fd:
+        fd.add_output(fd.ops.sum(fd.define_tensor(shape=[-1, -1, -1], contiguity=True, dtype=F32),
+                                 [0, 1]))
+    return (f"sum over [0, 1] fp32 {b}x{s}x{h}", fd, lambda x: x.sum((0, 1)),
+            lambda d: [torch.randn(b, s, h, device=d)], 4 * (b * s * h + h))
+
+
+def softmax_case(r, c):
+    with FusionDefinition() as fd:
+        x = fd.ops.cast(_rows(fd, BF16), F32)
+        shape = x.shape()
+        m = fd.ops.broadcast_in_dim(fd.ops.max(x, [1]), shape, [0])
+        e = fd.ops.exp(fd.ops.sub(x, m))
+        s = fd.ops.broadcast_in_dim(fd.ops.sum(e, [1]), shape, [0])
+        fd.add_output(fd.ops.cast(fd.ops.div(e, s), BF16))
+    return (f"softmax bf16 {r}x{c}", fd, lambda x: torch.softmax(x.float(), 1).bfloat16(),
+            lambda d: [torch.randn(r, c, device=d, dtype=torch.bfloat16)], 2 * 2 * r * c)
+
+
+def rmsnorm_case(r, c):
+    with FusionDefinition() as fd:
+        xb = _rows(fd, BF16)
+        w = fd.define_tensor(shape=[-1], contiguity=True, dtype=BF16)
+        x = fd.ops.cast(xb, F32)
+        shape = x.shape()
+        ms = fd.ops.div(fd.ops.sum(fd.ops.mul(x, x), [1]), float(c))
+        inv = fd.ops.rsqrt(fd.ops.add(ms, 1e-6))
+        y = fd.ops.mul(fd.ops.mul(x, fd.ops.broadcast_in_dim(inv, shape, [0])),
+                       fd.ops.broadcast_in_dim(fd.ops.cast(w, F32), shape, [1]))
+        fd.add_output(fd.ops.cast(y, BF16))
+
+    def eager(x, w):
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.square().mean(1, keepdim=True) + 1e-6) * w.float()).bfloat16()
+    return (f"rmsnorm bf16 {r}x{c}", fd, eager,
+            lambda d: [torch.randn(r, c, device=d, dtype=torch.bfloat16),
+                       torch.randn(c, device=d, dtype=torch.bfloat16)], 2 * (2 * r * c + c))
+
+
+def layernorm_case(r, c):
+    with FusionDefinition() as fd:
+        xb = _rows(fd, BF16)
+        w = fd.define_tensor(shape=[-1], contiguity=True, dtype=BF16)
+        b = fd.define_tensor(shape=[-1], contiguity=True, dtype=BF16)
+        x = fd.ops.cast(xb, F32)
+        shape = x.shape()
+        var, mean = fd.ops.var_mean(x, [1], correction=0)
+        xhat = fd.ops.mul(fd.ops.sub(x, fd.ops.broadcast_in_dim(mean, shape, [0])),
+                          fd.ops.broadcast_in_dim(fd.ops.rsqrt(fd.ops.add(var, 1e-5)), shape, [0]))
+        y = fd.ops.add(fd.ops.mul(xhat, fd.ops.broadcast_in_dim(fd.ops.cast(w, F32), shape, [1])),
+                       fd.ops.broadcast_in_dim(fd.ops.cast(b, F32), shape, [1]))
+        fd.add_output(fd.ops.cast(y, BF16))
+
+    def eager(x, w, b):
+        return torch.nn.functional.layer_norm(x.float(), (c,), w.float(), b.float(), 1e-5).bfloat16()
+    return (f"layernorm bf16 {r}x{c}", fd, eager,
+            lambda d: [torch.randn(r, c, device=d, dtype=torch.bfloat16),
+                       torch.randn(c, device=d, dtype=torch.bfloat16),
+                       torch.randn(c, device=d, dtype=torch.bfloat16)], 2 * (2 * r * c + 2 * c))
+
+
+def seed003_case(shape):
+    n = shape[0] * shape[1] * shape[2]
+
+    def eager(s0, s1, s2, s3, bias_in, grad, x):
+        th = torch.tanh(0.797885 * (x + 0.044715 * x.pow(3)))
+        a = grad * (0.5 * x) * (1 - th * th) * s3
+        return bias_in.sum((0, 1)), a + a * s2 * s1 * x * x + grad * (1 + th) * s0
+    assert seed003_eager  # the tests' float64 oracle of the same fusion
+    return (f"seed-003 full fusion fp32 {'x'.join(map(str, shape))}", seed003_fd(), eager,
+            lambda d: [1.0, 2.0, 3.0, 4.0, *(torch.randn(shape, device=d) for _ in range(3))],
+            4 * (4 * n + shape[2]))
+
+
+def transpose_case(r, c):
+    with FusionDefinition() as fd:
+        fd.add_output(fd.ops.mul(fd.ops.permute(_rows(fd, F32), [1, 0]), 2.0))
+    return (f"transpose fp32 {r}x{c}", fd, lambda x: (x.t() * 2).contiguous(),
+            lambda d: [torch.randn(r, c, device=d)], 2 * 4 * r * c)
+
+
+def cases(small: bool):
+    if small:
+        makers = [lambda: row_sum_case(64, 256), lambda: row_max_case(32, 512),
+                  lambda: mean_square_case(64, 256), lambda: outer_sum_case(2, 16, 64),
+                  lambda: softmax_case(64, 256), lambda: rmsnorm_case(64, 256),
+                  lambda: layernorm_case(64, 256), lambda: seed003_case((2, 16, 64)),
+                  lambda: transpose_case(256, 128)]
+    else:
+        makers = [lambda: row_sum_case(32768, 4096), lambda: row_max_case(16384, 8192),
+                  lambda: mean_square_case(16384, 8192), lambda: outer_sum_case(16, 512, 4096),
+                  lambda: softmax_case(32768, 4096), lambda: rmsnorm_case(16384, 8192),
+                  lambda: layernorm_case(16384, 8192), lambda: seed003_case((16, 512, 4096)),
+                  lambda: transpose_case(8192, 8192)]
+    return [make() for make in makers]
+
+
+def main(argv=None):
+    run_suite("reduction", cases, argv)
+
+
+if __name__ == "__main__":
+    main()
