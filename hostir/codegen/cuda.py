@@ -307,11 +307,14 @@ def _reduce_init(op: str, dtype: DataType) -> str:
 
 
 class _ReductionPrinter(_Printer):
-    """A reduction kernel: each group of `threads` consecutive threads of a
-    block takes one point of the kept dims (a row) at a time, each thread
-    combining every `threads`-th point of the row's reduced dims, then the group
-    combines its threads' values (hir_group_reduce) and its first thread
-    computes the epilogue and stores."""
+    """A reduction or normalization kernel: each group of `threads` consecutive
+    threads of a block takes one point of the kept dims (a row) at a time. A
+    pass over the row's reduced points has each thread combine every
+    `threads`-th point, then the group combines its threads' values
+    (hir_group_reduce); values computed from those results start the next pass
+    (a softmax: max, then the sum of exp(x - max), then the output), whose
+    reads of the row hit the cache. The group's first thread stores values of
+    the kept dims."""
 
     def __init__(self, kern: Kernel, name: str, idx: str, block: int, threads: int, pdl: bool):
         super().__init__(kern, name, 1, idx, block, False, pdl)
@@ -322,11 +325,15 @@ class _ReductionPrinter(_Printer):
         k, idx, L, T = self.k, self.idx, self.lines, self.threads
         groups = self.block // T
         rows = row_nodes(k)
-        reduces = [n for n in k.order if n.op == K.REDUCE]
-        late: set[int] = set()  # nodes computed from a reduction's result
+        level: dict[int, int] = {}  # how many reductions precede a node's value
         for n in k.order:
-            if n.op == K.REDUCE or any(id(s) in late for s in n.src):
-                late.add(id(n))
+            below = max((level[id(s)] for s in n.src), default=0)
+            level[id(n)] = below + 1 if n.op == K.REDUCE else below
+        reduces = [n for n in k.order if n.op == K.REDUCE]
+        full_stores = [st for st in k.stores if any(id(i) not in rows for i in st[2])]
+        row_stores = [st for st in k.stores if st not in full_stores]
+        passes = sorted({level[id(n.src[0])] for n in reduces}
+                        | {level[id(st[1])] for st in full_stores})
         if self.pdl:
             L += ["#if __CUDA_ARCH__ >= 900",
                   '  asm volatile("griddepcontrol.wait;" ::: "memory");',
@@ -341,36 +348,40 @@ class _ReductionPrinter(_Printer):
         L.append(f"  for ({idx} base = ({idx})blockIdx.x * {groups}; base < nslots; "
                  f"base += ({idx})gridDim.x * {groups}) {{")
         # a group past the last row computes row 0 again (every thread must reach the
-        # group reduction) and stores nothing
+        # group reductions) and stores nothing
         L.append(f"    const bool active = base + threadIdx.x / {T} < nslots;")
         L.append(f"    const {idx} row = active ? base + threadIdx.x / {T} : 0;")
         self._split("row", k.kept, "    ")
         names: dict[int, str] = {}
-        self.emit_all([n for n in k.order if id(n) in rows and id(n) not in late], names, "", "    ")
-        accs = []
-        for j, n in enumerate(reduces):
-            accs.append(f"a{j}")
-            L.append(f"    {CTYPE[n.dtype]} a{j} = {_reduce_init(n.arg, n.dtype)};")
-        L.append(f"    for ({idx} r = lane; r < R; r += {T}) {{")
-        self._split("r", k.reduced, "      ")
-        inner = dict(names)
-        self.emit_all([n for n in k.order if id(n) not in rows], inner, "", "      ")
-        for j, n in enumerate(reduces):
-            v = inner[id(n.src[0])]
-            L.append(f"      {{ const {CTYPE[n.dtype]} x = a{j}, y = {v}; a{j} = {_COMBINE[n.arg]}; }}")
-        for s, node, ix in k.stores:
-            if any(id(i) not in rows for i in ix):
+        self.emit_all([n for n in k.order if id(n) in rows and level[id(n)] == 0], names, "", "    ")
+        acc = {id(n): f"a{j}" for j, n in enumerate(reduces)}
+        for p in passes:
+            mine = [n for n in reduces if level[id(n.src[0])] == p]
+            stores = [st for st in full_stores if level[id(st[1])] == p]
+            for n in mine:
+                L.append(f"    {CTYPE[n.dtype]} {acc[id(n)]} = {_reduce_init(n.arg, n.dtype)};")
+            L.append(f"    for ({idx} r = lane; r < R; r += {T}) {{")
+            self._split("r", k.reduced, "      ")
+            inner = dict(names)
+            roots = [n.src[0] for n in mine] + [x for st in stores for x in (st[1], *st[2])]
+            self.emit_all([n for n in _closure_of(roots) if id(n) not in rows], inner, "", "      ")
+            for n in mine:
+                a = acc[id(n)]
+                L.append(f"      {{ const {CTYPE[n.dtype]} x = {a}, y = {inner[id(n.src[0])]}; "
+                         f"{a} = {_COMBINE[n.arg]}; }}")
+            for s, node, ix in stores:
                 off = _offset([inner[id(i)] for i in ix], f"out{s}")
                 L.append(f"      if (active) out{s}[{off}] = {inner[id(node)]};")
-        L.append("    }")
-        for j, n in enumerate(reduces):
-            ct = CTYPE[n.dtype]
-            smem = f"smem{j}" if T > 32 else f"({ct}*)nullptr"
-            L.append(f"    a{j} = hir_group_reduce<{T}>(a{j}, []({ct} x, {ct} y) {{ return "
-                     f"{_COMBINE[n.arg]}; }}, {smem});")
-            names[id(n)] = f"a{j}"
-        self.emit_all([n for n in k.order if id(n) in late], names, "", "    ")
-        row_stores = [(s, node, ix) for s, node, ix in k.stores if all(id(i) in rows for i in ix)]
+            L.append("    }")
+            for n in mine:
+                j, ct, a = reduces.index(n), CTYPE[n.dtype], acc[id(n)]
+                smem = f"smem{j}" if T > 32 else f"({ct}*)nullptr"
+                L.append(f"    {a} = hir_group_reduce<{T}>({a}, []({ct} x, {ct} y) {{ return "
+                         f"{_COMBINE[n.arg]}; }}, {smem});")
+                names[id(n)] = a
+            self.emit_all([n for n in k.order if id(n) in rows and level[id(n)] == p + 1
+                           and n.op != K.REDUCE], names, "", "    ")
+        self.emit_all([n for n in k.order if id(n) in rows and n.op != K.REDUCE], names, "", "    ")
         if row_stores:
             L.append("    if (lane == 0 && active) {")
             for s, node, ix in row_stores:
@@ -433,6 +444,23 @@ def _index_nodes(kern: Kernel) -> set[int]:
             shared.update(id(s) for s in n.src)
     return {id(n) for n in kern.order
             if id(n) in reach and id(n) not in shared and n.dtype is DataType.Int}
+
+
+def _closure_of(roots) -> list:
+    """The dependence-ordered sub-DAG under `roots`, the roots included."""
+    seen, order = set(), []
+    stack = [(r, False) for r in reversed(roots)]
+    while stack:
+        n, done = stack.pop()
+        if done:
+            order.append(n)
+            continue
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        stack.append((n, True))
+        stack.extend((s, False) for s in reversed(n.src))
+    return order
 
 
 def _closure(roots, dep) -> list:

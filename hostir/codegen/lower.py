@@ -157,9 +157,11 @@ class PointwiseLowering:
 
 
 class ReductionLowering(PointwiseLowering):
-    """A reduction segment: the iteration space is its reductions' input (all
-    over the same dims), a prologue computed at every point of it, REDUCE
-    nodes, and an epilogue of the kept shape."""
+    """A reduction or normalization segment: the iteration space is its
+    reductions' input (all over the same dims), a prologue computed at every
+    point of it, REDUCE nodes, and an epilogue of the kept shape; in a
+    normalization, reduction results are read back at every point (and may
+    feed further reductions: a softmax's sum of exp(x - max))."""
 
     def __init__(self, seg: Segment, name: str):
         super().__init__(seg, name)
@@ -175,7 +177,18 @@ class ReductionLowering(PointwiseLowering):
         self.k.reduced = tuple(dims)
 
     def full_index(self, kept_ix: tuple) -> tuple:
-        """The space's index from the kept dims' index `kept_ix`."""
+        """The space's index from the kept dims' index `kept_ix` (which must not
+        move with the reduced dims: a REDUCE is one value per row)."""
+        reduced = {id(self.b.mk(K.INDEX, INT, arg=d)) for d in self.k.reduced}
+        stack, seen = list(kept_ix), set()
+        while stack:
+            n = stack.pop()
+            if id(n) in reduced:
+                raise UnsupportedError("a reduction read at an index that moves along the "
+                                       "reduced dims")
+            if id(n) not in seen:
+                seen.add(id(n))
+                stack.extend(n.src)
         it = iter(kept_ix)
         return tuple(self.b.mk(K.INDEX, INT, arg=d) if d in self.k.reduced else next(it)
                      for d in range(self.space.ndim))
@@ -211,13 +224,6 @@ class ReductionLowering(PointwiseLowering):
                                        f"nor of the reduced shape")
             k.stores.append((slot, self.cast(self.value(o, at, None), o.dtype), at))
         k.order = _reachable(b.order, [n for _, v, ix in k.stores for n in (v, *ix)])
-        rows, late = row_nodes(k), set()
-        for n in k.order:
-            if n.op == K.REDUCE or any(id(x) in late for x in n.src):
-                late.add(id(n))
-                if id(n) not in rows:
-                    raise UnsupportedError("a reduction's result used at the reduced points "
-                                           "(a normalization) in a reduction kernel")
         return k
 
 

@@ -28,7 +28,7 @@ def make_step(seg: Segment, sf: SegmentedFusion, env: Env | None, options: Kerne
             return KernelStep(seg, pointwise_spec(seg, f"hir_seg{seg.id}_pointwise", extents, options))
         except UnsupportedError:
             pass
-    if seg.scheduler == "reduction" and not config.disabled("reduction_kernels"):
+    if seg.scheduler in ("reduction", "normalization") and not config.disabled("reduction_kernels"):
         try:
             return KernelStep(seg, reduction_spec(seg, f"hir_seg{seg.id}_reduction", options))
         except UnsupportedError:

@@ -127,8 +127,22 @@ def _kernel(combine: str, mean: bool = False):
     return rule
 
 
+def _var_kernel(v: Val, ix, pred, L):
+    """Two passes, as torch computes it: the mean, then the sum of squared
+    deviations from it, over max(0, count - correction)."""
+    c = compute_dtype(v.dtype)
+    full = L.full_index(ix)
+    x = L.cast(L.value(v.src[0], full, None), c)
+    n = L.cast(L.reduced_count(), c)
+    mean = L.b.mk(Op.DIV, c, (L.cast(L.reduce("sum", x), c), n))
+    dev = L.b.mk(Op.SUB, c, (x, mean))
+    ss = L.cast(L.reduce("sum", L.b.mk(Op.MUL, c, (dev, dev))), c)
+    dof = L.b.mk(Op.MAXIMUM, c, (L.b.mk(Op.SUB, c, (n, L.b.const(v.arg.correction, c))), L.b.const(0, c)))
+    return L.rounded(L.b.mk(Op.DIV, c, (ss, dof)), v.dtype)
+
+
 _KERNELS = {Op.SUM: _kernel("sum"), Op.MAX: _kernel("max"), Op.MIN: _kernel("min"),
-            Op.MEAN: _kernel("sum", mean=True)}
+            Op.MEAN: _kernel("sum", mean=True), Op.VAR: _var_kernel}
 # how results over parts of the reduced dims combine (var does not combine so)
 _PARTIAL = {Op.SUM: "sum", Op.MAX: "max", Op.MIN: "min", Op.MEAN: "avg", Op.VAR: None}
 for _op, _fn in _RULES.items():
