@@ -284,3 +284,71 @@ def test_linear(sa, sw, sbias, dtype, decl):
 
     (out,) = run(build, [a, wi] + ([bias] if bias is not None else []))
     check(out, expected.to(TORCH[dtype]), kind="reduction")
+
+
+# Normalizations in one generated kernel, over rows of many lengths: short rows
+# (a warp per row), rows kept in registers across passes (aligned, several
+# passes), rows looped over (odd lengths: no vectors; very long rows), size-1 and
+# empty rows, and a non-contiguous input; each against torch in float64.
+NORM_SHAPES = [(3, 64), (5, 1000), (2, 4096), (3, 8192), (2, 40000), (1, 65536 + 8),
+               (4, 1), (1, 7), (6, 24), (0, 16), (3, 0)]
+
+
+def _norm_build(kind):
+    def build(fd, x_decl):
+        t = fd.ops.cast(x_decl, D.Float)
+        if kind == "softmax":
+            e = fd.ops.exp(fd.ops.sub(t, fd.ops.max(t, [1], keepdim=True)))
+            y = fd.ops.div(e, fd.ops.sum(e, [1], keepdim=True))
+        elif kind == "log_softmax":
+            s = fd.ops.sub(t, fd.ops.max(t, [1], keepdim=True))
+            y = fd.ops.sub(s, fd.ops.log(fd.ops.sum(fd.ops.exp(s), [1], keepdim=True)))
+        elif kind == "rmsnorm":
+            ms = fd.ops.sum(fd.ops.mul(t, t), [1], keepdim=True)
+            y = fd.ops.mul(t, fd.ops.rsqrt(fd.ops.add(fd.ops.div(ms, fd.ops.size(t, 1)), 1e-6)))
+        else:  # layernorm, with the statistics as outputs too
+            var, mean = fd.ops.var_mean(t, [1], correction=0, keepdim=True)
+            y = fd.ops.mul(fd.ops.sub(t, mean), fd.ops.rsqrt(fd.ops.add(var, 1e-5)))
+            fd.add_output(fd.ops.squeeze(mean, [1]))
+        fd.add_output(fd.ops.cast(y, x_decl.dtype))
+    return build
+
+
+def _norm_expected(kind, x):
+    t = x.double()
+    if kind == "softmax":
+        return [torch.softmax(t, 1)]
+    if kind == "log_softmax":
+        return [torch.log_softmax(t, 1)]
+    if kind == "rmsnorm":
+        return [t * torch.rsqrt(t.square().mean(1, keepdim=True) + 1e-6)]
+    var, mean = torch.var_mean(t, 1, correction=0, keepdim=True)
+    return [mean.squeeze(1), (t - mean) * torch.rsqrt(var + 1e-5)]
+
+
+@pytest.mark.parametrize("shape", NORM_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("kind", ["softmax", "log_softmax", "rmsnorm", "layernorm"])
+@pytest.mark.parametrize("dtype", [D.Float, D.BFloat16, D.Half], ids=lambda d: d.name)
+def test_normalization_rows(kind, shape, dtype):
+    if shape[1] == 0 and kind in ("softmax", "log_softmax"):
+        pytest.skip("max over an empty row raises (as torch.amax)")
+    x = rand(shape, dtype)
+    outs = run(lambda fd: _norm_build(kind)(fd, declare(fd, x)), [x])
+    want = _norm_expected(kind, x)
+    assert len(outs) == len(want)
+    for o, w in zip(outs, want):
+        check(o, w.to(o.dtype), kind="reduction")
+
+
+@pytest.mark.parametrize("correction", [0, 1, 2.5])
+def test_var_mean_of_a_transposed_input_and_a_short_row(correction):
+    x = rand((37, 5), D.Float).t()  # rows of 37 elements, 5 rows, non-contiguous
+    for rows in (x, x[:, :1]):
+        def build(fd):
+            var, mean = fd.ops.var_mean(declare(fd, rows, "transposed"), [1], correction=correction)
+            fd.add_output(var)
+            fd.add_output(mean)
+        var, mean = run(build, [rows])
+        v, m = torch.var_mean(rows.double(), 1, correction=correction)
+        check(var, v.float(), kind="reduction")
+        check(mean, m.float(), kind="reduction")

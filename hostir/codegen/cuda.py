@@ -9,7 +9,7 @@ import math
 
 from ..ir.dtypes import DataType
 from ..ir.node import OPS, Op
-from .kir import K, Kernel, KNode, layout, row_nodes
+from .kir import K, Kernel, KNode, layout, levels, passes, row_nodes
 
 CTYPE = {
     DataType.Bool: "bool", DataType.Int32: "int", DataType.Int: "long long",
@@ -259,18 +259,22 @@ class _Printer:
         for (s, node, ix), arr in zip(k.stores, outs):
             self.vector_store(s, arr, _offset([base[id(i)] for i in ix], f"out{s}"))
 
-    def vector_load(self, node: KNode, base: dict) -> str:
+    def vector_load(self, node: KNode, base: dict, into: str | None = None) -> str:
+        """A vector load into a new array, or into `into` (an array expression:
+        a slice of a register cache); returns the element at `u`."""
         t, v = self.k.inputs[node.arg], self.vec
         size = t.dtype.itemsize * v
         a = [base[id(s)] for s in node.src]
         off = _offset(a[1:], f"in{node.arg}")
-        arr = self.fresh()
+        arr = into
+        if arr is None:
+            arr = self.fresh()
+            self.lines.append(f"    {CTYPE[t.dtype]} {arr}[{v}];")
         self.lines += [
-            f"    {CTYPE[t.dtype]} {arr}[{v}];",
             f"    if ({a[0]}) *reinterpret_cast<{VEC_TYPE[size]}*>({arr}) = "
             f"*reinterpret_cast<const {VEC_TYPE[size]}*>(in{node.arg} + {off});",
-            f"    else {{ for (int u = 0; u < {v}; ++u) {arr}[u] = ({CTYPE[t.dtype]})0; }}"]
-        return f"{arr}[u]"
+            f"    else {{ for (int u = 0; u < {v}; ++u) ({arr})[u] = ({CTYPE[t.dtype]})0; }}"]
+        return f"({arr})[u]"
 
     def vector_store(self, s: int, arr: str, off: str) -> None:
         size = self.k.outputs[s].dtype.itemsize * self.vec
@@ -316,24 +320,23 @@ class _ReductionPrinter(_Printer):
     reads of the row hit the cache. The group's first thread stores values of
     the kept dims."""
 
-    def __init__(self, kern: Kernel, name: str, idx: str, block: int, threads: int, pdl: bool):
-        super().__init__(kern, name, 1, idx, block, False, pdl)
-        self.inner = -1  # every index is named i<d>
+    def __init__(self, kern: Kernel, name: str, idx: str, block: int, threads: int, pdl: bool,
+                 vec: int = 1, chunks: int = 0):
+        super().__init__(kern, name, vec, idx, block, False, pdl)
+        if vec == 1:
+            self.inner = -1  # every index is named i<d>
         self.threads = threads
+        self.chunks = chunks if vec > 1 else 0  # persistent: each thread's vectors of a row
+        self.cache: dict[int, str] = {}          # vector load -> its register array
+        self.loaded: set[int] = set()            # cached loads a pass has filled
 
     def source(self) -> str:
         k, idx, L, T = self.k, self.idx, self.lines, self.threads
         groups = self.block // T
-        rows = row_nodes(k)
-        level: dict[int, int] = {}  # how many reductions precede a node's value
-        for n in k.order:
-            below = max((level[id(s)] for s in n.src), default=0)
-            level[id(n)] = below + 1 if n.op == K.REDUCE else below
+        rows, level = row_nodes(k), levels(k)
         reduces = [n for n in k.order if n.op == K.REDUCE]
         full_stores = [st for st in k.stores if any(id(i) not in rows for i in st[2])]
         row_stores = [st for st in k.stores if st not in full_stores]
-        passes = sorted({level[id(n.src[0])] for n in reduces}
-                        | {level[id(st[1])] for st in full_stores})
         if self.pdl:
             L += ["#if __CUDA_ARCH__ >= 900",
                   '  asm volatile("griddepcontrol.wait;" ::: "memory");',
@@ -355,24 +358,23 @@ class _ReductionPrinter(_Printer):
         names: dict[int, str] = {}
         self.emit_all([n for n in k.order if id(n) in rows and level[id(n)] == 0], names, "", "    ")
         acc = {id(n): f"a{j}" for j, n in enumerate(reduces)}
-        for p in passes:
+        work = []
+        for p in passes(k):
             mine = [n for n in reduces if level[id(n.src[0])] == p]
             stores = [st for st in full_stores if level[id(st[1])] == p]
+            roots = [n.src[0] for n in mine] + [x for st in stores for x in (st[1], *st[2])]
+            work.append((p, mine, stores, _closure_of(roots, rows)))  # row values are named already
+        if self.chunks:  # the row's vectors stay in registers from the pass that loads them
+            for n in dict.fromkeys(n for *_, body in work for n in body if id(n) in self.vloads):
+                self.cache[id(n)] = name = self.fresh()
+                L.append(f"    {CTYPE[n.dtype]} {name}[{self.chunks * self.vec}];")
+        for p, mine, stores, body in work:
             for n in mine:
                 L.append(f"    {CTYPE[n.dtype]} {acc[id(n)]} = {_reduce_init(n.arg, n.dtype)};")
-            L.append(f"    for ({idx} r = lane; r < R; r += {T}) {{")
-            self._split("r", k.reduced, "      ")
-            inner = dict(names)
-            roots = [n.src[0] for n in mine] + [x for st in stores for x in (st[1], *st[2])]
-            self.emit_all([n for n in _closure_of(roots) if id(n) not in rows], inner, "", "      ")
-            for n in mine:
-                a = acc[id(n)]
-                L.append(f"      {{ const {CTYPE[n.dtype]} x = {a}, y = {inner[id(n.src[0])]}; "
-                         f"{a} = {_COMBINE[n.arg]}; }}")
-            for s, node, ix in stores:
-                off = _offset([inner[id(i)] for i in ix], f"out{s}")
-                L.append(f"      if (active) out{s}[{off}] = {inner[id(node)]};")
-            L.append("    }")
+            if self.vec == 1:
+                self._scalar_pass(mine, stores, body, names, acc)
+            else:
+                self._vector_pass(mine, stores, body, names, acc)
             for n in mine:
                 j, ct, a = reduces.index(n), CTYPE[n.dtype], acc[id(n)]
                 smem = f"smem{j}" if T > 32 else f"({ct}*)nullptr"
@@ -390,6 +392,72 @@ class _ReductionPrinter(_Printer):
             L.append("    }")
         L.append("  }")
         return self.wrap()
+
+    def _scalar_pass(self, mine, stores, body, names, acc) -> None:
+        """One point of the row per thread and iteration."""
+        L, T, idx = self.lines, self.threads, self.idx
+        L.append(f"    for ({idx} r = lane; r < R; r += {T}) {{")
+        self._split("r", self.k.reduced, "      ")
+        inner = dict(names)
+        self.emit_all(body, inner, "", "      ")
+        for n in mine:
+            a = acc[id(n)]
+            L.append(f"      {{ const {CTYPE[n.dtype]} x = {a}, y = {inner[id(n.src[0])]}; "
+                     f"{a} = {_COMBINE[n.arg]}; }}")
+        for s, node, ix in stores:
+            off = _offset([inner[id(i)] for i in ix], f"out{s}")
+            L.append(f"      if (active) out{s}[{off}] = {inner[id(node)]};")
+        L.append("    }")
+
+    def _vector_pass(self, mine, stores, body, names, acc) -> None:
+        """`vec` consecutive points of the innermost dim per thread and iteration:
+        vector loads, an unrolled loop, vector stores (the launch checked that
+        the innermost extent and the tensors' alignment allow it)."""
+        L, T, idx, v, k = self.lines, self.threads, self.idx, self.vec, self.k
+        i = f"i{self.inner}"
+        if self.chunks:  # persistent: the row's vectors are this thread's C vectors
+            L.append("    #pragma unroll")
+            L.append(f"    for (int c = 0; c < {self.chunks}; ++c) {{")
+            L.append(f"      const {idx} r = (lane + c * {T}) * {v};")
+            L.append("      if (r < R) {")
+        else:
+            L.append(f"    for ({idx} r = lane * {v}; r < R; r += {T * v}) {{")
+        self._split("r", k.reduced, "      ")
+        base = dict(names)
+        loads = [n for n in body if id(n) in self.vloads]
+        store_ix = [x for _, _, ix in stores for x in ix if id(x) in self.dep]
+        pre = _closure(loads, self.dep) + _closure(store_ix, self.dep) + store_ix
+        self.emit_all([n for n in pre if n.op != K.LOAD], base, i, "      ")
+        inner = dict(base)
+        for n in loads:
+            cache = self.cache.get(id(n))
+            if cache is None:
+                inner[id(n)] = self.vector_load(n, base)
+            elif id(n) in self.loaded:
+                inner[id(n)] = f"({cache} + c * {v})[u]"
+            else:
+                inner[id(n)] = self.vector_load(n, base, f"{cache} + c * {v}")
+        self.loaded.update(self.cache.keys() & {id(n) for n in loads})
+        self.emit_all([n for n in body if id(n) not in self.dep], inner, i, "      ")
+        arrs = []
+        for s, node, ix in stores:
+            arrs.append(self.fresh())
+            L.append(f"      {CTYPE[k.outputs[s].dtype]} {arrs[-1]}[{v}];")
+        L.append("      #pragma unroll")
+        L.append(f"      for (int u = 0; u < {v}; ++u) {{")
+        L.append(f"        const {idx} ii = {i} + u;")
+        self.emit_all([n for n in body if id(n) in self.dep], inner, "ii", "        ")
+        for n in mine:
+            a = acc[id(n)]
+            L.append(f"        {{ const {CTYPE[n.dtype]} x = {a}, y = {inner[id(n.src[0])]}; "
+                     f"{a} = {_COMBINE[n.arg]}; }}")
+        for (s, node, ix), arr in zip(stores, arrs):
+            L.append(f"        {arr}[u] = {inner[id(node)]};")
+        L.append("      }")
+        for (s, node, ix), arr in zip(stores, arrs):
+            L.append("      if (active)")
+            self.vector_store(s, arr, _offset([base[id(x)] for x in ix], f"out{s}"))
+        L.append("    }" if not self.chunks else "    }}")
 
     def _split(self, flat: str, dims, indent: str) -> None:
         """Declare i<d> for `dims` (row-major) from the flat index `flat`."""
@@ -446,8 +514,9 @@ def _index_nodes(kern: Kernel) -> set[int]:
             if id(n) in reach and id(n) not in shared and n.dtype is DataType.Int}
 
 
-def _closure_of(roots) -> list:
-    """The dependence-ordered sub-DAG under `roots`, the roots included."""
+def _closure_of(roots, stop=frozenset()) -> list:
+    """The dependence-ordered sub-DAG under `roots`, the roots included, not
+    entering nodes in `stop` (ids)."""
     seen, order = set(), []
     stack = [(r, False) for r in reversed(roots)]
     while stack:
@@ -455,7 +524,7 @@ def _closure_of(roots) -> list:
         if done:
             order.append(n)
             continue
-        if id(n) in seen:
+        if id(n) in seen or id(n) in stop:
             continue
         seen.add(id(n))
         stack.append((n, True))
@@ -486,10 +555,12 @@ def vector_width(kern: Kernel) -> int:
     sizes = [t.dtype.itemsize for t in kern.inputs + kern.outputs] or [4]
     v = max(1, 16 // max(sizes))
     n = len(kern.extent_vals)
-    if v == 1 or n == 0 or kern.reduced:
-        return 1
+    if v == 1 or n == 0 or (kern.reduced and n - 1 not in kern.reduced):
+        return 1  # a reduction kernel's vectors run along its innermost dim, when it reduces it
     dep = _inner_deps(kern, n - 1)
     for _, _, ix in kern.stores:
+        if kern.reduced and not any(id(i) in dep for i in ix):
+            continue  # a store of the kept dims: one per row
         c = _affine(ix[-1], n - 1)
         if c is None or c % v or any(id(i) in dep for i in ix[:-1]):
             return 1
@@ -498,13 +569,15 @@ def vector_width(kern: Kernel) -> int:
 
 def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int = 128,
                   streaming: bool = False, pdl: bool = False, name: str | None = None,
-                  threads: int = 32) -> str:
+                  threads: int = 32, chunks: int = 0) -> str:
     """CUDA C++ for `kern`, as the `extern "C"` function `name` (default: the
     kernel's): `vec` points per thread iteration (vector loads and stores where
     aligned), `idx` the index type ("int" when offsets fit), `pdl` for a launch
     with programmatic stream serialization (programmatic dependent launch: the
     kernel waits on griddepcontrol before any access); a reduction kernel
-    combines each row over `threads` threads."""
+    combines each row over `threads` threads, each holding its `chunks`
+    vectors of the row in registers (0: a loop that reads them in every pass)."""
     if kern.reduced:
-        return _ReductionPrinter(kern, name or kern.name, idx, block, threads, pdl).source()
+        return _ReductionPrinter(kern, name or kern.name, idx, block, threads, pdl, vec,
+                                 chunks).source()
     return _Printer(kern, name or kern.name, vec, idx, block, streaming, pdl).source()

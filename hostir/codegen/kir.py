@@ -246,6 +246,24 @@ def row_nodes(kern: Kernel) -> set[int]:
     return {id(n) for n in kern.order if id(n) not in full}
 
 
+def levels(kern: Kernel) -> dict[int, int]:
+    """Per node of a reduction kernel, how many reductions precede its value: a
+    REDUCE of a level-l value is computed in pass l (a softmax: max in pass 0,
+    the sum of exp(x - max) in pass 1, the output in pass 2)."""
+    level: dict[int, int] = {}
+    for n in kern.order:
+        below = max((level[id(s)] for s in n.src), default=0)
+        level[id(n)] = below + 1 if n.op == K.REDUCE else below
+    return level
+
+
+def passes(kern: Kernel) -> list[int]:
+    """The passes over each row a reduction kernel makes (levels with work)."""
+    level, rows = levels(kern), row_nodes(kern)
+    return sorted({level[id(n.src[0])] for n in kern.order if n.op == K.REDUCE}
+                  | {level[id(v)] for _, v, ix in kern.stores if any(id(i) not in rows for i in ix)})
+
+
 class KernelVerificationError(AssertionError):
     pass
 

@@ -15,7 +15,7 @@ from functools import cached_property
 
 from .. import config
 from .cuda import kernel_source, vector_loads, vector_width
-from .kir import Kernel, Slot, kernel_text, layout, verify_kernel
+from .kir import Kernel, Slot, kernel_text, layout, passes, row_nodes, verify_kernel
 from .lower import ReductionLowering, lower_pointwise
 
 I32_MAX = 2 ** 31 - 1
@@ -49,6 +49,7 @@ class Variant:
     name: str
     vector_slots: frozenset = field(default_factory=frozenset)  # inputs read with vector loads
     threads: int = 0     # a reduction kernel: threads per row
+    chunks: int = 0      # ... and vectors of the row each thread keeps in registers (0: a loop)
 
     @property
     def block(self) -> int:
@@ -58,7 +59,7 @@ class Variant:
     def source(self) -> str:
         o = self.options
         return kernel_source(self.kernel, self.vec, self.idx, self.block, o.streaming, o.pdl,
-                             self.name, self.threads)
+                             self.name, self.threads, self.chunks)
 
     def __str__(self) -> str:
         return self.source
@@ -121,13 +122,43 @@ class KernelSpec:
             if isinstance(v, int) and not isinstance(v, bool))
         idx = "int" if fits else "long long"
         if kernel.reduced:
-            return self.variant(kernel, 1, idx, row_threads(math.prod(extents[d] for d in kernel.reduced)))
+            vec = self._vec[id(kernel)]
+            per_row = math.prod(extents[d] for d in kernel.reduced)
+            var = self.variant(kernel, vec, idx, *self._row_schedule(kernel, per_row // vec))
+            checked = [ins[s] for s in var.vector_slots]
+            if outs is not None:
+                checked += [outs[s] for s in self._full_outs(kernel)]
+            if vec > 1 and not _vector_ok(vec, checked, extents):
+                var = self.variant(kernel, 1, idx, row_threads(per_row))
+            return var
         vec = self._vec[id(kernel)]
         var = self.variant(kernel, vec, idx)
         if vec > 1 and not _vector_ok(vec, [ins[s] for s in var.vector_slots] + list(outs or ()),
                                       extents):
             var = self.variant(kernel, 1, idx)
         return var
+
+    def _row_schedule(self, kernel: Kernel, vectors: int) -> tuple[int, int]:
+        """(threads, chunks) for rows of `vectors` vectors: a kernel that makes
+        several passes keeps the row in registers when each thread's share is at
+        most PERSISTENT_CHUNKS vectors with ROW_THREADS[-1] threads; else a loop."""
+        key = (id(kernel), "passes")
+        several = self._positions.get(key)
+        if several is None:
+            several = self._positions[key] = len(passes(kernel)) > 1
+        if self._vec[id(kernel)] > 1 and several and vectors <= PERSISTENT_CHUNKS * ROW_THREADS[-1]:
+            t = next(t for t in ROW_THREADS if vectors <= PERSISTENT_CHUNKS * t)
+            return t, max(1, -(-vectors // t))
+        return row_threads(vectors), 0
+
+    def _full_outs(self, kernel: Kernel) -> list[int]:
+        """Outputs a reduction kernel stores at every point of its space."""
+        got = self._positions.get((id(kernel), "full_outs"))
+        if got is None:
+            rows = row_nodes(kernel)
+            got = self._positions[(id(kernel), "full_outs")] = sorted(
+                {s for s, _, ix in kernel.stores if any(id(i) not in rows for i in ix)})
+        return got
 
     @staticmethod
     def count(kernel: Kernel, extents: list[int], vec: int) -> int:
@@ -144,16 +175,17 @@ class KernelSpec:
         blocks = -(-count // per_block)
         return max(1, min(blocks, sm_count * 32 if self.options.grid_stride else 2 ** 31 - 1))
 
-    def variant(self, kernel: Kernel, vec: int, idx: str, threads: int = 0) -> Variant:
-        key = (id(kernel), vec, idx, threads)
+    def variant(self, kernel: Kernel, vec: int, idx: str, threads: int = 0, chunks: int = 0) -> Variant:
+        key = (id(kernel), vec, idx, threads, chunks)
         got = self._variants.get(key)
         if got is None:
             o = self.options
             tune = f"_b{o.block}{'cs' if o.streaming else ''}{'_pdl' if o.pdl else ''}"
             name = (f"{kernel.name}{'_pair' * len(kernel.pairs)}_v{vec}_"
-                    f"{'i32' if idx == 'int' else 'i64'}{f'_t{threads}' if threads else ''}{tune}")
+                    f"{'i32' if idx == 'int' else 'i64'}{f'_t{threads}' if threads else ''}"
+                    f"{f'_c{chunks}' if chunks else ''}{tune}")
             slots = frozenset(n.arg for n in kernel.order if id(n) in vector_loads(kernel, vec))
-            got = self._variants[key] = Variant(kernel, vec, idx, o, name, slots, threads)
+            got = self._variants[key] = Variant(kernel, vec, idx, o, name, slots, threads, chunks)
         return got
 
     def typical_variants(self) -> list[Variant]:
@@ -163,7 +195,8 @@ class KernelSpec:
         for k in self.kernels:
             if k.reduced:
                 out += [self.variant(k, 1, "long long", ROW_THREADS[0])]
-                out += [self.variant(k, 1, "int", t) for t in ROW_THREADS]
+                out += [self.variant(k, self._vec[id(k)], "int", t) for t in ROW_THREADS[::2]]
+                out.append(self.variant(k, self._vec[id(k)], "int", *self._row_schedule(k, 1000)))
             else:
                 out += [self.variant(k, 1, "long long"), self.variant(k, self._vec[id(k)], "int")]
         return out
@@ -179,7 +212,8 @@ class KernelSpec:
         return "\n".join([kernel_text(k) for k in self.kernels] + [self.source])
 
 
-ROW_THREADS = (32, 128, 512)
+ROW_THREADS = (32, 64, 128, 256, 512, 1024)
+PERSISTENT_CHUNKS = 4
 
 
 def row_threads(reduced: int) -> int:
