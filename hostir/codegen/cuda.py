@@ -364,14 +364,8 @@ class _ReductionPrinter(_Printer):
             stores = [st for st in full_stores if level[id(st[1])] == p]
             roots = [n.src[0] for n in mine] + [x for st in stores for x in (st[1], *st[2])]
             work.append((p, mine, stores, _closure_of(roots, rows)))  # row values are named already
-        if self.chunks:  # the row's vectors stay in registers from the pass that loads them,
-            # and so do a pass's reduced values that a later pass reads again (a softmax's
-            # exp(x - max): computed once)
-            later = [set(map(id, body)) for *_, body in work]
-            kept = [n for i, (_, mine, _, _) in enumerate(work) for n in (m.src[0] for m in mine)
-                    if n.op != K.LOAD and any(id(n) in b for b in later[i + 1:])]
-            for n in dict.fromkeys([*(n for *_, body in work for n in body if id(n) in self.vloads),
-                                    *kept]):
+        if self.chunks:  # the row's vectors stay in registers from the pass that loads them
+            for n in dict.fromkeys(n for *_, body in work for n in body if id(n) in self.vloads):
                 self.cache[id(n)] = name = self.fresh()
                 L.append(f"    {CTYPE[n.dtype]} {name}[{self.chunks * self.vec}];")
         for p, mine, stores, body in work:
@@ -444,12 +438,6 @@ class _ReductionPrinter(_Printer):
             else:
                 inner[id(n)] = self.vector_load(n, base, f"{cache} + c * {v}")
         self.loaded.update(self.cache.keys() & {id(n) for n in loads})
-        computed = [n for n in body if id(n) in self.cache and n.op != K.LOAD]
-        for n in computed:
-            if id(n) in self.loaded:  # a value an earlier pass kept
-                inner[id(n)] = f"({self.cache[id(n)]} + c * {v})[u]"
-        fresh = [n for n in computed if id(n) not in self.loaded]
-        self.loaded.update(id(n) for n in computed)
         self.emit_all([n for n in body if id(n) not in self.dep], inner, i, "      ")
         arrs = []
         for s, node, ix in stores:
@@ -459,8 +447,6 @@ class _ReductionPrinter(_Printer):
         L.append(f"      for (int u = 0; u < {v}; ++u) {{")
         L.append(f"        const {idx} ii = {i} + u;")
         self.emit_all([n for n in body if id(n) in self.dep], inner, "ii", "        ")
-        for n in fresh:
-            L.append(f"        ({self.cache[id(n)]} + c * {v})[u] = {inner[id(n)]};")
         for n in mine:
             a = acc[id(n)]
             L.append(f"        {{ const {CTYPE[n.dtype]} x = {a}, y = {inner[id(n.src[0])]}; "
