@@ -191,6 +191,10 @@ class _Printer:
                 out.append(f"{CTYPE[k.outputs[slot.index].dtype]}* __restrict__ {slot.name}")
             elif slot.kind == "param":
                 out.append(f"{PARAM_CTYPE[k.params[slot.index].dtype]} {slot.name}")
+            elif slot.kind == "ws":
+                out.append("char* __restrict__ ws")
+            elif slot.kind == "sem":
+                out.append("unsigned int* __restrict__ sem")
             else:
                 out.append(f"{idx} {slot.name}")
         return out
@@ -474,6 +478,111 @@ class _ReductionPrinter(_Printer):
                 self.lines.append(f"{indent}const {self.idx} i{d} = {rest} % e{d}; {rest} /= e{d};")
 
 
+class _OuterPrinter(_ReductionPrinter):
+    """A one-pass reduction that keeps the innermost dim (an outer reduction:
+    sum over the rows of a matrix). A block takes a tile of 32 consecutive kept
+    points (threadIdx.x % 32: coalesced along the innermost dim) and a share of
+    the reduced points (threadIdx.x / 32 strides over it); the block combines
+    its lanes in shared memory. With `split` > 1, `split` blocks share a tile,
+    each writing its partial result to `ws`; the last to arrive (counted in
+    `sem`, which it resets) combines the partials in block order (deterministic)
+    and runs the epilogue."""
+
+    def __init__(self, kern: Kernel, name: str, idx: str, block: int, pdl: bool):
+        super().__init__(kern, name, idx, block, 32, pdl)
+
+    def source(self) -> str:
+        k, idx, L = self.k, self.idx, self.lines
+        ty_n = self.block // 32
+        rows = row_nodes(k)
+        reduces = [n for n in k.order if n.op == K.REDUCE]
+        full_stores = [st for st in k.stores if any(id(i) not in rows for i in st[2])]
+        row_stores = [st for st in k.stores if st not in full_stores]
+        if self.pdl:
+            L += ["#if __CUDA_ARCH__ >= 900",
+                  '  asm volatile("griddepcontrol.wait;" ::: "memory");',
+                  '  asm volatile("griddepcontrol.launch_dependents;");',
+                  "#endif"]
+        L.append("  const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;")
+        for j, n in enumerate(reduces):
+            L.append(f"  __shared__ {CTYPE[n.dtype]} red{j}[{ty_n}][33];")
+        L.append("  __shared__ bool last;")
+        L.append(f"  const {idx} R = {' * '.join(f'e{d}' for d in k.reduced)};")
+        L.append(f"  const {idx} tiles = (nslots + 31) / 32, per = (R + split - 1) / split;")
+        L.append(f"  for ({idx} b = blockIdx.x; b < tiles * split; b += gridDim.x) {{")
+        L.append(f"    const {idx} tile = b / split, g = b % split;")
+        L.append("    const bool active = tile * 32 + tx < nslots;")
+        L.append(f"    const {idx} row = active ? tile * 32 + tx : 0;")
+        self._split("row", k.kept, "    ")
+        level = levels(k)
+        names: dict[int, str] = {}
+        self.emit_all([n for n in k.order if id(n) in rows and level[id(n)] == 0], names, "", "    ")
+        for j, n in enumerate(reduces):
+            L.append(f"    {CTYPE[n.dtype]} a{j} = {_reduce_init(n.arg, n.dtype)};")
+        L.append(f"    const {idx} hi = (g + 1) * per < R ? (g + 1) * per : R;")
+        L.append(f"    for ({idx} r = g * per + ty; r < hi; r += {ty_n}) {{")
+        self._split("r", k.reduced, "      ")
+        inner = dict(names)
+        roots = [n.src[0] for n in reduces] + [x for st in full_stores for x in (st[1], *st[2])]
+        self.emit_all(_closure_of(roots, rows), inner, "", "      ")
+        for j, n in enumerate(reduces):
+            L.append(f"      {{ const {CTYPE[n.dtype]} x = a{j}, y = {inner[id(n.src[0])]}; "
+                     f"a{j} = {_COMBINE[n.arg]}; }}")
+        for s, node, ix in full_stores:
+            off = _offset([inner[id(i)] for i in ix], f"out{s}")
+            L.append(f"      if (active) out{s}[{off}] = {inner[id(node)]};")
+        L.append("    }")
+        for j, n in enumerate(reduces):
+            L.append(f"    red{j}[ty][tx] = a{j};")
+        L.append("    __syncthreads();")
+        L.append("    if (ty == 0) {")
+        for j, n in enumerate(reduces):
+            L.append(f"      for (int w = 1; w < {ty_n}; ++w) {{ const {CTYPE[n.dtype]} x = a{j}, "
+                     f"y = red{j}[w][tx]; a{j} = {_COMBINE[n.arg]}; }}")
+        L.append("    }")
+        L.append("    __syncthreads();  // red is reused by the next tile")
+        L.append("    if (split > 1) {")
+        for j, n in enumerate(reduces):
+            L.append(f"      {CTYPE[n.dtype]}* ws{j} = reinterpret_cast<{CTYPE[n.dtype]}*>("
+                     f"ws + (size_t){j} * split * nslots * 8);")
+        L.append("      if (ty == 0 && active) {")
+        for j in range(len(reduces)):
+            L.append(f"        ws{j}[g * nslots + row] = a{j};")
+        L.append("      }")
+        L.append("      __threadfence();")
+        L.append("      __syncthreads();")
+        L.append("      if (threadIdx.x == 0) last = atomicAdd(&sem[tile], 1u) == (unsigned int)(split - 1);")
+        L.append("      __syncthreads();")
+        L.append("      if (!last) continue;")
+        L.append("      __threadfence();")
+        L.append("      if (ty == 0 && active) {")
+        for j, n in enumerate(reduces):
+            ct = CTYPE[n.dtype]
+            L.append(f"        a{j} = ((volatile {ct}*)ws{j})[row];")
+            L.append(f"        for ({idx} w = 1; w < split; ++w) {{ const {ct} x = a{j}, "
+                     f"y = ((volatile {ct}*)ws{j})[w * nslots + row]; a{j} = {_COMBINE[n.arg]}; }}")
+        L.append("      }")
+        L.append("      if (threadIdx.x == 0) sem[tile] = 0u;  // ready for the next launch")
+        L.append("    }")
+        L.append("    if (ty == 0) {")
+        for j, n in enumerate(reduces):
+            names[id(n)] = f"a{j}"
+        self.emit_all([n for n in k.order if id(n) in rows and n.op != K.REDUCE], names, "", "      ")
+        for s, node, ix in row_stores:
+            off = _offset([names[id(i)] for i in ix], f"out{s}")
+            L.append(f"      if (active) out{s}[{off}] = {names[id(node)]};")
+        L.append("    }")
+        L.append("  }")
+        return self.wrap()
+
+
+def outer_ok(kern: Kernel) -> bool:
+    """Can the outer schedule run this reduction kernel: one pass, and the
+    innermost dim kept (coalesced across a tile of kept points)."""
+    n = len(kern.extent_vals)
+    return bool(kern.reduced) and n - 1 not in kern.reduced and passes(kern) == [0]
+
+
 def _op_definitions(kern: Kernel) -> list[str]:
     """C++ that ops used by the kernel define beyond kernels/hostir.cuh (`cuda_def`)."""
     out = []
@@ -569,7 +678,7 @@ def vector_width(kern: Kernel) -> int:
 
 def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int = 128,
                   streaming: bool = False, pdl: bool = False, name: str | None = None,
-                  threads: int = 32, chunks: int = 0) -> str:
+                  threads: int = 32, chunks: int = 0, outer: bool = False) -> str:
     """CUDA C++ for `kern`, as the `extern "C"` function `name` (default: the
     kernel's): `vec` points per thread iteration (vector loads and stores where
     aligned), `idx` the index type ("int" when offsets fit), `pdl` for a launch
@@ -577,6 +686,8 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
     kernel waits on griddepcontrol before any access); a reduction kernel
     combines each row over `threads` threads, each holding its `chunks`
     vectors of the row in registers (0: a loop that reads them in every pass)."""
+    if outer:
+        return _OuterPrinter(kern, name or kern.name, idx, block, pdl).source()
     if kern.reduced:
         return _ReductionPrinter(kern, name or kern.name, idx, block, threads, pdl, vec,
                                  chunks).source()

@@ -30,8 +30,8 @@ def _unpack(kern: Kernel, slots: tuple[Slot, ...], values: list):
             params[s.index] = v
         elif s.kind == "extent":
             extents[s.index] = v
-        else:
-            count = v
+        elif s.kind == "count":
+            count = v  # (a split reduction's scratch slots mean nothing here)
     return tensors, strides, params, extents, count
 
 

@@ -204,13 +204,19 @@ def layout(kern: Kernel) -> tuple[Slot, ...]:
             slots += [Slot(f"{kind}_stride", s, d, f"{kind}{s}_s{d}") for d in range(t.ndim)]
     slots += [Slot("param", s, 0, f"p{s}") for s in range(len(kern.params))]
     slots += [Slot("extent", d, 0, f"e{d}") for d in range(len(kern.extent_vals))]
+    if kern.reduced:  # a reduction split over blocks: partial results, arrival counters, blocks per tile
+        slots += [Slot("ws", 0, 0, "ws"), Slot("sem", 0, 0, "sem"), Slot("split", 0, 0, "split")]
     slots.append(Slot("count", 0, 0, "nslots"))
     return tuple(slots)
 
 
-def pack(slots, ins, outs, params, extents, count, pointer) -> list:
+SCRATCH = ("ws", "sem", "split")
+
+
+def pack(slots, ins, outs, params, extents, count, pointer, scratch=(None, None, 1)) -> list:
     """Argument values in `slots` order; `pointer(t)` is what a tensor passes as
-    (its address on CUDA, the tensor itself in the interpreter)."""
+    (its address on CUDA, the tensor itself in the interpreter); `scratch`: a
+    split reduction's workspace, counters and split (SCRATCH)."""
     tensors = {"in": ins, "out": outs}
     values = []
     for s in slots:
@@ -223,6 +229,9 @@ def pack(slots, ins, outs, params, extents, count, pointer) -> list:
             values.append(params[s.index])
         elif kind == "extent":
             values.append(extents[s.index])
+        elif kind in SCRATCH:
+            x = scratch[SCRATCH.index(kind)]
+            values.append(x if kind == "split" else 0 if x is None else pointer(x))
         else:
             values.append(count)
     return values

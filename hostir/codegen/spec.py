@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from .. import config
-from .cuda import kernel_source, vector_loads, vector_width
+from .cuda import kernel_source, outer_ok, vector_loads, vector_width
 from .kir import Kernel, Slot, kernel_text, layout, passes, row_nodes, verify_kernel
 from .lower import ReductionLowering, lower_pointwise
 
@@ -50,6 +50,7 @@ class Variant:
     vector_slots: frozenset = field(default_factory=frozenset)  # inputs read with vector loads
     threads: int = 0     # a reduction kernel: threads per row
     chunks: int = 0      # ... and vectors of the row each thread keeps in registers (0: a loop)
+    outer: bool = False  # ... or tiles of 32 kept points, blocks split over the reduced points
 
     @property
     def block(self) -> int:
@@ -59,7 +60,7 @@ class Variant:
     def source(self) -> str:
         o = self.options
         return kernel_source(self.kernel, self.vec, self.idx, self.block, o.streaming, o.pdl,
-                             self.name, self.threads, self.chunks)
+                             self.name, self.threads, self.chunks, self.outer)
 
     def __str__(self) -> str:
         return self.source
@@ -121,6 +122,8 @@ class KernelSpec:
             -I32_MAX - 1 <= v <= I32_MAX for v in params  # index parameters (slice bounds...)
             if isinstance(v, int) and not isinstance(v, bool))
         idx = "int" if fits else "long long"
+        if kernel.reduced and self._outer(kernel):
+            return self.variant(kernel, 1, idx, outer=True)
         if kernel.reduced:
             vec = self._vec[id(kernel)]
             per_row = math.prod(extents[d] for d in kernel.reduced)
@@ -137,6 +140,26 @@ class KernelSpec:
                                       extents):
             var = self.variant(kernel, 1, idx)
         return var
+
+    def _outer(self, kernel: Kernel) -> bool:
+        key = (id(kernel), "outer")
+        got = self._positions.get(key)
+        if got is None:
+            got = self._positions[key] = outer_ok(kernel)
+        return got
+
+    @staticmethod
+    def split(variant: Variant, extents: list[int], sm_count: int) -> int:
+        """Blocks that share a tile of an outer reduction: enough blocks for
+        about 8 per SM, each thread combining at least 32 points."""
+        if not variant.outer:
+            return 1
+        k = variant.kernel
+        rows = math.prod(extents[d] for d in k.kept)
+        per_row = math.prod(extents[d] for d in k.reduced)
+        tiles = max(1, -(-rows // 32))
+        want = -(-8 * sm_count // tiles)
+        return max(1, min(want, per_row // (32 * (variant.block // 32)), 1024))
 
     def _row_schedule(self, kernel: Kernel, vectors: int) -> tuple[int, int]:
         """(threads, chunks) for rows of `vectors` vectors: a kernel that makes
@@ -168,24 +191,30 @@ class KernelSpec:
             return math.prod(extents[d] for d in kernel.kept)
         return math.prod(extents) // vec
 
-    def grid(self, variant: Variant, count: int, sm_count: int) -> int:
-        """One thread per slot (a group of `threads` per row of a reduction);
+    def grid(self, variant: Variant, count: int, sm_count: int, split: int = 1) -> int:
+        """One thread per slot (a group of `threads` per row of a reduction; a
+        block per tile of 32 rows and share of an outer reduction);
         options.grid_stride caps the grid at 32 blocks per SM."""
-        per_block = variant.block // variant.threads if variant.threads else variant.block
-        blocks = -(-count // per_block)
+        if variant.outer:
+            blocks = -(-count // 32) * split
+        else:
+            per_block = variant.block // variant.threads if variant.threads else variant.block
+            blocks = -(-count // per_block)
         return max(1, min(blocks, sm_count * 32 if self.options.grid_stride else 2 ** 31 - 1))
 
-    def variant(self, kernel: Kernel, vec: int, idx: str, threads: int = 0, chunks: int = 0) -> Variant:
-        key = (id(kernel), vec, idx, threads, chunks)
+    def variant(self, kernel: Kernel, vec: int, idx: str, threads: int = 0, chunks: int = 0,
+                outer: bool = False) -> Variant:
+        key = (id(kernel), vec, idx, threads, chunks, outer)
         got = self._variants.get(key)
         if got is None:
             o = self.options
             tune = f"_b{o.block}{'cs' if o.streaming else ''}{'_pdl' if o.pdl else ''}"
             name = (f"{kernel.name}{'_pair' * len(kernel.pairs)}_v{vec}_"
                     f"{'i32' if idx == 'int' else 'i64'}{f'_t{threads}' if threads else ''}"
-                    f"{f'_c{chunks}' if chunks else ''}{tune}")
+                    f"{f'_c{chunks}' if chunks else ''}{'_outer' if outer else ''}{tune}")
             slots = frozenset(n.arg for n in kernel.order if id(n) in vector_loads(kernel, vec))
-            got = self._variants[key] = Variant(kernel, vec, idx, o, name, slots, threads, chunks)
+            got = self._variants[key] = Variant(kernel, vec, idx, o, name, slots, threads, chunks,
+                                                outer)
         return got
 
     def typical_variants(self) -> list[Variant]:
@@ -193,7 +222,9 @@ class KernelSpec:
         a reduction kernel: each row width's 32-bit one)."""
         out = []
         for k in self.kernels:
-            if k.reduced:
+            if k.reduced and self._outer(k):
+                out += [self.variant(k, 1, "long long", outer=True), self.variant(k, 1, "int", outer=True)]
+            elif k.reduced:
                 out += [self.variant(k, 1, "long long", ROW_THREADS[0])]
                 out += [self.variant(k, self._vec[id(k)], "int", t) for t in ROW_THREADS[::2]]
                 out.append(self.variant(k, self._vec[id(k)], "int", *self._row_schedule(k, 1000)))
@@ -206,6 +237,8 @@ class KernelSpec:
     def source(self) -> str:
         """The general variant's source (one point per thread, 64-bit indices)."""
         k = self.kernels[0]
+        if k.reduced and self._outer(k):
+            return self.variant(k, 1, "long long", outer=True).source
         return self.variant(k, 1, "long long", ROW_THREADS[0] if k.reduced else 0).source
 
     def __str__(self) -> str:

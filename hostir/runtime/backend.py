@@ -13,7 +13,7 @@ import torch
 
 from .. import config
 from ..codegen.interpret import interpret
-from ..codegen.kir import Kernel, pack
+from ..codegen.kir import K, Kernel, pack
 from ..codegen.spec import KernelSpec, Variant
 from ..ir.node import Op
 from .launch import I32, I64, PTR, CompiledKernel, PackedArgs, arch_of, param_ctype, sm_count
@@ -65,15 +65,20 @@ class Prepared:
 
 
 class CudaLaunch(Prepared):
-    __slots__ = ("variant", "grid", "packed", "launcher", "in_objs", "out_objs", "dyn_objs")
+    __slots__ = ("variant", "grid", "packed", "launcher", "in_objs", "out_objs", "dyn_objs",
+                 "scratch", "scratch_objs")
 
-    def __init__(self, spec, kernel, outs, variant, grid, packed, launcher):
+    def __init__(self, spec, kernel, outs, variant, grid, packed, launcher, scratch=None):
         super().__init__(spec, kernel, outs)
         self.variant, self.grid, self.packed, self.launcher = variant, grid, packed, launcher
         objs = packed.objs
         self.in_objs = [objs[i] for i in self.in_pos]
         self.out_objs = [objs[i] for i in self.out_pos]
         self.dyn_objs = [objs[i] for i in self.dyn_pos]
+        # a split reduction's (workspace bytes, counters, device): new buffers every launch
+        # (stream-ordered by the caching allocator: concurrent launches never share them)
+        self.scratch = scratch
+        self.scratch_objs = [objs[i] for i in spec.positions(kernel, "ws") + spec.positions(kernel, "sem")]
 
     def run(self, ins: list, outs: list, scalars: list, stream) -> None:
         if self.launcher is None:  # nothing to compute (an empty iteration space)
@@ -85,6 +90,10 @@ class CudaLaunch(Prepared):
                 o.value = t.data_ptr()
             for o, x in zip(self.dyn_objs, scalars):
                 o.value = x
+            if self.scratch is not None:
+                bufs = _scratch(*self.scratch)
+                for o, t in zip(self.scratch_objs, bufs):
+                    o.value = t.data_ptr()
             self.launcher(stream, self.packed)
 
 
@@ -115,8 +124,14 @@ class InterpretedLaunch(Prepared):
 
 def _types(slots, kernel: Kernel, idx: str) -> list:
     it = I32 if idx == "int" else I64
-    return [PTR if s.kind in ("in", "out") else param_ctype(kernel.params[s.index].dtype)
+    return [PTR if s.kind in ("in", "out", "ws", "sem") else param_ctype(kernel.params[s.index].dtype)
             if s.kind == "param" else it for s in slots]
+
+
+def _scratch(nbytes: int, counters: int, device) -> tuple:
+    """A split reduction's workspace and its zeroed arrival counters."""
+    return (torch.empty(nbytes, dtype=torch.uint8, device=device),
+            torch.zeros(counters, dtype=torch.int32, device=device))
 
 
 def start(spec: KernelSpec, kernel: Kernel, extents: list[int], ins: list, outs: list,
@@ -135,17 +150,26 @@ def start(spec: KernelSpec, kernel: Kernel, extents: list[int], ins: list, outs:
         return prep
     variant = spec.choose(kernel, extents, ins, outs, params)
     count = spec.count(kernel, extents, variant.vec)
-    values = pack(slots, ins, outs, params, extents, count, pointer=lambda t: t.data_ptr())
+    sms = sm_count(device)
+    split = spec.split(variant, extents, sms)
+    scratch = None
+    bufs = (None, None)
+    if split > 1:
+        reduces = sum(1 for n in kernel.order if n.op == K.REDUCE)
+        scratch = (8 * split * count * reduces, -(-count // 32), device)
+        bufs = _scratch(*scratch)
+    values = pack(slots, ins, outs, params, extents, count, pointer=lambda t: t.data_ptr(),
+                  scratch=(*bufs, split))
     packed = PackedArgs(values, _types(slots, kernel, variant.idx))
     launcher = None
-    grid = spec.grid(variant, count, sm_count(device))
+    grid = spec.grid(variant, count, sms, split)
     if count:
         launcher = compiled(variant).launcher(device, grid, variant.block)
         launcher(stream, packed)
         config.dump("launch", lambda: f"{spec.name}: {variant.name} grid={grid} "
                                       f"block={variant.block} extents={extents} "
-                                      f"vector={variant.vec} index={variant.idx}")
-    return CudaLaunch(spec, kernel, outs, variant, grid, packed, launcher)
+                                      f"vector={variant.vec} index={variant.idx} split={split}")
+    return CudaLaunch(spec, kernel, outs, variant, grid, packed, launcher, scratch)
 
 
 def prefetch(spec: KernelSpec, full: list[int], ins: list, params: list,
