@@ -110,14 +110,22 @@ __device__ __forceinline__ double hir_atan2(double a, double b) { return atan2(a
 template <typename T> __device__ __forceinline__ T hir_bitwise_not(T x) { return ~x; }
 __device__ __forceinline__ bool hir_bitwise_not(bool x) { return !x; }
 
+// Reduction of v over each group of min(T, 32) consecutive lanes of a warp (T a
+// power of two); every lane of the group gets the result.
+template <int T, typename V, typename F>
+__device__ __forceinline__ V hir_warp_reduce(V v, F f) {
+  constexpr int W = T < 32 ? T : 32;
+#pragma unroll
+  for (int o = W / 2; o > 0; o /= 2) v = f(v, __shfl_xor_sync(0xffffffffu, v, o, W));
+  return v;
+}
+
 // Reduction of v over each group of T consecutive threads of the block (T a power
 // of two, at most the block size; every thread of the block calls it, each group
 // gets its result in every thread). smem: one slot per warp of the block.
 template <int T, typename V, typename F>
 __device__ __forceinline__ V hir_group_reduce(V v, F f, V* smem) {
-  constexpr int W = T < 32 ? T : 32;
-#pragma unroll
-  for (int o = W / 2; o > 0; o /= 2) v = f(v, __shfl_xor_sync(0xffffffffu, v, o, W));
+  v = hir_warp_reduce<T>(v, f);
   if constexpr (T > 32) {
     __syncthreads();  // the slots' previous readers are done
     if ((threadIdx.x & 31) == 0) smem[threadIdx.x / 32] = v;

@@ -381,3 +381,38 @@ def test_outer_reduction_with_epilogue(shape, dims, op, dtype):
     else:
         want = x.double().mean(_dims(x, dims)).to(x.dtype)
     check(out, want * 2, kind="reduction")
+
+
+# Found by the random-fusion tests on a GPU: a reduction kernel that also stores
+# its prologue (vector lanes must each compute their own point), and reduced
+# dims listed out of order (the innermost must be split last: vector alignment).
+@pytest.mark.parametrize("n", [1, 5, 9])
+def test_reduction_kernel_storing_its_prologue(n):
+    x = rand((n,), D.Float)
+
+    def build(fd):
+        t = declare(fd, x)
+        p = fd.ops.pad(fd.ops.abs(t), [1, 2])
+        c = fd.ops.cat([t, fd.ops.neg(t)], 0)
+        fd.add_output(p)
+        fd.add_output(fd.ops.max(p, [0]))
+        fd.add_output(c)
+        fd.add_output(fd.ops.max(c, [0]))
+    p, pm, c, cm = run(build, [x])
+    want_p = F.pad(x.abs(), [1, 2])
+    want_c = torch.cat([x, -x])
+    for got, want in ((p, want_p), (pm, want_p.amax()), (c, want_c), (cm, want_c.amax())):
+        check(got, want, kind="reduction")
+
+
+@pytest.mark.parametrize("shape", [(1, 4, 4), (2, 3, 8), (3, 8, 4)])
+def test_reduction_over_dims_listed_out_of_order(shape):
+    x = rand(shape, D.Float)
+
+    def build(fd):
+        t = declare(fd, x)
+        fd.add_output(fd.ops.max(fd.ops.maximum(t, t), [2, 1, 0], keepdim=True))
+        fd.add_output(fd.ops.sum(t, [2, 0]))
+    m, s = run(build, [x])
+    check(m, x.amax((0, 1, 2), keepdim=True), kind="reduction")
+    check(s, x.double().sum((0, 2)).float(), kind="reduction")

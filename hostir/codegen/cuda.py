@@ -251,7 +251,7 @@ class _Printer:
         outs = []
         for s, node, ix in k.stores:
             arr = self.fresh()
-            L.append(f"    {CTYPE[k.outputs[s].dtype]} {arr}[{v}];")
+            L.append(f"    alignas(16) {CTYPE[k.outputs[s].dtype]} {arr}[{v}];")
             outs.append(arr)
         L.append("    #pragma unroll")
         L.append(f"    for (int u = 0; u < {v}; ++u) {{")
@@ -273,7 +273,7 @@ class _Printer:
         arr = into
         if arr is None:
             arr = self.fresh()
-            self.lines.append(f"    {CTYPE[t.dtype]} {arr}[{v}];")
+            self.lines.append(f"    alignas(16) {CTYPE[t.dtype]} {arr}[{v}];")
         self.lines += [
             f"    if ({a[0]}) *reinterpret_cast<{VEC_TYPE[size]}*>({arr}) = "
             f"*reinterpret_cast<const {VEC_TYPE[size]}*>(in{node.arg} + {off});",
@@ -371,7 +371,7 @@ class _ReductionPrinter(_Printer):
         if self.chunks:  # the row's vectors stay in registers from the pass that loads them
             for n in dict.fromkeys(n for *_, body in work for n in body if id(n) in self.vloads):
                 self.cache[id(n)] = name = self.fresh()
-                L.append(f"    {CTYPE[n.dtype]} {name}[{self.chunks * self.vec}];")
+                L.append(f"    alignas(16) {CTYPE[n.dtype]} {name}[{self.chunks * self.vec}];")
         for p, mine, stores, body in work:
             for n in mine:
                 L.append(f"    {CTYPE[n.dtype]} {acc[id(n)]} = {_reduce_init(n.arg, n.dtype)};")
@@ -379,12 +379,9 @@ class _ReductionPrinter(_Printer):
                 self._scalar_pass(mine, stores, body, names, acc)
             else:
                 self._vector_pass(mine, stores, body, names, acc)
+            self._group_reduce(mine, [reduces.index(n) for n in mine], acc)
             for n in mine:
-                j, ct, a = reduces.index(n), CTYPE[n.dtype], acc[id(n)]
-                smem = f"smem{j}" if T > 32 else f"({ct}*)nullptr"
-                L.append(f"    {a} = hir_group_reduce<{T}>({a}, []({ct} x, {ct} y) {{ return "
-                         f"{_COMBINE[n.arg]}; }}, {smem});")
-                names[id(n)] = a
+                names[id(n)] = acc[id(n)]
             self.emit_all([n for n in k.order if id(n) in rows and level[id(n)] == p + 1
                            and n.op != K.REDUCE], names, "", "    ")
         self.emit_all([n for n in k.order if id(n) in rows and n.op != K.REDUCE], names, "", "    ")
@@ -396,6 +393,32 @@ class _ReductionPrinter(_Printer):
             L.append("    }")
         L.append("  }")
         return self.wrap()
+
+    def _group_reduce(self, mine, slots, acc) -> None:
+        """Combine each accumulator over the row's threads: shuffles in each warp,
+        then (rows wider than a warp) one exchange through shared memory for
+        all of a pass's accumulators together."""
+        L, T = self.lines, self.threads
+        for n in mine:
+            ct, a = CTYPE[n.dtype], acc[id(n)]
+            L.append(f"    {a} = hir_warp_reduce<{T}>({a}, []({ct} x, {ct} y) {{ return "
+                     f"{_COMBINE[n.arg]}; }});")
+        if T <= 32 or not mine:
+            return
+        L.append("    __syncthreads();  // the slots' previous readers are done")
+        L.append("    if ((threadIdx.x & 31) == 0) {")
+        for n, j in zip(mine, slots):
+            L.append(f"      smem{j}[threadIdx.x / 32] = {acc[id(n)]};")
+        L.append("    }")
+        L.append("    __syncthreads();")
+        L.append("    {")
+        L.append(f"      const int first = (threadIdx.x / {T}) * {T // 32};")
+        for n, j in zip(mine, slots):
+            a, ct = acc[id(n)], CTYPE[n.dtype]
+            L.append(f"      {a} = smem{j}[first];")
+            L.append(f"      for (int w = 1; w < {T // 32}; ++w) {{ const {ct} x = {a}, "
+                     f"y = smem{j}[first + w]; {a} = {_COMBINE[n.arg]}; }}")
+        L.append("    }")
 
     def _scalar_pass(self, mine, stores, body, names, acc) -> None:
         """One point of the row per thread and iteration."""
@@ -427,12 +450,12 @@ class _ReductionPrinter(_Printer):
         else:
             L.append(f"    for ({idx} r = lane * {v}; r < R; r += {T * v}) {{")
         self._split("r", k.reduced, "      ")
-        base = dict(names)
+        base = dict(names)  # names at u = 0: vector addresses and store offsets only
         loads = [n for n in body if id(n) in self.vloads]
         store_ix = [x for _, _, ix in stores for x in ix if id(x) in self.dep]
         pre = _closure(loads, self.dep) + _closure(store_ix, self.dep) + store_ix
         self.emit_all([n for n in pre if n.op != K.LOAD], base, i, "      ")
-        inner = dict(base)
+        inner = dict(names)
         for n in loads:
             cache = self.cache.get(id(n))
             if cache is None:
@@ -446,7 +469,7 @@ class _ReductionPrinter(_Printer):
         arrs = []
         for s, node, ix in stores:
             arrs.append(self.fresh())
-            L.append(f"      {CTYPE[k.outputs[s].dtype]} {arrs[-1]}[{v}];")
+            L.append(f"      alignas(16) {CTYPE[k.outputs[s].dtype]} {arrs[-1]}[{v}];")
         L.append("      #pragma unroll")
         L.append(f"      for (int u = 0; u < {v}; ++u) {{")
         L.append(f"        const {idx} ii = {i} + u;")

@@ -170,11 +170,11 @@ class ReductionLowering(PointwiseLowering):
             raise UnsupportedError("a reduction kernel without a reduction")
         r = reds[0]
         self.space = r.src[0]
-        dims = r.arg.dims
+        dims = tuple(sorted(r.arg.dims))  # row-major: the innermost reduced dim last
         for v in reds[1:]:
-            if v.arg.dims != dims or v.src[0].ndim != self.space.ndim:
+            if tuple(sorted(v.arg.dims)) != dims or v.src[0].ndim != self.space.ndim:
                 raise UnsupportedError(f"reductions over different dims in one kernel ({v!r}, {r!r})")
-        self.k.reduced = tuple(dims)
+        self.k.reduced = dims
 
     def full_index(self, kept_ix: tuple) -> tuple:
         """The space's index from the kept dims' index `kept_ix` (which must not
@@ -192,6 +192,16 @@ class ReductionLowering(PointwiseLowering):
         it = iter(kept_ix)
         return tuple(self.b.mk(K.INDEX, INT, arg=d) if d in self.k.reduced else next(it)
                      for d in range(self.space.ndim))
+
+    def first_index(self, kept_ix: tuple) -> tuple:
+        """(the index of the row's first reduced point, the predicate that the
+        row has one): a row value read at a fixed point (a shift)."""
+        b, it = self.b, iter(kept_ix)
+        nonempty = None
+        for d in self.k.reduced:
+            nonempty = b.land(nonempty, b.cmp(Op.GT, self.scalar(self.space.logical[d].extent), b.i(0)))
+        ix = tuple(b.i(0) if d in self.k.reduced else next(it) for d in range(self.space.ndim))
+        return ix, nonempty
 
     def reduce(self, op: str, value: KNode) -> KNode:
         if value.dtype is DataType.Bool:

@@ -15,7 +15,7 @@ from functools import cached_property
 
 from .. import config
 from .cuda import kernel_source, outer_ok, vector_loads, vector_width
-from .kir import Kernel, Slot, kernel_text, layout, passes, row_nodes, verify_kernel
+from .kir import K, Kernel, Slot, kernel_text, layout, levels, passes, row_nodes, verify_kernel
 from .lower import ReductionLowering, lower_pointwise
 
 I32_MAX = 2 ** 31 - 1
@@ -54,7 +54,11 @@ class Variant:
 
     @property
     def block(self) -> int:
-        return max(self.options.block, self.threads)
+        """A reduction's rows of 128 or more threads take a block each (measured
+        on an H100: more rows in flight per SM than two rows per block give)."""
+        if self.threads >= 128:
+            return self.threads
+        return self.options.block
 
     @cached_property
     def source(self) -> str:
@@ -166,11 +170,17 @@ class KernelSpec:
         several passes keeps the row in registers when each thread's share is at
         most PERSISTENT_CHUNKS vectors with ROW_THREADS[-1] threads; else a loop."""
         key = (id(kernel), "passes")
-        several = self._positions.get(key)
-        if several is None:
-            several = self._positions[key] = len(passes(kernel)) > 1
-        if self._vec[id(kernel)] > 1 and several and vectors <= PERSISTENT_CHUNKS * ROW_THREADS[-1]:
-            t = next(t for t in ROW_THREADS if vectors <= PERSISTENT_CHUNKS * t)
+        got = self._positions.get(key)
+        if got is None:
+            level = levels(kernel)
+            per_pass = [sum(1 for n in kernel.order if n.op == K.REDUCE and level[id(n.src[0])] == p)
+                        for p in passes(kernel)]
+            got = self._positions[key] = (len(per_pass) > 1, max(per_pass, default=0) > 1)
+        several, shared = got
+        # long rows reduced once per pass take twice the threads (cheap to combine)
+        chunks = PERSISTENT_CHUNKS if vectors <= 512 or shared else max(1, PERSISTENT_CHUNKS // 2)
+        if self._vec[id(kernel)] > 1 and several and vectors <= chunks * ROW_THREADS[-1]:
+            t = next(t for t in ROW_THREADS if vectors <= chunks * t)
             return t, max(1, -(-vectors // t))
         return row_threads(vectors), 0
 
@@ -247,6 +257,11 @@ class KernelSpec:
 
 ROW_THREADS = (32, 64, 128, 256, 512, 1024)
 PERSISTENT_CHUNKS = 4
+"""Vectors of a row each thread of a persistent normalization holds: 4, or half
+that for rows of more than 512 vectors with one reduction per pass (an H100
+sweep, benchmarks/tune_reduction.py: softmax of 4096-element rows best at 4,
+rmsnorm of 8192 at 2, layernorm of 8192, three reductions in its first pass,
+at 4: combining across more threads costs more than it gains)."""
 
 
 def row_threads(reduced: int) -> int:

@@ -128,17 +128,23 @@ def _kernel(combine: str, mean: bool = False):
 
 
 def _var_kernel(v: Val, ix, pred, L):
-    """Two passes, as torch computes it: the mean, then the sum of squared
-    deviations from it, over max(0, count - correction)."""
+    """One pass over shifted data: with k the row's first value, the sums of
+    d = x - k and of d * d give var = (sum d^2 - (sum d)^2 / n) / max(0, n -
+    correction). The shift keeps d on the scale of the deviations, so the
+    subtraction does not cancel as the unshifted E[x^2] - E[x]^2 does."""
     c = compute_dtype(v.dtype)
-    full = L.full_index(ix)
-    x = L.cast(L.value(v.src[0], full, None), c)
+    b = L.b
+    x = L.cast(L.value(v.src[0], L.full_index(ix), None), c)
+    first, nonempty = L.first_index(ix)
+    k = L.cast(L.value(v.src[0], first, nonempty), c)
+    d = b.mk(Op.SUB, c, (x, k))
     n = L.cast(L.reduced_count(), c)
-    mean = L.b.mk(Op.DIV, c, (L.cast(L.reduce("sum", x), c), n))
-    dev = L.b.mk(Op.SUB, c, (x, mean))
-    ss = L.cast(L.reduce("sum", L.b.mk(Op.MUL, c, (dev, dev))), c)
-    dof = L.b.mk(Op.MAXIMUM, c, (L.b.mk(Op.SUB, c, (n, L.b.const(v.arg.correction, c))), L.b.const(0, c)))
-    return L.rounded(L.b.mk(Op.DIV, c, (ss, dof)), v.dtype)
+    s1 = L.cast(L.reduce("sum", d), c)
+    s2 = L.cast(L.reduce("sum", b.mk(Op.MUL, c, (d, d))), c)
+    ss = b.mk(Op.SUB, c, (s2, b.mk(Op.DIV, c, (b.mk(Op.MUL, c, (s1, s1)), n))))
+    ss = b.mk(Op.MAXIMUM, c, (ss, b.const(0, c)))  # rounding may leave it a hair below 0
+    dof = b.mk(Op.MAXIMUM, c, (b.mk(Op.SUB, c, (n, b.const(v.arg.correction, c))), b.const(0, c)))
+    return L.rounded(b.mk(Op.DIV, c, (ss, dof)), v.dtype)
 
 
 _KERNELS = {Op.SUM: _kernel("sum"), Op.MAX: _kernel("max"), Op.MIN: _kernel("min"),

@@ -1,0 +1,70 @@
+"""Tuning sweep for generated normalization kernels: how many vectors of a row
+each thread keeps in registers (spec.PERSISTENT_CHUNKS, which sets the threads
+per row) and the block size, beside torch.compile, in one run. Each setting
+plans its own FusionDefinitions (specs read the knob when a launch picks its
+variant).
+
+    python benchmarks/tune_reduction.py [--out DIR] [--small]
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import copy_bandwidth, meta_for, time_interleaved, write_results  # noqa: E402
+from reduction import layernorm_case, rmsnorm_case, softmax_case  # noqa: E402
+
+from hostir import config  # noqa: E402
+from hostir.codegen import spec  # noqa: E402
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="benchmarks/out")
+    ap.add_argument("--small", action="store_true")
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args(argv)
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    small = args.small or dev.type == "cpu"
+    bw = copy_bandwidth(dev)
+    makers = ([lambda: softmax_case(64, 512), lambda: rmsnorm_case(64, 512)] if small else
+              [lambda: softmax_case(32768, 4096), lambda: rmsnorm_case(16384, 8192),
+               lambda: layernorm_case(16384, 8192), lambda: softmax_case(4096, 32768)])
+    rows = []
+    for make in makers:
+        name, fd0, eager, make_inputs, nbytes = make()
+        inputs = make_inputs(dev)
+        fns, labels = [], []
+        for chunks, block in itertools.product((2, 4, 8), (256,)):
+            spec.PERSISTENT_CHUNKS = chunks
+            with config.override(block=block):
+                fd = make()[1]
+                fd.execute(inputs)
+            fns.append(lambda fd=fd: fd.execute(inputs))
+            labels.append(f"chunks {chunks}, block {block}")
+        spec.PERSISTENT_CHUNKS = 4
+        try:
+            compiled = torch.compile(eager)
+            compiled(*inputs)
+            fns.append(lambda: compiled(*inputs))
+            labels.append("torch.compile")
+        except Exception as e:  # no compiler here
+            print(f"torch.compile unavailable: {type(e).__name__}")
+        times = time_interleaved(fns, dev, rounds=args.rounds)
+        for label, t in zip(labels, times):
+            rows.append({"case": name, "setting": label, "us": t * 1e6,
+                         "% copy": 100 * nbytes / t / bw})
+    meta = meta_for(dev)
+    meta["copy GB/s"] = round(bw / 1e9, 1)
+    write_results(Path(args.out), "tune_reduction", meta, rows, ["case", "setting", "us", "% copy"])
+
+
+if __name__ == "__main__":
+    main()
