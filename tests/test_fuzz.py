@@ -28,7 +28,7 @@ UNARY = {
 }
 BINARY = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "maximum": torch.maximum}
 OPS = ["unary", "binary", "scalar", "cast", "broadcast", "squeeze", "reshape", "permute",
-       "slice", "pad", "cat", "reduce"]
+       "slice", "pad", "cat", "reduce", "normalize"]
 
 
 class Item:
@@ -188,6 +188,16 @@ def apply_op(fd, data, items: list[Item], kind: str) -> Item | None:
             return Item(fd.ops.sum(it.h, dims=dims, keepdim=keep),
                         it.t.double().sum(dim=dims, keepdim=keep).float())
         return Item(fd.ops.max(it.h, dims=dims, keepdim=keep), it.t.amax(dim=dims, keepdim=keep))
+    if kind == "normalize":  # a reduction read back at every point: x - max(x), x * sum(x)
+        if n == 0 or 0 in it.shape:
+            return None
+        dims = draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=n, unique=True),
+                    label="norm dims")
+        if draw(st.booleans(), label="softmax-like"):
+            m = fd.ops.max(it.h, dims=dims, keepdim=True)
+            return Item(fd.ops.exp(fd.ops.sub(it.h, m)), (it.t - it.t.amax(dim=dims, keepdim=True)).exp())
+        s = fd.ops.sum(it.h, dims=dims, keepdim=True)
+        return Item(fd.ops.mul(it.h, s), it.t * it.t.double().sum(dim=dims, keepdim=True).float())
     raise AssertionError(kind)
 
 
