@@ -48,8 +48,12 @@ def _record(spec):
         variants = spec.typical_variants()
         for v in variants:
             _KERNEL_SOURCES.setdefault(v.source, v.name)
-    except Exception as e:  # a printer bug is a test failure too
-        _KERNEL_SOURCES[f"<printer error {e!r}>"] = ""
+    except Exception as e:  # a printer bug is a test failure too (with what to replay it from)
+        import traceback
+        from hostir.codegen.kir import kernel_text
+        where = "".join(traceback.format_exception(e)[-3:])
+        kernels = "\n".join(kernel_text(k) for k in spec.kernels)
+        _KERNEL_SOURCES[f"<printer error {e!r} in {spec.name}>\n{where}\n{kernels}"] = ""
 
 
 _spec.observers.append(_record)

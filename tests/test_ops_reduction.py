@@ -416,3 +416,17 @@ def test_reduction_over_dims_listed_out_of_order(shape):
     m, s = run(build, [x])
     check(m, x.amax((0, 1, 2), keepdim=True), kind="reduction")
     check(s, x.double().sum((0, 2)).float(), kind="reduction")
+
+
+@pytest.mark.parametrize("shape", [(2, 3), (4, 8)])
+def test_normalization_of_an_input_broadcast_along_the_innermost_dim(shape):
+    # the vector lanes share the broadcast value; each writes its own output point
+    x = rand(shape, D.Float)
+
+    def build(fd):
+        t = fd.ops.broadcast_in_dim(declare(fd, x), [*shape, 8], [0, 1])
+        m = fd.ops.max(t, [0, 1, 2], keepdim=True)
+        fd.add_output(fd.ops.exp(fd.ops.sub(t, m)))
+    (out,) = run(build, [x])
+    want = (x - x.amax()).exp()[..., None].expand(*shape, 8)
+    check(out, want, kind="reduction")

@@ -450,12 +450,14 @@ class _ReductionPrinter(_Printer):
         else:
             L.append(f"    for ({idx} r = lane * {v}; r < R; r += {T * v}) {{")
         self._split("r", k.reduced, "      ")
-        base = dict(names)  # names at u = 0: vector addresses and store offsets only
+        local = dict(names)  # what does not move along the innermost dim: once per vector
+        self.emit_all([n for n in body if id(n) not in self.dep], local, i, "      ")
+        base = dict(local)  # names at u = 0: vector addresses and store offsets only
         loads = [n for n in body if id(n) in self.vloads]
         store_ix = [x for _, _, ix in stores for x in ix if id(x) in self.dep]
         pre = _closure(loads, self.dep) + _closure(store_ix, self.dep) + store_ix
         self.emit_all([n for n in pre if n.op != K.LOAD], base, i, "      ")
-        inner = dict(names)
+        inner = dict(local)
         for n in loads:
             cache = self.cache.get(id(n))
             if cache is None:
@@ -465,7 +467,6 @@ class _ReductionPrinter(_Printer):
             else:
                 inner[id(n)] = self.vector_load(n, base, f"{cache} + c * {v}")
         self.loaded.update(self.cache.keys() & {id(n) for n in loads})
-        self.emit_all([n for n in body if id(n) not in self.dep], inner, i, "      ")
         arrs = []
         for s, node, ix in stores:
             arrs.append(self.fresh())
