@@ -16,7 +16,8 @@ HOSTIR_DISABLE   comma list of features to turn off: concretize_resize (keep sli
                  ranks before a program communicates),
                  cuda_graphs (no CUDA-graph replay of repeated host program calls),
                  reduction_kernels (reduction segments through torch ops, not generated
-                 kernels)
+                 kernels), tiled_transpose (pointwise kernels that transpose read
+                 without shared-memory tiles)
 HOSTIR_CACHE_DIR where compiled kernels are kept (default ~/.cache/hostir)
 HOSTIR_DEBUG     comma list of debug checks: verify (the fusion verifier around every pass
                  and stage, re-deriving each node's type; kernel-IR and host-IR checks)

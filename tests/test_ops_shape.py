@@ -729,3 +729,19 @@ def test_every_fd_op_is_tested():
                      and f'"{n}"' not in text)
     assert not missing, f"fd.ops without a test: {missing}"
 
+
+
+# Transposes that are not views (the output runs along a dim the input is not
+# contiguous in): on GPUs through 32 x 32 shared-memory tiles, odd edges included.
+@pytest.mark.parametrize("shape,perm", [((64, 40), [1, 0]), ((33, 70), [1, 0]), ((3, 40, 50), [0, 2, 1]),
+                                        ((40, 3, 50), [2, 1, 0]), ((1, 32), [1, 0]), ((0, 40), [1, 0])])
+@pytest.mark.parametrize("dtype", [DataType.Float, DataType.BFloat16], ids=lambda d: d.name)
+def test_transpose_with_an_epilogue(shape, perm, dtype):
+    x = rand(shape, dtype)
+    y = rand([shape[p] for p in perm], dtype)
+
+    def build(fd):
+        t = fd.ops.permute(declare(fd, x), perm)
+        fd.add_output(fd.ops.add(fd.ops.mul(t, 2.0), declare(fd, y)))
+    (out,) = run(build, [x, y])
+    check(out, (x.permute(*perm).double() * 2 + y.double()).to(x.dtype))

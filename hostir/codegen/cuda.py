@@ -502,6 +502,84 @@ class _ReductionPrinter(_Printer):
                 self.lines.append(f"{indent}const {self.idx} i{d} = {rest} % e{d}; {rest} /= e{d};")
 
 
+def tile_loads(kern: Kernel, t: int) -> list[KNode]:
+    """Loads of a pointwise kernel whose innermost index is `i_t + c` (t not
+    the innermost iteration dim) and whose other indices move along the
+    innermost iteration dim: a transpose when the tensor is contiguous in its
+    innermost dim (a value broadcast along the innermost dim is not one)."""
+    n = len(kern.extent_vals)
+    if kern.reduced or n < 2 or t == n - 1:
+        return []
+    dep = _inner_deps(kern, n - 1)
+    return [node for node in kern.order
+            if node.op == K.LOAD and len(node.src) > 2 and _affine(node.src[-1], t) is not None
+            and any(id(x) in dep for x in node.src[1:-1])]
+
+
+class _TilePrinter(_Printer):
+    """A pointwise kernel that transposes: inputs read along iteration dim t
+    (contiguous there) while the outputs run along the innermost dim. A block
+    takes a 32 x 32 tile of (t, innermost): it reads the transposed inputs with
+    consecutive threads along t into shared memory, then computes and stores
+    with consecutive threads along the innermost dim; both sides coalesced."""
+
+    def __init__(self, kern: Kernel, name: str, idx: str, pdl: bool, t: int):
+        super().__init__(kern, name, 1, idx, 256, False, pdl)
+        self.inner = -1  # every index is named i<d>
+        self.t = t
+
+    def source(self) -> str:
+        k, idx, L, t = self.k, self.idx, self.lines, self.t
+        last = len(k.extent_vals) - 1
+        others = [d for d in range(last + 1) if d not in (t, last)]
+        tiles = tile_loads(k, t)
+        if self.pdl:
+            L += ["#if __CUDA_ARCH__ >= 900",
+                  '  asm volatile("griddepcontrol.wait;" ::: "memory");',
+                  '  asm volatile("griddepcontrol.launch_dependents;");',
+                  "#endif"]
+        L.append("  const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;")
+        for j, n in enumerate(tiles):
+            L.append(f"  __shared__ {CTYPE[n.dtype]} tile{j}[32][33];")
+        L.append(f"  const {idx} nt = (e{t} + 31) / 32, nl = (e{last} + 31) / 32;")
+        L.append(f"  for ({idx} b = blockIdx.x; b < nslots; b += gridDim.x) {{")
+        L.append(f"    {idx} b_rest = b;")
+        L.append(f"    const {idx} bl = b_rest % nl; b_rest /= nl;")
+        L.append(f"    const {idx} bt = b_rest % nt; b_rest /= nt;")
+        for pos in reversed(range(len(others))):
+            d = others[pos]
+            if pos == 0:
+                L.append(f"    const {idx} i{d} = b_rest;")
+            else:
+                L.append(f"    const {idx} i{d} = b_rest % e{d}; b_rest /= e{d};")
+        # phase 1: the transposed inputs' tile, consecutive threads along t
+        L.append("    for (int k8 = 0; k8 < 32; k8 += 8) {")
+        L.append(f"      const {idx} i{t} = bt * 32 + tx, i{last} = bl * 32 + ty + k8;")
+        L.append(f"      if (i{t} < e{t} && i{last} < e{last}) {{")
+        first: dict[int, str] = {}
+        self.emit_all(_closure_of(tiles), first, "", "        ")
+        for j, n in enumerate(tiles):
+            L.append(f"        tile{j}[ty + k8][tx] = {first[id(n)]};")
+        L.append("      }")
+        L.append("    }")
+        L.append("    __syncthreads();")
+        # phase 2: everything else, consecutive threads along the innermost dim
+        L.append("    for (int k8 = 0; k8 < 32; k8 += 8) {")
+        L.append(f"      const {idx} i{t} = bt * 32 + ty + k8, i{last} = bl * 32 + tx;")
+        L.append(f"      if (i{t} < e{t} && i{last} < e{last}) {{")
+        names = {id(n): f"tile{j}[tx][ty + k8]" for j, n in enumerate(tiles)}
+        roots = [x for _, v, ix in k.stores for x in (v, *ix)]
+        self.emit_all(_closure_of(roots, set(names)), names, "", "        ")
+        for s_, node, ix in k.stores:
+            off = _offset([names[id(i)] for i in ix], f"out{s_}")
+            L.append(f"        out{s_}[{off}] = {names[id(node)]};")
+        L.append("      }")
+        L.append("    }")
+        L.append("    __syncthreads();  // the tile is reused by the next block's work")
+        L.append("  }")
+        return self.wrap()
+
+
 class _OuterPrinter(_ReductionPrinter):
     """A one-pass reduction that keeps the innermost dim (an outer reduction:
     sum over the rows of a matrix). A block takes a tile of 32 consecutive kept
@@ -702,7 +780,7 @@ def vector_width(kern: Kernel) -> int:
 
 def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int = 128,
                   streaming: bool = False, pdl: bool = False, name: str | None = None,
-                  threads: int = 32, chunks: int = 0, outer: bool = False) -> str:
+                  threads: int = 32, chunks: int = 0, outer: bool = False, tile: int = -1) -> str:
     """CUDA C++ for `kern`, as the `extern "C"` function `name` (default: the
     kernel's): `vec` points per thread iteration (vector loads and stores where
     aligned), `idx` the index type ("int" when offsets fit), `pdl` for a launch
@@ -710,6 +788,8 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
     kernel waits on griddepcontrol before any access); a reduction kernel
     combines each row over `threads` threads, each holding its `chunks`
     vectors of the row in registers (0: a loop that reads them in every pass)."""
+    if tile >= 0:
+        return _TilePrinter(kern, name or kern.name, idx, pdl, tile).source()
     if outer:
         return _OuterPrinter(kern, name or kern.name, idx, block, pdl).source()
     if kern.reduced:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from .. import config
-from .cuda import kernel_source, outer_ok, vector_loads, vector_width
+from .cuda import kernel_source, outer_ok, tile_loads, vector_loads, vector_width
 from .kir import K, Kernel, Slot, kernel_text, layout, levels, passes, row_nodes, verify_kernel
 from .lower import ReductionLowering, lower_pointwise
 
@@ -51,11 +51,14 @@ class Variant:
     threads: int = 0     # a reduction kernel: threads per row
     chunks: int = 0      # ... and vectors of the row each thread keeps in registers (0: a loop)
     outer: bool = False  # ... or tiles of 32 kept points, blocks split over the reduced points
+    tile: int = -1       # a pointwise kernel that transposes: 32 x 32 tiles of (tile, innermost)
 
     @property
     def block(self) -> int:
-        """A reduction's rows of 128 or more threads take a block each (measured
+        """A transpose's tiles take 256 threads. A reduction's rows of 128 or more threads take a block each (measured
         on an H100: more rows in flight per SM than two rows per block give)."""
+        if self.tile >= 0:
+            return 256
         if self.threads >= 128:
             return self.threads
         return self.options.block
@@ -64,7 +67,7 @@ class Variant:
     def source(self) -> str:
         o = self.options
         return kernel_source(self.kernel, self.vec, self.idx, self.block, o.streaming, o.pdl,
-                             self.name, self.threads, self.chunks, self.outer)
+                             self.name, self.threads, self.chunks, self.outer, self.tile)
 
     def __str__(self) -> str:
         return self.source
@@ -138,12 +141,31 @@ class KernelSpec:
             if vec > 1 and not _vector_ok(vec, checked, extents):
                 var = self.variant(kernel, 1, idx, row_threads(per_row))
             return var
+        t = self._transposes(kernel, extents, ins)
+        if t >= 0:
+            return self.variant(kernel, 1, idx, tile=t)
         vec = self._vec[id(kernel)]
         var = self.variant(kernel, vec, idx)
         if vec > 1 and not _vector_ok(vec, [ins[s] for s in var.vector_slots] + list(outs or ()),
                                       extents):
             var = self.variant(kernel, 1, idx)
         return var
+
+    def _transposes(self, kernel: Kernel, extents: list[int], ins: list) -> int:
+        """The iteration dim a pointwise launch reads an input along, contiguously,
+        while the outputs run along the innermost dim (a transpose: tiles through
+        shared memory), or -1. Both dims must be long enough to fill tiles."""
+        n = len(extents)
+        if kernel.reduced or n < 2 or extents[-1] < 32 or config.disabled("tiled_transpose"):
+            return -1
+        for t in range(n - 1):
+            if extents[t] < 32:
+                continue
+            for node in tile_loads(kernel, t):
+                x = ins[node.arg]
+                if x.ndim and x.stride(-1) == 1 and x.shape[-1] > 1:
+                    return t
+        return -1
 
     def _outer(self, kernel: Kernel) -> bool:
         key = (id(kernel), "outer")
@@ -194,11 +216,17 @@ class KernelSpec:
         return got
 
     @staticmethod
-    def count(kernel: Kernel, extents: list[int], vec: int) -> int:
-        """The launch's slots: points / vec, or a reduction kernel's rows (kept
-        points: a row of an empty reduction is still written)."""
+    def count(kernel: Kernel, extents: list[int], vec: int, tile: int = -1) -> int:
+        """The launch's slots: points / vec, a reduction kernel's rows (kept
+        points: a row of an empty reduction is still written), or a transpose's
+        32 x 32 tiles."""
         if kernel.reduced:
             return math.prod(extents[d] for d in kernel.kept)
+        if tile >= 0:
+            if not math.prod(extents):
+                return 0
+            rest = math.prod(e for d, e in enumerate(extents[:-1]) if d != tile)
+            return rest * -(-extents[tile] // 32) * -(-extents[-1] // 32)
         return math.prod(extents) // vec
 
     def grid(self, variant: Variant, count: int, sm_count: int, split: int = 1) -> int:
@@ -207,24 +235,27 @@ class KernelSpec:
         options.grid_stride caps the grid at 32 blocks per SM."""
         if variant.outer:
             blocks = -(-count // 32) * split
+        elif variant.tile >= 0:
+            blocks = count
         else:
             per_block = variant.block // variant.threads if variant.threads else variant.block
             blocks = -(-count // per_block)
         return max(1, min(blocks, sm_count * 32 if self.options.grid_stride else 2 ** 31 - 1))
 
     def variant(self, kernel: Kernel, vec: int, idx: str, threads: int = 0, chunks: int = 0,
-                outer: bool = False) -> Variant:
-        key = (id(kernel), vec, idx, threads, chunks, outer)
+                outer: bool = False, tile: int = -1) -> Variant:
+        key = (id(kernel), vec, idx, threads, chunks, outer, tile)
         got = self._variants.get(key)
         if got is None:
             o = self.options
             tune = f"_b{o.block}{'cs' if o.streaming else ''}{'_pdl' if o.pdl else ''}"
             name = (f"{kernel.name}{'_pair' * len(kernel.pairs)}_v{vec}_"
                     f"{'i32' if idx == 'int' else 'i64'}{f'_t{threads}' if threads else ''}"
-                    f"{f'_c{chunks}' if chunks else ''}{'_outer' if outer else ''}{tune}")
+                    f"{f'_c{chunks}' if chunks else ''}{'_outer' if outer else ''}"
+                    f"{f'_tile{tile}' if tile >= 0 else ''}{tune}")
             slots = frozenset(n.arg for n in kernel.order if id(n) in vector_loads(kernel, vec))
             got = self._variants[key] = Variant(kernel, vec, idx, o, name, slots, threads, chunks,
-                                                outer)
+                                                outer, tile)
         return got
 
     def typical_variants(self) -> list[Variant]:
@@ -240,6 +271,8 @@ class KernelSpec:
                 out.append(self.variant(k, self._vec[id(k)], "int", *self._row_schedule(k, 1000)))
             else:
                 out += [self.variant(k, 1, "long long"), self.variant(k, self._vec[id(k)], "int")]
+                out += [self.variant(k, 1, "int", tile=t) for t in range(len(k.extent_vals) - 1)
+                        if tile_loads(k, t)][:1]
         return out
 
     # ------------------------------------------------------------ text

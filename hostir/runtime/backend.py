@@ -149,7 +149,7 @@ def start(spec: KernelSpec, kernel: Kernel, extents: list[int], ins: list, outs:
         prep.release()
         return prep
     variant = spec.choose(kernel, extents, ins, outs, params)
-    count = spec.count(kernel, extents, variant.vec)
+    count = spec.count(kernel, extents, variant.vec, variant.tile)
     sms = sm_count(device)
     split = spec.split(variant, extents, sms)
     scratch = None
