@@ -16,7 +16,7 @@ from ..ir.errors import UnsupportedError
 from ..ir.node import OPS, AxisKind, Family, Kind, Op, Val, const
 from ..ir.ops.common import operand_index
 from ..segment import Segment
-from .kir import K, Builder, Kernel, KNode, TensorParam, row_nodes
+from .kir import K, Builder, Kernel, KNode, TensorParam
 
 INT = DataType.Int
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from .. import config
-from .cuda import kernel_source, outer_ok, tile_loads, vector_loads, vector_width
+from .cuda import kernel_source, vector_loads, vector_width
+from .cuda_schedules import outer_ok, tile_loads
 from .kir import K, Kernel, Slot, kernel_text, layout, levels, passes, row_nodes, verify_kernel
 from .lower import ReductionLowering, lower_pointwise
 

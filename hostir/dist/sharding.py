@@ -21,8 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ir.errors import DefinitionError, UnsupportedError
-from ..ir.fusion import Fusion
-from ..ir.node import OPS, REDUCED, AxisKind, Op, Val
+from ..ir.node import AxisKind, Op, Val
 from .mesh import DeviceMesh, ParallelType, Partial, Replicate, Shard
 
 

@@ -5,7 +5,6 @@ a `Prepared` launch that later calls with the same input signature reuse,
 rewriting only data pointers and scalar-input values."""
 from __future__ import annotations
 
-import math
 import threading
 import weakref
 

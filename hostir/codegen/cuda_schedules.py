@@ -1,0 +1,426 @@
+"""CUDA printers of the schedules beyond one point per thread (cuda.py holds
+the shared printing and the pointwise one): rows of a reduction or
+normalization combined by groups of threads, outer reductions over tiles of
+kept points split across blocks, and transposes through shared-memory tiles.
+Each prints the same kernel IR as the interpreter runs; the launch rule in
+spec.py picks which one a launch uses."""
+from __future__ import annotations
+
+from ..ir.dtypes import DataType
+from .cuda import CTYPE, _affine, _closure, _inner_deps, _literal, _offset, _Printer
+from .kir import K, Kernel, KNode, levels, passes, row_nodes
+
+
+def schedule_source(kern: Kernel, vec: int, idx: str, block: int, pdl: bool, name: str,
+                    threads: int, chunks: int, outer: bool, tile: int) -> str:
+    """The source of a reduction, outer-reduction or transposing variant (see
+    cuda.kernel_source)."""
+    if tile >= 0:
+        return _TilePrinter(kern, name, idx, pdl, tile).source()
+    if outer:
+        return _OuterPrinter(kern, name, idx, block, pdl).source()
+    return _ReductionPrinter(kern, name, idx, block, threads, pdl, vec, chunks).source()
+
+
+_COMBINE = {"sum": "x + y", "max": "hir_max(x, y)", "min": "hir_min(x, y)"}
+
+
+def _reduce_init(op: str, dtype: DataType) -> str:
+    if op == "sum":
+        return _literal(0, dtype)
+    if dtype.is_float:
+        return _literal(float("-inf") if op == "max" else float("inf"), dtype)
+    bits = 8 * dtype.itemsize
+    lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    if op == "max":
+        return f"({_literal(lo + 1, dtype)} - 1)"
+    return _literal(hi, dtype)
+
+
+class _ReductionPrinter(_Printer):
+    """A reduction or normalization kernel: each group of `threads` consecutive
+    threads of a block takes one point of the kept dims (a row) at a time. A
+    pass over the row's reduced points has each thread combine every
+    `threads`-th point, then the group combines its threads' values
+    (hir_group_reduce); values computed from those results start the next pass
+    (a softmax: max, then the sum of exp(x - max), then the output), whose
+    reads of the row hit the cache. The group's first thread stores values of
+    the kept dims."""
+
+    def __init__(self, kern: Kernel, name: str, idx: str, block: int, threads: int, pdl: bool,
+                 vec: int = 1, chunks: int = 0):
+        super().__init__(kern, name, vec, idx, block, False, pdl)
+        if vec == 1:
+            self.inner = -1  # every index is named i<d>
+        self.threads = threads
+        self.chunks = chunks if vec > 1 else 0  # persistent: each thread's vectors of a row
+        self.cache: dict[int, str] = {}          # vector load -> its register array
+        self.loaded: set[int] = set()            # cached loads a pass has filled
+
+    def source(self) -> str:
+        k, idx, L, T = self.k, self.idx, self.lines, self.threads
+        groups = self.block // T
+        rows, level = row_nodes(k), levels(k)
+        reduces = [n for n in k.order if n.op == K.REDUCE]
+        full_stores = [st for st in k.stores if any(id(i) not in rows for i in st[2])]
+        row_stores = [st for st in k.stores if st not in full_stores]
+        if self.pdl:
+            L += ["#if __CUDA_ARCH__ >= 900",
+                  '  asm volatile("griddepcontrol.wait;" ::: "memory");',
+                  '  asm volatile("griddepcontrol.launch_dependents;");',
+                  "#endif"]
+        L.append(f"  const int lane = threadIdx.x % {T};")
+        for j, n in enumerate(reduces):
+            if T > 32:
+                L.append(f"  __shared__ {CTYPE[n.dtype]} smem{j}[{self.block // 32}];")
+        count = " * ".join(f"e{d}" for d in k.reduced)
+        L.append(f"  const {idx} R = {count};")
+        L.append(f"  for ({idx} base = ({idx})blockIdx.x * {groups}; base < nslots; "
+                 f"base += ({idx})gridDim.x * {groups}) {{")
+        # a group past the last row computes row 0 again (every thread must reach the
+        # group reductions) and stores nothing
+        L.append(f"    const bool active = base + threadIdx.x / {T} < nslots;")
+        L.append(f"    const {idx} row = active ? base + threadIdx.x / {T} : 0;")
+        self._split("row", k.kept, "    ")
+        names: dict[int, str] = {}
+        self.emit_all([n for n in k.order if id(n) in rows and level[id(n)] == 0], names, "", "    ")
+        acc = {id(n): f"a{j}" for j, n in enumerate(reduces)}
+        work = []
+        for p in passes(k):
+            mine = [n for n in reduces if level[id(n.src[0])] == p]
+            stores = [st for st in full_stores if level[id(st[1])] == p]
+            roots = [n.src[0] for n in mine] + [x for st in stores for x in (st[1], *st[2])]
+            work.append((p, mine, stores, _closure_of(roots, rows)))  # row values are named already
+        if self.chunks:  # the row's vectors stay in registers from the pass that loads them
+            for n in dict.fromkeys(n for *_, body in work for n in body if id(n) in self.vloads):
+                self.cache[id(n)] = name = self.fresh()
+                L.append(f"    alignas(16) {CTYPE[n.dtype]} {name}[{self.chunks * self.vec}];")
+        for p, mine, stores, body in work:
+            for n in mine:
+                L.append(f"    {CTYPE[n.dtype]} {acc[id(n)]} = {_reduce_init(n.arg, n.dtype)};")
+            if self.vec == 1:
+                self._scalar_pass(mine, stores, body, names, acc)
+            else:
+                self._vector_pass(mine, stores, body, names, acc)
+            self._group_reduce(mine, [reduces.index(n) for n in mine], acc)
+            for n in mine:
+                names[id(n)] = acc[id(n)]
+            self.emit_all([n for n in k.order if id(n) in rows and level[id(n)] == p + 1
+                           and n.op != K.REDUCE], names, "", "    ")
+        self.emit_all([n for n in k.order if id(n) in rows and n.op != K.REDUCE], names, "", "    ")
+        if row_stores:
+            L.append("    if (lane == 0 && active) {")
+            for s, node, ix in row_stores:
+                off = _offset([names[id(i)] for i in ix], f"out{s}")
+                L.append(f"      out{s}[{off}] = {names[id(node)]};")
+            L.append("    }")
+        L.append("  }")
+        return self.wrap()
+
+    def _group_reduce(self, mine, slots, acc) -> None:
+        """Combine each accumulator over the row's threads: shuffles in each warp,
+        then (rows wider than a warp) one exchange through shared memory for
+        all of a pass's accumulators together."""
+        L, T = self.lines, self.threads
+        for n in mine:
+            ct, a = CTYPE[n.dtype], acc[id(n)]
+            L.append(f"    {a} = hir_warp_reduce<{T}>({a}, []({ct} x, {ct} y) {{ return "
+                     f"{_COMBINE[n.arg]}; }});")
+        if T <= 32 or not mine:
+            return
+        L.append("    __syncthreads();  // the slots' previous readers are done")
+        L.append("    if ((threadIdx.x & 31) == 0) {")
+        for n, j in zip(mine, slots):
+            L.append(f"      smem{j}[threadIdx.x / 32] = {acc[id(n)]};")
+        L.append("    }")
+        L.append("    __syncthreads();")
+        L.append("    {")
+        L.append(f"      const int first = (threadIdx.x / {T}) * {T // 32};")
+        for n, j in zip(mine, slots):
+            a, ct = acc[id(n)], CTYPE[n.dtype]
+            L.append(f"      {a} = smem{j}[first];")
+            L.append(f"      for (int w = 1; w < {T // 32}; ++w) {{ const {ct} x = {a}, "
+                     f"y = smem{j}[first + w]; {a} = {_COMBINE[n.arg]}; }}")
+        L.append("    }")
+
+    def _scalar_pass(self, mine, stores, body, names, acc) -> None:
+        """One point of the row per thread and iteration."""
+        L, T, idx = self.lines, self.threads, self.idx
+        L.append(f"    for ({idx} r = lane; r < R; r += {T}) {{")
+        self._split("r", self.k.reduced, "      ")
+        inner = dict(names)
+        self.emit_all(body, inner, "", "      ")
+        for n in mine:
+            a = acc[id(n)]
+            L.append(f"      {{ const {CTYPE[n.dtype]} x = {a}, y = {inner[id(n.src[0])]}; "
+                     f"{a} = {_COMBINE[n.arg]}; }}")
+        for s, node, ix in stores:
+            off = _offset([inner[id(i)] for i in ix], f"out{s}")
+            L.append(f"      if (active) out{s}[{off}] = {inner[id(node)]};")
+        L.append("    }")
+
+    def _vector_pass(self, mine, stores, body, names, acc) -> None:
+        """`vec` consecutive points of the innermost dim per thread and iteration:
+        vector loads, an unrolled loop, vector stores (the launch checked that
+        the innermost extent and the tensors' alignment allow it)."""
+        L, T, idx, v, k = self.lines, self.threads, self.idx, self.vec, self.k
+        i = f"i{self.inner}"
+        if self.chunks:  # persistent: the row's vectors are this thread's C vectors
+            L.append("    #pragma unroll")
+            L.append(f"    for (int c = 0; c < {self.chunks}; ++c) {{")
+            L.append(f"      const {idx} r = (lane + c * {T}) * {v};")
+            L.append("      if (r < R) {")
+        else:
+            L.append(f"    for ({idx} r = lane * {v}; r < R; r += {T * v}) {{")
+        self._split("r", k.reduced, "      ")
+        local = dict(names)  # what does not move along the innermost dim: once per vector
+        self.emit_all([n for n in body if id(n) not in self.dep], local, i, "      ")
+        base = dict(local)  # names at u = 0: vector addresses and store offsets only
+        loads = [n for n in body if id(n) in self.vloads]
+        store_ix = [x for _, _, ix in stores for x in ix if id(x) in self.dep]
+        pre = _closure(loads, self.dep) + _closure(store_ix, self.dep) + store_ix
+        self.emit_all([n for n in pre if n.op != K.LOAD], base, i, "      ")
+        inner = dict(local)
+        for n in loads:
+            cache = self.cache.get(id(n))
+            if cache is None:
+                inner[id(n)] = self.vector_load(n, base)
+            elif id(n) in self.loaded:
+                inner[id(n)] = f"({cache} + c * {v})[u]"
+            else:
+                inner[id(n)] = self.vector_load(n, base, f"{cache} + c * {v}")
+        self.loaded.update(self.cache.keys() & {id(n) for n in loads})
+        arrs = []
+        for s, node, ix in stores:
+            arrs.append(self.fresh())
+            L.append(f"      alignas(16) {CTYPE[k.outputs[s].dtype]} {arrs[-1]}[{v}];")
+        L.append("      #pragma unroll")
+        L.append(f"      for (int u = 0; u < {v}; ++u) {{")
+        L.append(f"        const {idx} ii = {i} + u;")
+        self.emit_all([n for n in body if id(n) in self.dep], inner, "ii", "        ")
+        for n in mine:
+            a = acc[id(n)]
+            L.append(f"        {{ const {CTYPE[n.dtype]} x = {a}, y = {inner[id(n.src[0])]}; "
+                     f"{a} = {_COMBINE[n.arg]}; }}")
+        for (s, node, ix), arr in zip(stores, arrs):
+            L.append(f"        {arr}[u] = {inner[id(node)]};")
+        L.append("      }")
+        for (s, node, ix), arr in zip(stores, arrs):
+            L.append("      if (active)")
+            self.vector_store(s, arr, _offset([base[id(x)] for x in ix], f"out{s}"))
+        L.append("    }" if not self.chunks else "    }}")
+
+    def _split(self, flat: str, dims, indent: str) -> None:
+        """Declare i<d> for `dims` (row-major) from the flat index `flat`."""
+        dims = list(dims)
+        if not dims:
+            return
+        rest = f"{flat}_rest"
+        self.lines.append(f"{indent}{self.idx} {rest} = {flat};")
+        for pos in reversed(range(len(dims))):
+            d = dims[pos]
+            if pos == 0:
+                self.lines.append(f"{indent}const {self.idx} i{d} = {rest};")
+            else:
+                self.lines.append(f"{indent}const {self.idx} i{d} = {rest} % e{d}; {rest} /= e{d};")
+
+
+def tile_loads(kern: Kernel, t: int) -> list[KNode]:
+    """Loads of a pointwise kernel whose innermost index is `i_t + c` (t not
+    the innermost iteration dim) and whose other indices move along the
+    innermost iteration dim: a transpose when the tensor is contiguous in its
+    innermost dim (a value broadcast along the innermost dim is not one)."""
+    n = len(kern.extent_vals)
+    if kern.reduced or n < 2 or t == n - 1:
+        return []
+    dep = _inner_deps(kern, n - 1)
+    return [node for node in kern.order
+            if node.op == K.LOAD and len(node.src) > 2 and _affine(node.src[-1], t) is not None
+            and any(id(x) in dep for x in node.src[1:-1])]
+
+
+class _TilePrinter(_Printer):
+    """A pointwise kernel that transposes: inputs read along iteration dim t
+    (contiguous there) while the outputs run along the innermost dim. A block
+    takes a 32 x 32 tile of (t, innermost): it reads the transposed inputs with
+    consecutive threads along t into shared memory, then computes and stores
+    with consecutive threads along the innermost dim; both sides coalesced."""
+
+    def __init__(self, kern: Kernel, name: str, idx: str, pdl: bool, t: int):
+        super().__init__(kern, name, 1, idx, 256, False, pdl)
+        self.inner = -1  # every index is named i<d>
+        self.t = t
+
+    def source(self) -> str:
+        k, idx, L, t = self.k, self.idx, self.lines, self.t
+        last = len(k.extent_vals) - 1
+        others = [d for d in range(last + 1) if d not in (t, last)]
+        tiles = tile_loads(k, t)
+        if self.pdl:
+            L += ["#if __CUDA_ARCH__ >= 900",
+                  '  asm volatile("griddepcontrol.wait;" ::: "memory");',
+                  '  asm volatile("griddepcontrol.launch_dependents;");',
+                  "#endif"]
+        L.append("  const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;")
+        for j, n in enumerate(tiles):
+            L.append(f"  __shared__ {CTYPE[n.dtype]} tile{j}[32][33];")
+        L.append(f"  const {idx} nt = (e{t} + 31) / 32, nl = (e{last} + 31) / 32;")
+        L.append(f"  for ({idx} b = blockIdx.x; b < nslots; b += gridDim.x) {{")
+        L.append(f"    {idx} b_rest = b;")
+        L.append(f"    const {idx} bl = b_rest % nl; b_rest /= nl;")
+        L.append(f"    const {idx} bt = b_rest % nt; b_rest /= nt;")
+        for pos in reversed(range(len(others))):
+            d = others[pos]
+            if pos == 0:
+                L.append(f"    const {idx} i{d} = b_rest;")
+            else:
+                L.append(f"    const {idx} i{d} = b_rest % e{d}; b_rest /= e{d};")
+        # phase 1: the transposed inputs' tile, consecutive threads along t
+        L.append("    for (int k8 = 0; k8 < 32; k8 += 8) {")
+        L.append(f"      const {idx} i{t} = bt * 32 + tx, i{last} = bl * 32 + ty + k8;")
+        L.append(f"      if (i{t} < e{t} && i{last} < e{last}) {{")
+        first: dict[int, str] = {}
+        self.emit_all(_closure_of(tiles), first, "", "        ")
+        for j, n in enumerate(tiles):
+            L.append(f"        tile{j}[ty + k8][tx] = {first[id(n)]};")
+        L.append("      }")
+        L.append("    }")
+        L.append("    __syncthreads();")
+        # phase 2: everything else, consecutive threads along the innermost dim
+        L.append("    for (int k8 = 0; k8 < 32; k8 += 8) {")
+        L.append(f"      const {idx} i{t} = bt * 32 + ty + k8, i{last} = bl * 32 + tx;")
+        L.append(f"      if (i{t} < e{t} && i{last} < e{last}) {{")
+        names = {id(n): f"tile{j}[tx][ty + k8]" for j, n in enumerate(tiles)}
+        roots = [x for _, v, ix in k.stores for x in (v, *ix)]
+        self.emit_all(_closure_of(roots, set(names)), names, "", "        ")
+        for s_, node, ix in k.stores:
+            off = _offset([names[id(i)] for i in ix], f"out{s_}")
+            L.append(f"        out{s_}[{off}] = {names[id(node)]};")
+        L.append("      }")
+        L.append("    }")
+        L.append("    __syncthreads();  // the tile is reused by the next block's work")
+        L.append("  }")
+        return self.wrap()
+
+
+class _OuterPrinter(_ReductionPrinter):
+    """A one-pass reduction that keeps the innermost dim (an outer reduction:
+    sum over the rows of a matrix). A block takes a tile of 32 consecutive kept
+    points (threadIdx.x % 32: coalesced along the innermost dim) and a share of
+    the reduced points (threadIdx.x / 32 strides over it); the block combines
+    its lanes in shared memory. With `split` > 1, `split` blocks share a tile,
+    each writing its partial result to `ws`; the last to arrive (counted in
+    `sem`, which it resets) combines the partials in block order (deterministic)
+    and runs the epilogue."""
+
+    def __init__(self, kern: Kernel, name: str, idx: str, block: int, pdl: bool):
+        super().__init__(kern, name, idx, block, 32, pdl)
+
+    def source(self) -> str:
+        k, idx, L = self.k, self.idx, self.lines
+        ty_n = self.block // 32
+        rows = row_nodes(k)
+        reduces = [n for n in k.order if n.op == K.REDUCE]
+        full_stores = [st for st in k.stores if any(id(i) not in rows for i in st[2])]
+        row_stores = [st for st in k.stores if st not in full_stores]
+        if self.pdl:
+            L += ["#if __CUDA_ARCH__ >= 900",
+                  '  asm volatile("griddepcontrol.wait;" ::: "memory");',
+                  '  asm volatile("griddepcontrol.launch_dependents;");',
+                  "#endif"]
+        L.append("  const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;")
+        for j, n in enumerate(reduces):
+            L.append(f"  __shared__ {CTYPE[n.dtype]} red{j}[{ty_n}][33];")
+        L.append("  __shared__ bool last;")
+        L.append(f"  const {idx} R = {' * '.join(f'e{d}' for d in k.reduced)};")
+        L.append(f"  const {idx} tiles = (nslots + 31) / 32, per = (R + split - 1) / split;")
+        L.append(f"  for ({idx} b = blockIdx.x; b < tiles * split; b += gridDim.x) {{")
+        L.append(f"    const {idx} tile = b / split, g = b % split;")
+        L.append("    const bool active = tile * 32 + tx < nslots;")
+        L.append(f"    const {idx} row = active ? tile * 32 + tx : 0;")
+        self._split("row", k.kept, "    ")
+        level = levels(k)
+        names: dict[int, str] = {}
+        self.emit_all([n for n in k.order if id(n) in rows and level[id(n)] == 0], names, "", "    ")
+        for j, n in enumerate(reduces):
+            L.append(f"    {CTYPE[n.dtype]} a{j} = {_reduce_init(n.arg, n.dtype)};")
+        L.append(f"    const {idx} hi = (g + 1) * per < R ? (g + 1) * per : R;")
+        L.append(f"    for ({idx} r = g * per + ty; r < hi; r += {ty_n}) {{")
+        self._split("r", k.reduced, "      ")
+        inner = dict(names)
+        roots = [n.src[0] for n in reduces] + [x for st in full_stores for x in (st[1], *st[2])]
+        self.emit_all(_closure_of(roots, rows), inner, "", "      ")
+        for j, n in enumerate(reduces):
+            L.append(f"      {{ const {CTYPE[n.dtype]} x = a{j}, y = {inner[id(n.src[0])]}; "
+                     f"a{j} = {_COMBINE[n.arg]}; }}")
+        for s, node, ix in full_stores:
+            off = _offset([inner[id(i)] for i in ix], f"out{s}")
+            L.append(f"      if (active) out{s}[{off}] = {inner[id(node)]};")
+        L.append("    }")
+        for j, n in enumerate(reduces):
+            L.append(f"    red{j}[ty][tx] = a{j};")
+        L.append("    __syncthreads();")
+        L.append("    if (ty == 0) {")
+        for j, n in enumerate(reduces):
+            L.append(f"      for (int w = 1; w < {ty_n}; ++w) {{ const {CTYPE[n.dtype]} x = a{j}, "
+                     f"y = red{j}[w][tx]; a{j} = {_COMBINE[n.arg]}; }}")
+        L.append("    }")
+        L.append("    __syncthreads();  // red is reused by the next tile")
+        L.append("    if (split > 1) {")
+        for j, n in enumerate(reduces):
+            L.append(f"      {CTYPE[n.dtype]}* ws{j} = reinterpret_cast<{CTYPE[n.dtype]}*>("
+                     f"ws + (size_t){j} * split * nslots * 8);")
+        L.append("      if (ty == 0 && active) {")
+        for j in range(len(reduces)):
+            L.append(f"        ws{j}[g * nslots + row] = a{j};")
+        L.append("      }")
+        L.append("      __threadfence();")
+        L.append("      __syncthreads();")
+        L.append("      if (threadIdx.x == 0) last = atomicAdd(&sem[tile], 1u) == (unsigned int)(split - 1);")
+        L.append("      __syncthreads();")
+        L.append("      if (!last) continue;")
+        L.append("      __threadfence();")
+        L.append("      if (ty == 0 && active) {")
+        for j, n in enumerate(reduces):
+            ct = CTYPE[n.dtype]
+            L.append(f"        a{j} = ((volatile {ct}*)ws{j})[row];")
+            L.append(f"        for ({idx} w = 1; w < split; ++w) {{ const {ct} x = a{j}, "
+                     f"y = ((volatile {ct}*)ws{j})[w * nslots + row]; a{j} = {_COMBINE[n.arg]}; }}")
+        L.append("      }")
+        L.append("      if (threadIdx.x == 0) sem[tile] = 0u;  // ready for the next launch")
+        L.append("    }")
+        L.append("    if (ty == 0) {")
+        for j, n in enumerate(reduces):
+            names[id(n)] = f"a{j}"
+        self.emit_all([n for n in k.order if id(n) in rows and n.op != K.REDUCE], names, "", "      ")
+        for s, node, ix in row_stores:
+            off = _offset([names[id(i)] for i in ix], f"out{s}")
+            L.append(f"      if (active) out{s}[{off}] = {names[id(node)]};")
+        L.append("    }")
+        L.append("  }")
+        return self.wrap()
+
+
+def outer_ok(kern: Kernel) -> bool:
+    """Can the outer schedule run this reduction kernel: one pass, and the
+    innermost dim kept (coalesced across a tile of kept points)."""
+    n = len(kern.extent_vals)
+    return bool(kern.reduced) and n - 1 not in kern.reduced and passes(kern) == [0]
+
+
+def _closure_of(roots, stop=frozenset()) -> list:
+    """The dependence-ordered sub-DAG under `roots`, the roots included, not
+    entering nodes in `stop` (ids)."""
+    seen, order = set(), []
+    stack = [(r, False) for r in reversed(roots)]
+    while stack:
+        n, done = stack.pop()
+        if done:
+            order.append(n)
+            continue
+        if id(n) in seen or id(n) in stop:
+            continue
+        seen.add(id(n))
+        stack.append((n, True))
+        stack.extend((s, False) for s in reversed(n.src))
+    return order
