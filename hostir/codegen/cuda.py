@@ -199,15 +199,20 @@ class _Printer:
                 out.append(f"{idx} {slot.name}")
         return out
 
+    def pdl_wait(self) -> None:
+        """With programmatic dependent launch the kernel starts early, behind the
+        previous kernel of the stream: it waits for it to finish before touching
+        memory, and lets the next kernel launch early too."""
+        if self.pdl:
+            self.lines.extend(["#if __CUDA_ARCH__ >= 900",
+                               '  asm volatile("griddepcontrol.wait;" ::: "memory");',
+                               '  asm volatile("griddepcontrol.launch_dependents;");',
+                               "#endif"])
+
     def loop_head(self) -> None:
         """The grid-stride loop over slots, and each slot's first point (i0, i1, ...)."""
         idx, L = self.idx, self.lines
-        if self.pdl:  # launched early, behind the previous kernel of the stream: wait for
-            # it to finish before touching memory; and let the next kernel launch early too
-            L += ["#if __CUDA_ARCH__ >= 900",
-                  '  asm volatile("griddepcontrol.wait;" ::: "memory");',
-                  '  asm volatile("griddepcontrol.launch_dependents;");',
-                  "#endif"]
+        self.pdl_wait()
         L.append(f"  for ({idx} j = ({idx})blockIdx.x * blockDim.x + threadIdx.x; j < nslots; "
                  f"j += ({idx})gridDim.x * blockDim.x) {{")
         if self.n:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..ir.dtypes import DataType
 from .cuda import CTYPE, _affine, _closure, _inner_deps, _literal, _offset, _Printer
-from .kir import K, Kernel, KNode, levels, passes, row_nodes
+from .kir import K, Kernel, KNode, levels, passes, row_nodes, split_stores
 
 
 def schedule_source(kern: Kernel, vec: int, idx: str, block: int, pdl: bool, name: str,
@@ -62,13 +62,8 @@ class _ReductionPrinter(_Printer):
         groups = self.block // T
         rows, level = row_nodes(k), levels(k)
         reduces = [n for n in k.order if n.op == K.REDUCE]
-        full_stores = [st for st in k.stores if any(id(i) not in rows for i in st[2])]
-        row_stores = [st for st in k.stores if st not in full_stores]
-        if self.pdl:
-            L += ["#if __CUDA_ARCH__ >= 900",
-                  '  asm volatile("griddepcontrol.wait;" ::: "memory");',
-                  '  asm volatile("griddepcontrol.launch_dependents;");',
-                  "#endif"]
+        full_stores, row_stores = split_stores(k, rows)
+        self.pdl_wait()
         L.append(f"  const int lane = threadIdx.x % {T};")
         for j, n in enumerate(reduces):
             if T > 32:
@@ -256,11 +251,7 @@ class _TilePrinter(_Printer):
         last = len(k.extent_vals) - 1
         others = [d for d in range(last + 1) if d not in (t, last)]
         tiles = tile_loads(k, t)
-        if self.pdl:
-            L += ["#if __CUDA_ARCH__ >= 900",
-                  '  asm volatile("griddepcontrol.wait;" ::: "memory");',
-                  '  asm volatile("griddepcontrol.launch_dependents;");',
-                  "#endif"]
+        self.pdl_wait()
         L.append("  const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;")
         for j, n in enumerate(tiles):
             L.append(f"  __shared__ {CTYPE[n.dtype]} tile{j}[32][33];")
@@ -321,13 +312,8 @@ class _OuterPrinter(_ReductionPrinter):
         ty_n = self.block // 32
         rows = row_nodes(k)
         reduces = [n for n in k.order if n.op == K.REDUCE]
-        full_stores = [st for st in k.stores if any(id(i) not in rows for i in st[2])]
-        row_stores = [st for st in k.stores if st not in full_stores]
-        if self.pdl:
-            L += ["#if __CUDA_ARCH__ >= 900",
-                  '  asm volatile("griddepcontrol.wait;" ::: "memory");',
-                  '  asm volatile("griddepcontrol.launch_dependents;");',
-                  "#endif"]
+        full_stores, row_stores = split_stores(k, rows)
+        self.pdl_wait()
         L.append("  const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;")
         for j, n in enumerate(reduces):
             L.append(f"  __shared__ {CTYPE[n.dtype]} red{j}[{ty_n}][33];")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from ..ir.node import OPS, Op
-from .kir import K, Kernel, Slot, row_nodes
+from .kir import K, Kernel, Slot, row_nodes, split_stores
 
 
 def _flat(t: torch.Tensor) -> torch.Tensor:
@@ -147,8 +147,7 @@ def _interpret_reduction(kern, tensors, strides, params, extents, device) -> Non
         else:
             full_vals[id(n)] = _node(n, full_vals, tensors, strides, params, full_idx,
                                      rows * per_row, device)
-    full_stores = [st for st in kern.stores if any(id(i) not in on_rows for i in st[2])]
-    row_stores = [st for st in kern.stores if st not in full_stores]
+    full_stores, row_stores = split_stores(kern, on_rows)
     _store(kern, row_stores, tensors, strides, row_vals, rows, device)
     if per_row:
         _store(kern, full_stores, tensors, strides, full_vals, rows * per_row, device)

@@ -255,6 +255,13 @@ def row_nodes(kern: Kernel) -> set[int]:
     return {id(n) for n in kern.order if id(n) not in full}
 
 
+def split_stores(kern: Kernel, rows: set[int] | None = None) -> tuple[list, list]:
+    """A reduction kernel's stores: (at every point of its space, at its kept dims)."""
+    rows = row_nodes(kern) if rows is None else rows
+    full = [st for st in kern.stores if any(id(i) not in rows for i in st[2])]
+    return full, [st for st in kern.stores if st not in full]
+
+
 def levels(kern: Kernel) -> dict[int, int]:
     """Per node of a reduction kernel, how many reductions precede its value: a
     REDUCE of a level-l value is computed in pass l (a softmax: max in pass 0,
@@ -268,9 +275,9 @@ def levels(kern: Kernel) -> dict[int, int]:
 
 def passes(kern: Kernel) -> list[int]:
     """The passes over each row a reduction kernel makes (levels with work)."""
-    level, rows = levels(kern), row_nodes(kern)
+    level = levels(kern)
     return sorted({level[id(n.src[0])] for n in kern.order if n.op == K.REDUCE}
-                  | {level[id(v)] for _, v, ix in kern.stores if any(id(i) not in rows for i in ix)})
+                  | {level[id(v)] for _, v, _ in split_stores(kern)[0]})
 
 
 class KernelVerificationError(AssertionError):

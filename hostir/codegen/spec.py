@@ -16,7 +16,7 @@ from functools import cached_property
 from .. import config
 from .cuda import kernel_source, vector_loads, vector_width
 from .cuda_schedules import outer_ok, tile_loads
-from .kir import K, Kernel, Slot, kernel_text, layout, levels, passes, row_nodes, verify_kernel
+from .kir import K, Kernel, Slot, kernel_text, layout, levels, passes, split_stores, verify_kernel
 from .lower import ReductionLowering, lower_pointwise
 
 I32_MAX = 2 ** 31 - 1
@@ -211,9 +211,8 @@ class KernelSpec:
         """Outputs a reduction kernel stores at every point of its space."""
         got = self._positions.get((id(kernel), "full_outs"))
         if got is None:
-            rows = row_nodes(kernel)
             got = self._positions[(id(kernel), "full_outs")] = sorted(
-                {s for s, _, ix in kernel.stores if any(id(i) not in rows for i in ix)})
+                {s for s, _, _ in split_stores(kernel)[0]})
         return got
 
     @staticmethod
