@@ -161,6 +161,8 @@ BINARY_TABLE = {
     "bitwise_xor": (torch.bitwise_xor, BI, {}, {}),
     "bitwise_left_shift": (torch.bitwise_left_shift, INTS, SHIFT_L, SHIFT_R),
     "bitwise_right_shift": (torch.bitwise_right_shift, INTS, SHIFT_L, SHIFT_R),
+    "gcd": (torch.gcd, INTS, SHIFT_L, SHIFT_L),
+    "nextafter": (torch.nextafter, [D.Float, D.Double], TIES, TIES),
 }
 
 
@@ -711,3 +713,40 @@ def test_ops_reject_float_operands_for_integral_ops():
         with pytest.raises(DefinitionError):
             fd.ops.bitwise_and(t, t)
         fd.add_output(t)
+
+
+# nvFuser ops added for parity (issue 12): gcd, nextafter, addcmul, triu.
+@pytest.mark.parametrize("shape", [(3, 4), (1, 7), (0, 5), (2, 3, 4)])
+def test_gcd_nextafter_addcmul(shape):
+    a, b = (torch.randint(-60, 60, shape) for _ in range(2))
+    x, y = rand(shape, D.Float), rand(shape, D.Float)
+    x.view(-1)[:1] = 0.0  # nextafter from zero: the smallest subnormal
+
+    def build(fd):
+        ta, tb = declare(fd, a), declare(fd, b)
+        tx, ty = declare(fd, x), declare(fd, y)
+        fd.add_output(fd.ops.gcd(ta, tb))
+        fd.add_output(fd.ops.nextafter(tx, ty))
+        fd.add_output(fd.ops.addcmul(tx, ty, tx, value=0.5))
+    g, nxt, acm = run(build, [a, b, x, y])
+    assert torch.equal(g.cpu(), torch.gcd(a, b))
+    assert torch.equal(nxt.cpu(), torch.nextafter(x, y))
+    check(acm, torch.addcmul(x.double(), y.double(), x.double(), value=0.5).float())
+
+
+def test_nextafter_of_bfloat16_is_refused():
+    x = rand((3,), D.BFloat16)
+    with pytest.raises(DefinitionError, match="nextafter: operands must be float or double"):
+        run(lambda fd: fd.add_output(fd.ops.nextafter(declare(fd, x), declare(fd, x))), [x])
+
+
+@pytest.mark.parametrize("offset", [0, 1, -2, 9])
+@pytest.mark.parametrize("dtype", [D.Float, D.BFloat16, D.Int, D.Bool], ids=lambda d: d.name)
+@pytest.mark.parametrize("shape", [(4, 5), (2, 3, 6), (1, 1), (5, 0)])
+def test_triu(shape, dtype, offset):
+    x = rand(shape, dtype)
+    if dtype.is_float and x.numel() > 2:
+        x.view(-1)[0], x.view(-1)[-1] = float("inf"), float("nan")
+    (out,) = run(lambda fd: fd.add_output(fd.ops.triu(declare(fd, x), offset)), [x])
+    assert out.dtype == x.dtype
+    torch.testing.assert_close(out.cpu(), torch.triu(x, offset), equal_nan=True, rtol=0, atol=0)

@@ -43,6 +43,7 @@ class Op(enum.Enum):
     LOGICAL_AND = "logical_and"; LOGICAL_OR = "logical_or"; LOGICAL_XOR = "logical_xor"
     BITWISE_AND = "bitwise_and"; BITWISE_OR = "bitwise_or"; BITWISE_XOR = "bitwise_xor"
     BITWISE_LEFT_SHIFT = "bitwise_left_shift"; BITWISE_RIGHT_SHIFT = "bitwise_right_shift"
+    GCD = "gcd"; NEXTAFTER = "nextafter"
     # ternary pointwise
     WHERE = "where"
     # type and data movement

@@ -121,6 +121,15 @@ BINARY_TABLE = {
     Op.BITWISE_XOR: (_I, operator.xor, torch.bitwise_xor, "({0} ^ {1})", None),
     Op.BITWISE_LEFT_SHIFT: (_I, operator.lshift, torch.bitwise_left_shift, "({0} << {1})", None),
     Op.BITWISE_RIGHT_SHIFT: (_I, operator.rshift, torch.bitwise_right_shift, "({0} >> {1})", None),
+    Op.GCD: (_I, math.gcd, torch.gcd, "hir_gcd({0}, {1})", None,
+             "template <typename T> __device__ __forceinline__ T hir_gcd(T a, T b) {\n"
+             "  a = a < 0 ? -a : a; b = b < 0 ? -b : b;\n"
+             "  while (b != 0) { T r = a % b; a = b; b = r; }\n  return a;\n}"),
+    Op.NEXTAFTER: (_K, math.nextafter, torch.nextafter, "hir_nextafter({0}, {1})", None,
+                   "__device__ __forceinline__ float hir_nextafter(float a, float b) "
+                   "{ return nextafterf(a, b); }\n"
+                   "__device__ __forceinline__ double hir_nextafter(double a, double b) "
+                   "{ return nextafter(a, b); }"),
 }
 
 
@@ -130,6 +139,11 @@ def pointwise(op: Op, *operands) -> Val:
     """`op` applied to tensors and scalars (tensors broadcast like nvFuser's)."""
     opname = op.value
     vals = [S.as_val(v) for v in operands]
+    if op is Op.NEXTAFTER and any(v.dtype not in (DataType.Float, DataType.Double) for v in vals):
+        # the next representable value of the operands' own type: computing in float
+        # and rounding back to half or bfloat16 would give the operand itself
+        raise DefinitionError(f"nextafter: operands must be float or double, got "
+                              f"{', '.join(v.dtype.short for v in vals)}")
     if OPS[op].kind is Kind.INTEGRAL:
         for v in vals:
             if v.dtype.is_float:
@@ -338,3 +352,27 @@ def clamp(t, min=None, max=None) -> Val:  # noqa: A002 - nvFuser's keyword names
 def lerp(start, end, weight) -> Val:
     return pointwise(Op.ADD, start, pointwise(Op.MUL, weight, pointwise(Op.SUB, end, start)))
 
+
+@frontend("addcmul")
+def addcmul(t, tensor1, tensor2, value=1.0) -> Val:
+    """t + value * tensor1 * tensor2 (torch.addcmul, nvFuser's fd.ops.addcmul)."""
+    return pointwise(Op.ADD, t, pointwise(Op.MUL, value, pointwise(Op.MUL, tensor1, tensor2)))
+
+
+
+@frontend("triu")
+def triu(t, offset: int = 0) -> Val:
+    """The upper triangle of the last two dims of `t` (torch.triu): elements with
+    column - row >= offset, zeros elsewhere; a mask of two iotas, in one kernel."""
+    from .factories import iota
+    from .views import broadcast
+    t = require_tensor("triu", t)
+    if t.ndim < 2:
+        raise DefinitionError(f"triu: {describe(t)} needs at least 2 dims")
+    if not isinstance(offset, int) or isinstance(offset, bool):
+        raise DefinitionError(f"triu: offset must be an int, got {offset!r}")
+    rows, cols = (iota(t.logical[d].extent) for d in (-2, -1))
+    keep = pointwise(Op.GE, pointwise(Op.SUB, broadcast(cols, [True, False]),
+                                      broadcast(rows, [False, True])), offset)
+    zero = 0.0 if t.dtype.is_float else False if t.dtype.is_bool else 0
+    return where(keep, t, zero)  # zeros also where t is inf or nan
