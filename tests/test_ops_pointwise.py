@@ -122,6 +122,21 @@ def _floor_or_true_div(a, b):
     return torch.div(a, b, rounding_mode="floor")
 
 
+def _logical_right_shift(a, b):
+    """a >> b shifting in zeros: through the same width unsigned (uint64 for
+    int64, uint32 for int32), written independently of hostir's rule."""
+    a, b = torch.as_tensor(a), torch.as_tensor(b)
+    rt = torch.result_type(a, b)
+    bits = 8 * torch.empty((), dtype=rt).element_size()
+    shape = torch.broadcast_shapes(a.shape, b.shape)
+    out = []
+    for x, s in zip(torch.broadcast_to(a.to(rt), shape).reshape(-1).tolist(),
+                    torch.broadcast_to(b, shape).reshape(-1).tolist()):
+        u = (x % (1 << bits)) >> s
+        out.append(u - (1 << bits) if u >= 1 << (bits - 1) else u)
+    return torch.tensor(out, dtype=rt).reshape(shape)
+
+
 def _ceil_div(a, b):
     rt = torch.result_type(a, b)
     return torch.ceil(torch.as_tensor(a).double() / torch.as_tensor(b).double()).to(rt)
@@ -162,6 +177,7 @@ BINARY_TABLE = {
     "bitwise_left_shift": (torch.bitwise_left_shift, INTS, SHIFT_L, SHIFT_R),
     "bitwise_right_shift": (torch.bitwise_right_shift, INTS, SHIFT_L, SHIFT_R),
     "gcd": (torch.gcd, INTS, SHIFT_L, SHIFT_L),
+    "logical_right_shift": (_logical_right_shift, INTS, SHIFT_L, SHIFT_R),
     "nextafter": (torch.nextafter, [D.Float, D.Double], TIES, TIES),
 }
 

@@ -430,3 +430,21 @@ def test_normalization_of_an_input_broadcast_along_the_innermost_dim(shape):
     (out,) = run(build, [x])
     want = (x - x.amax()).exp()[..., None].expand(*shape, 8)
     check(out, want, kind="reduction")
+
+
+@pytest.mark.parametrize("case", RED_CASES + [((3, 0), "sym", [1])], ids=_case_id)
+@pytest.mark.parametrize("dtype", [D.Float, D.Double, D.BFloat16, D.Int, D.Int32, D.Bool],
+                         ids=lambda d: d.name)
+def test_prod(case, dtype):
+    shape, decl, dims = case
+    x = relayout(rand(shape, dtype, low=0.5, high=1.5, ints=(-3, 4)), decl)
+
+    def build(fd):
+        fd.add_output(fd.ops.prod(declare(fd, x, decl), dims))
+    (out,) = run(build, [x])
+    want = x.double() if dtype.is_float else x
+    for d in sorted(_dims(x, dims), reverse=True):
+        want = want.prod(d)
+    want = want.to(x.dtype) if dtype.is_float else want
+    assert out.dtype == want.dtype
+    check(out, want, kind="reduction")

@@ -22,12 +22,12 @@ def schedule_source(kern: Kernel, vec: int, idx: str, block: int, pdl: bool, nam
     return _ReductionPrinter(kern, name, idx, block, threads, pdl, vec, chunks).source()
 
 
-_COMBINE = {"sum": "x + y", "max": "hir_max(x, y)", "min": "hir_min(x, y)"}
+_COMBINE = {"sum": "x + y", "max": "hir_max(x, y)", "min": "hir_min(x, y)", "prod": "x * y"}
 
 
 def _reduce_init(op: str, dtype: DataType) -> str:
-    if op == "sum":
-        return _literal(0, dtype)
+    if op in ("sum", "prod"):
+        return _literal(0 if op == "sum" else 1, dtype)
     if dtype.is_float:
         return _literal(float("-inf") if op == "max" else float("inf"), dtype)
     bits = 8 * dtype.itemsize

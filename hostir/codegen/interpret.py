@@ -76,13 +76,14 @@ def _indices(extents: list[int], dims, numel: int, device) -> dict[int, torch.Te
     return idx
 
 
-_REDUCE = {"sum": lambda x: x.sum(1), "max": lambda x: x.amax(1), "min": lambda x: x.amin(1)}
+_REDUCE = {"sum": lambda x: x.sum(1), "max": lambda x: x.amax(1), "min": lambda x: x.amin(1),
+           "prod": lambda x: x.prod(1)}
 
 
 def _reduce(n, x: torch.Tensor, rows: int, per_row: int):
     if per_row == 0:  # an empty reduction: its identity
-        init = {"sum": 0, "max": float("-inf"), "min": float("inf")}[n.arg]
-        if not n.dtype.is_float and n.arg != "sum":
+        init = {"sum": 0, "prod": 1, "max": float("-inf"), "min": float("inf")}[n.arg]
+        if not n.dtype.is_float and n.arg in ("max", "min"):
             info = torch.iinfo(n.dtype.torch)
             init = info.min if n.arg == "max" else info.max
         return torch.full((rows,), init, dtype=n.dtype.torch, device=x.device)

@@ -26,7 +26,7 @@ class K:
     CONST = "const"      # arg=value
     PARAM = "param"      # arg=k: scalar kernel parameter k (extent, scalar input)
     LOAD = "load"        # arg=k: tensor input k; src=(pred, *indices)
-    REDUCE = "reduce"    # arg=op ("sum" | "max" | "min"); src=(value,): over the reduced dims
+    REDUCE = "reduce"    # arg=op ("sum" | "max" | "min" | "prod"); src=(value,): over the reduced dims
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -239,7 +239,7 @@ def pack(slots, ins, outs, params, extents, count, pointer, scratch=(None, None,
 
 # ---------------------------------------------------------------- verifier and printer
 
-REDUCE_OPS = ("sum", "max", "min")
+REDUCE_OPS = ("sum", "max", "min", "prod")
 
 
 def row_nodes(kern: Kernel) -> set[int]:

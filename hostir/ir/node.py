@@ -43,7 +43,7 @@ class Op(enum.Enum):
     LOGICAL_AND = "logical_and"; LOGICAL_OR = "logical_or"; LOGICAL_XOR = "logical_xor"
     BITWISE_AND = "bitwise_and"; BITWISE_OR = "bitwise_or"; BITWISE_XOR = "bitwise_xor"
     BITWISE_LEFT_SHIFT = "bitwise_left_shift"; BITWISE_RIGHT_SHIFT = "bitwise_right_shift"
-    GCD = "gcd"; NEXTAFTER = "nextafter"
+    GCD = "gcd"; NEXTAFTER = "nextafter"; LOGICAL_RIGHT_SHIFT = "logical_right_shift"
     # ternary pointwise
     WHERE = "where"
     # type and data movement
@@ -58,7 +58,7 @@ class Op(enum.Enum):
     PAD = "pad"                  # src=(t, value, *(left, right) per dim from dim 0)
     CAT = "cat"                  # src=tensors, arg=dim
     # reductions: arg=ReductionArg (reduced dims of the input's logical dims)
-    SUM = "sum"; MAX = "max"; MIN = "min"; VAR = "var"; MEAN = "mean"
+    SUM = "sum"; MAX = "max"; MIN = "min"; VAR = "var"; MEAN = "mean"; PROD = "prod"
     # matmul family (reduction axis K last in the output's domain)
     MATMUL = "matmul"
     LINEAR = "linear"            # src=(a, w) or (a, w, bias)

@@ -44,6 +44,27 @@ def _sign(x):
     return (x > 0) - (x < 0)
 
 
+def _logical_rshift(a, b, bits: int):
+    """a >> b with zeros shifted in (a read as unsigned of `bits` bits), as a signed value."""
+    if isinstance(a, bool):
+        return int(a) >> b
+    if b >= bits:
+        return 0
+    u = (a % (1 << bits)) >> b
+    return u - (1 << bits) if u >= 1 << (bits - 1) else u
+
+
+def _torch_logical_rshift(a, b):
+    bits = 8 * a.element_size()
+    if a.dtype == torch.bool:
+        return a.to(torch.int64) >> b
+    b = torch.as_tensor(b, device=a.device).to(a.dtype)
+    shifted = torch.bitwise_right_shift(a, b.clamp(0, bits - 1))
+    mask = torch.bitwise_left_shift(torch.ones_like(shifted), (bits - b).clamp(0, bits - 1)) - 1
+    out = torch.where(b == 0, a, shifted & mask)
+    return torch.where(b >= bits, torch.zeros_like(out), out)
+
+
 def _bitwise_not(x):
     return not x if isinstance(x, bool) else ~x  # ~True is -2
 
@@ -121,6 +142,11 @@ BINARY_TABLE = {
     Op.BITWISE_XOR: (_I, operator.xor, torch.bitwise_xor, "({0} ^ {1})", None),
     Op.BITWISE_LEFT_SHIFT: (_I, operator.lshift, torch.bitwise_left_shift, "({0} << {1})", None),
     Op.BITWISE_RIGHT_SHIFT: (_I, operator.rshift, torch.bitwise_right_shift, "({0} >> {1})", None),
+    Op.LOGICAL_RIGHT_SHIFT: (_I, lambda a, b: _logical_rshift(a, b, 64), _torch_logical_rshift,
+                             "hir_logical_rshift({0}, {1})", None,
+                             "template <typename T> __device__ __forceinline__ T hir_logical_rshift(T a, T b) {\n"
+                             "  return b >= (T)(8 * sizeof(T)) ? T(0) : (T)((unsigned long long)a "
+                             "<< (64 - 8 * sizeof(T)) >> (64 - 8 * sizeof(T)) >> b);\n}"),
     Op.GCD: (_I, math.gcd, torch.gcd, "hir_gcd({0}, {1})", None,
              "template <typename T> __device__ __forceinline__ T hir_gcd(T a, T b) {\n"
              "  a = a < 0 ? -a : a; b = b < 0 ? -b : b;\n"

@@ -52,8 +52,8 @@ def reduction(op: Op, t: Val, dims=None, keepdim: bool = False,
     dims = _reduction_dims(opname, t, _dims_or_axes(opname, dims, axes))
     if dtype not in (None, DataType.Null):
         t = cast(t, dtype)  # an explicit dtype is kept, also Int32 (torch, nvFuser)
-    elif op is Op.SUM and not t.dtype.is_float:
-        t = cast(t, DataType.Int)  # sums of integers and bools are Int by default
+    elif op in (Op.SUM, Op.PROD) and not t.dtype.is_float:
+        t = cast(t, DataType.Int)  # sums and products of integers and bools are Int by default
     out = reduction_raw(op, t, ReductionArg(dims))
     return _keepdim(out, dims, t.ndim) if keepdim else out
 
@@ -104,7 +104,14 @@ _RULES = {
     Op.MIN: lambda v, t: torch.amin(t, dim=v.arg.dims),
     Op.MEAN: lambda v, t: torch.mean(t, dim=v.arg.dims),
     Op.VAR: lambda v, t: torch.var(t, dim=v.arg.dims, correction=v.arg.correction),
+    Op.PROD: lambda v, t: _prod(t, v.arg.dims),
 }
+
+
+def _prod(t: torch.Tensor, dims) -> torch.Tensor:
+    for d in sorted(dims, reverse=True):  # torch.prod takes one dim at a time
+        t = t.prod(d)
+    return t
 def _dims(v: Val, k: int) -> tuple:
     out, i = [], 0
     for d in range(v.src[0].ndim):
@@ -148,9 +155,9 @@ def _var_kernel(v: Val, ix, pred, L):
 
 
 _KERNELS = {Op.SUM: _kernel("sum"), Op.MAX: _kernel("max"), Op.MIN: _kernel("min"),
-            Op.MEAN: _kernel("sum", mean=True), Op.VAR: _var_kernel}
+            Op.MEAN: _kernel("sum", mean=True), Op.VAR: _var_kernel, Op.PROD: _kernel("prod")}
 # how results over parts of the reduced dims combine (var does not combine so)
-_PARTIAL = {Op.SUM: "sum", Op.MAX: "max", Op.MIN: "min", Op.MEAN: "avg", Op.VAR: None}
+_PARTIAL = {Op.SUM: "sum", Op.MAX: "max", Op.MIN: "min", Op.MEAN: "avg", Op.VAR: None, Op.PROD: None}
 for _op, _fn in _RULES.items():
     define(OpDef(_op, Family.REDUCTION, rebuild=lambda v, src: reduction_raw(v.op, src[0], v.arg),
                  reference=_in_compute_type(_fn), text=_text, dims=_dims, partial=_PARTIAL[_op],
@@ -164,5 +171,5 @@ def _frontend_reduction(op: Op):
     return build
 
 
-for _op in (Op.SUM, Op.MAX, Op.MIN):
+for _op in (Op.SUM, Op.MAX, Op.MIN, Op.PROD):
     frontend(_op.value)(_frontend_reduction(_op))
