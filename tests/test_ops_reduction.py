@@ -1,6 +1,8 @@
 """Reductions (sum, max, min, var_mean, var) and the matmul family (matmul,
 linear) of fd.ops, compared with torch computed in float64 (or torch eager
 for integers) on random data."""
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -448,3 +450,20 @@ def test_prod(case, dtype):
     want = want.to(x.dtype) if dtype.is_float else want
     assert out.dtype == want.dtype
     check(out, want, kind="reduction")
+
+
+@pytest.mark.parametrize("shape,dims", [((3, 4, 5), [0, 2]), ((6, 7), [1]), ((2, 1, 9), [1, 2])])
+@pytest.mark.parametrize("dtype", [D.Float, D.BFloat16], ids=lambda d: d.name)
+def test_welford(shape, dims, dtype):
+    x = rand(shape, dtype)
+
+    def build(fd):
+        mean, var_sum, n = fd.ops.welford(declare(fd, x), dims)
+        for o in (mean, var_sum, n):
+            fd.add_output(o)
+    mean, var_sum, n = run(build, [x])
+    v, m = torch.var_mean(x.double(), dims, correction=0)
+    count = math.prod(shape[d] for d in dims)
+    check(mean, m.to(mean.dtype), kind="reduction")
+    check(var_sum, (v * count).to(var_sum.dtype), kind="reduction")
+    assert n.dtype == torch.int64 and bool((n.cpu() == count).all())

@@ -6,11 +6,12 @@ from typing import NamedTuple
 
 import torch
 
+from .. import scalar as S
 from ..dtypes import DataType, compute_dtype
 from ..errors import DefinitionError
 from ..node import REDUCED, Axis, AxisKind, Family, Op, OpDef, Val, define
 from .common import describe, frontend, norm_dims, require_tensor
-from .pointwise import cast
+from .pointwise import cast, pointwise
 from .views import broadcast
 
 
@@ -77,6 +78,23 @@ def var_mean(t: Val, dims=None, correction: int = 1, keepdim: bool = False, *,
     if keepdim:
         return _keepdim(var, dims, t.ndim), _keepdim(mean, dims, t.ndim)
     return var, mean
+
+
+@frontend("welford")
+def welford(t: Val, dims=None, *, axes=None) -> tuple[Val, Val, Val]:
+    """nvFuser's welford: (mean, the sum of squared deviations (var_sum), the
+    count n as an Int tensor), over `dims`; made from var_mean (one pass in a
+    generated kernel) and a fill."""
+    from .factories import full
+    t = require_tensor("welford", t)
+    dims = _reduction_dims("welford", t, _dims_or_axes("welford", dims, axes))
+    var, mean = var_mean(t, dims, correction=0)
+    n = S.as_val(1)
+    for d in dims:
+        n = S.mul(n, t.logical[d].extent)
+    kept = [a.extent for i, a in enumerate(t.logical) if i not in dims]
+    var_sum = pointwise(Op.MUL, var, n)
+    return mean, var_sum, full(kept, n, DataType.Int)
 
 
 @frontend("var")
