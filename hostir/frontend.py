@@ -428,6 +428,31 @@ class FusionDefinition:
             return self._dist.execute(list(inputs))
         return self._cache.execute(inputs, device, out)
 
+    # tolerances of validate, by output dtype (torch.testing's defaults, loosened for
+    # the low-precision types whose rounding order may differ from the reference's)
+    _VALIDATE_TOL = {torch.float16: (1e-3, 1e-3), torch.bfloat16: (1.6e-2, 1e-2),
+                     torch.float32: (1.3e-6, 1e-5), torch.float64: (1e-7, 1e-7)}
+
+    def validate(self, inputs, reference_outputs, **kwargs) -> None:
+        """Run the fusion on `inputs` and compare each output with
+        `reference_outputs` (nvFuser's fd.validate): same shapes and dtypes,
+        values within a tolerance of the dtype (exact for integers and bools);
+        an AssertionError names the first output that differs."""
+        outs = self.execute(inputs, **kwargs)
+        refs = list(reference_outputs)
+        if len(refs) != len(outs):
+            raise AssertionError(f"validate: the fusion has {len(outs)} outputs, "
+                                 f"{len(refs)} reference outputs were given")
+        for i, (got, want) in enumerate(zip(outs, refs)):
+            want = torch.as_tensor(want)
+            rtol, atol = self._VALIDATE_TOL.get(got.dtype, (0.0, 0.0))
+            try:
+                torch.testing.assert_close(got, want.to(got.device), rtol=rtol, atol=atol,
+                                           equal_nan=True)
+            except AssertionError as e:
+                raise AssertionError(f"validate: output {i} ({got.dtype}, shape "
+                                     f"{list(got.shape)}) differs from its reference: {e}") from None
+
     def output_shardings(self) -> list:
         """How each output of the last (sharded) run lies over the ranks."""
         if self._dist is None:

@@ -343,3 +343,18 @@ def test_verifier_cast_arg_mismatch():
     y = Val(Op.CAST, DataType.Double, (x,), arg=DataType.Half, axes=x.axes, name="T1")
     with pytest.raises(hostir.VerificationError, match=r"T1 \(cast\).*op rule gives"):
         verify(Fusion((x,), (Output(y),)))
+
+
+def test_validate_compares_with_reference_outputs():
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1, -1], dtype=DataType.Float)
+        fd.add_output(fd.ops.mul(x, 2.0))
+        fd.add_output(fd.ops.sum(x, [1]))
+    a = torch.randn(4, 6)
+    fd.validate([a], [a * 2, a.sum(1)])
+    with pytest.raises(AssertionError, match="output 1 .* differs from its reference"):
+        fd.validate([a], [a * 2, a.sum(1) + 1])
+    with pytest.raises(AssertionError, match="2 outputs, 1 reference"):
+        fd.validate([a], [a * 2])
+    with pytest.raises(AssertionError, match="output 0"):
+        fd.validate([a], [(a * 2).double(), a.sum(1)])  # a dtype mismatch is a difference too
