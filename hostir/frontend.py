@@ -240,12 +240,29 @@ class FusionDefinition:
 
     def define_tensor(self, shape=None, contiguity=None, dtype: DataType = DataType.Float,
                       is_cpu: bool = False, stride_order=None, symbolic_sizes=None,
-                      mesh=None, placements=None, **unsupported) -> Tensor:
+                      mesh=None, placements=None, *, sizes=None, strides=None,
+                      static_sizes: bool = False, **unsupported) -> Tensor:
         """A tensor input. shape: -1 symbolic, 1 broadcast, n static (global
-        shapes: `mesh` and DTensor-style `placements` say how ranks hold it)."""
+        shapes: `mesh` and DTensor-style `placements` say how ranks hold it).
+        Or nvFuser's other form: `sizes` and `strides` of an example tensor
+        (symbolic sizes unless `static_sizes`; contiguity and stride order read
+        from the strides)."""
         self._check_defining("define_tensor")
         if unsupported:
             raise DefinitionError(f"define_tensor: unsupported arguments {sorted(unsupported)}")
+        if sizes is not None or strides is not None:
+            if shape is not None or contiguity is not None or stride_order is not None:
+                raise DefinitionError("define_tensor: pass sizes and strides, or shape / contiguity "
+                                      "/ stride_order, not both")
+            sizes, strides = list(sizes or []), list(strides or [])
+            if len(sizes) != len(strides) or not all(
+                    isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in sizes + strides):
+                raise DefinitionError(f"define_tensor: sizes {sizes} and strides {strides} must be "
+                                      f"lists of non-negative ints of one length")
+            t = self._strided_input(sizes, strides, dtype, static_sizes, is_cpu)
+            if mesh is not None or placements is not None:
+                self._place(t.val, mesh, placements)
+            return t
         if shape is None:
             shape = symbolic_sizes
         if shape is None or isinstance(shape, int):
@@ -347,17 +364,23 @@ class FusionDefinition:
         dtype = from_torch(tensor.dtype)
         if dtype is None:
             raise DefinitionError(f"from_pytorch: unsupported dtype {tensor.dtype}")
-        shape = [s if (static_sizes or s == 1) else -1 for s in tensor.shape]
-        n = tensor.ndim
+        return self._strided_input(list(tensor.shape), list(tensor.stride()), dtype, static_sizes)
+
+    def _strided_input(self, sizes: list, strides: list, dtype: DataType, static_sizes: bool,
+                       is_cpu: bool = False) -> Tensor:
+        """A tensor input laid out as `sizes` and `strides` say: symbolic sizes
+        (unless static; size-1 dims broadcast), contiguity and stride order."""
+        shape = [s if (static_sizes or s == 1) else -1 for s in sizes]
+        n = len(sizes)
         # outermost first; equal strides (size-1 dims) keep their dim order, so a
         # contiguous tensor with size-1 dims gets no stride_order
-        order = sorted(range(n), key=lambda d: (tensor.stride(d), -d), reverse=True)
+        order = sorted(range(n), key=lambda d: (strides[d], -d), reverse=True)
         stride_order = [0] * n
         for rank, d in enumerate(reversed(order)):
             stride_order[d] = rank
         default = stride_order == list(range(n - 1, -1, -1))
-        contiguity = [dense for dense, _ in dense_dims(tensor.shape, tensor.stride(), order)]
-        return self.define_tensor(shape=shape, contiguity=contiguity, dtype=dtype,
+        contiguity = [dense for dense, _ in dense_dims(sizes, strides, order)]
+        return self.define_tensor(shape=shape, contiguity=contiguity, dtype=dtype, is_cpu=is_cpu,
                                   stride_order=None if default else stride_order)
 
     def define_scalar(self, value=None, dtype: DataType | None = None) -> Scalar:

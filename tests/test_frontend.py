@@ -5,6 +5,7 @@ import torch
 
 import hostir
 from hostir import DataType, FusionDefinition
+from hostir.ir.errors import DefinitionError
 from hostir.ir.fusion import Fusion, Output, TensorInputArg
 from hostir.ir.verify import verify
 from hostir.ir.node import Axis, AxisKind, Op, Val, const
@@ -358,3 +359,29 @@ def test_validate_compares_with_reference_outputs():
         fd.validate([a], [a * 2])
     with pytest.raises(AssertionError, match="output 0"):
         fd.validate([a], [(a * 2).double(), a.sum(1)])  # a dtype mismatch is a difference too
+
+
+@pytest.mark.parametrize("make", [lambda: torch.randn(4, 6), lambda: torch.randn(6, 4).t(),
+                                  lambda: torch.randn(3, 1, 8)[:, :, ::2], lambda: torch.randn(5, 1)])
+@pytest.mark.parametrize("static", [False, True])
+def test_define_tensor_from_sizes_and_strides(make, static):
+    x = make()
+    with FusionDefinition() as fd:
+        t = fd.define_tensor(sizes=list(x.shape), strides=list(x.stride()), dtype=DataType.Float,
+                             static_sizes=static)
+        fd.add_output(fd.ops.mul(t, 2.0))
+    with FusionDefinition() as ref:
+        fd_ref = ref.from_pytorch(x, static_sizes=static)
+        ref.add_output(ref.ops.mul(fd_ref, 2.0))
+    assert fd.fusion_ir() == ref.fusion_ir()  # the same declaration as from_pytorch's
+    (out,) = fd.execute([x])
+    torch.testing.assert_close(out, x * 2)
+
+
+def test_define_tensor_sizes_and_shape_together_is_an_error():
+    with pytest.raises(DefinitionError, match="sizes and strides, or shape"):
+        with FusionDefinition() as fd:
+            fd.define_tensor(shape=[-1], sizes=[3], strides=[1])
+    with pytest.raises(DefinitionError, match="lists of non-negative ints of one length"):
+        with FusionDefinition() as fd:
+            fd.define_tensor(sizes=[3, 2], strides=[1])
