@@ -441,6 +441,10 @@ class FusionDefinition:
         if not self._dumped:
             config.dump("fusion_ir", fusion)
             self._dumped = True
+        options = sorted({*ignored, *map(str, _enable_options), *map(str, _disable_options)})
+        if options:  # nvFuser's knobs (profiling, host-IR lowering, ...): nothing here to turn
+            config.note_once(f"execute_options {options}", f"execute: {', '.join(options)} "
+                             f"mean nothing to hostir and are ignored")
         if not isinstance(inputs, (list, tuple)):
             raise InputError(f"execute expects a list of inputs, got {type(inputs).__name__}")
         if self._dist is None and self._annotations():

@@ -385,3 +385,27 @@ def test_define_tensor_sizes_and_shape_together_is_an_error():
     with pytest.raises(DefinitionError, match="lists of non-negative ints of one length"):
         with FusionDefinition() as fd:
             fd.define_tensor(sizes=[3, 2], strides=[1])
+
+
+def test_execute_options_nvfuser_programs_pass_are_accepted_with_one_note(capfd):
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1], dtype=DataType.Float)
+        fd.add_output(fd.ops.neg(x))
+    a = torch.randn(5)
+    for _ in range(2):
+        (out,) = fd.execute([a], _enable_options=["host_ir_lowering"], profile=False)
+        torch.testing.assert_close(out, -a)
+    err = capfd.readouterr().err
+    assert err.count("host_ir_lowering, profile mean nothing to hostir") == 1, err
+
+
+def test_slice_manual_normalization():
+    a = torch.randn(6, 4)
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1, -1], dtype=DataType.Float)
+        fd.add_output(fd.ops.slice(x, [1, 0], [5, 3], manual_normalization=True))
+    torch.testing.assert_close(fd.execute([a])[0], a[1:5, 0:3])
+    with pytest.raises(DefinitionError, match="manual_normalization=True takes normalized"):
+        with FusionDefinition() as fd:
+            x = fd.define_tensor([-1, -1], dtype=DataType.Float)
+            fd.add_output(fd.ops.slice(x, [-2, 0], [5, 3], manual_normalization=True))

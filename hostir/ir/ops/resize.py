@@ -36,9 +36,17 @@ def _normalize_index(i: Val, extent: Val) -> Val:
 
 
 @frontend("slice")
-def slice_(t: Val, start_indices, end_indices, strides=None) -> Val:
+def slice_(t: Val, start_indices, end_indices, strides=None, manual_normalization: bool = False) -> Val:
+    """nvFuser's slice. Indices are normalized as Python's (negative from the
+    end, clamped to the extent); `manual_normalization=True` says the caller
+    already did, so a negative static index is then an error."""
     t = require_tensor("slice", t)
     n = t.ndim
+    if manual_normalization:
+        for x in (*start_indices, *end_indices):
+            if isinstance(x, int) and not isinstance(x, bool) and x < 0:
+                raise DefinitionError(f"slice of {describe(t)}: index {x} is negative but "
+                                      f"manual_normalization=True takes normalized indices")
     if len(start_indices) != n or len(end_indices) != n:
         raise DefinitionError(
             f"slice: {describe(t)} has {n} dims but got {len(start_indices)} start indices "
