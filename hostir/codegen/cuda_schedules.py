@@ -102,15 +102,20 @@ class _ReductionPrinter(_Printer):
                 names[id(n)] = acc[id(n)]
             self.emit_all([n for n in k.order if id(n) in rows and level[id(n)] == p + 1
                            and n.op != K.REDUCE], names, "", "    ")
-        self.emit_all([n for n in k.order if id(n) in rows and n.op != K.REDUCE], names, "", "    ")
         if row_stores:
-            L.append("    if (lane == 0 && active) {")
-            for s, node, ix in row_stores:
-                off = _offset([names[id(i)] for i in ix], f"out{s}")
-                L.append(f"      out{s}[{off}] = {names[id(node)]};")
-            L.append("    }")
+            self._epilogue(rows, row_stores, names, "    ", "lane == 0 && active")
         L.append("  }")
         return self.wrap()
+
+    def _epilogue(self, rows, row_stores, names, indent: str, guard: str) -> None:
+        """The kept dims' values the reductions lead to, stored where `guard` holds."""
+        self.emit_all([n for n in self.k.order if id(n) in rows and n.op != K.REDUCE], names, "",
+                      indent)
+        self.lines.append(f"{indent}if ({guard}) {{")
+        for s, node, ix in row_stores:
+            off = _offset([names[id(i)] for i in ix], f"out{s}")
+            self.lines.append(f"{indent}  out{s}[{off}] = {names[id(node)]};")
+        self.lines.append(f"{indent}}}")
 
     def _group_reduce(self, mine, slots, acc) -> None:
         """Combine each accumulator over the row's threads: shuffles in each warp,
@@ -375,14 +380,9 @@ class _OuterPrinter(_ReductionPrinter):
         L.append("      }")
         L.append("      if (threadIdx.x == 0) sem[tile] = 0u;  // ready for the next launch")
         L.append("    }")
-        L.append("    if (ty == 0) {")
         for j, n in enumerate(reduces):
             names[id(n)] = f"a{j}"
-        self.emit_all([n for n in k.order if id(n) in rows and n.op != K.REDUCE], names, "", "      ")
-        for s, node, ix in row_stores:
-            off = _offset([names[id(i)] for i in ix], f"out{s}")
-            L.append(f"      if (active) out{s}[{off}] = {names[id(node)]};")
-        L.append("    }")
+        self._epilogue(rows, row_stores, names, "    ", "ty == 0 && active")
         L.append("  }")
         return self.wrap()
 
