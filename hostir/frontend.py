@@ -153,6 +153,7 @@ class FusionDefinition:
 
     def __init__(self):
         self._inputs: list[Val] = []
+        self._vector_inputs: dict[int, int] = {}     # first scalar input's index -> vector length
         self._outputs: list[Output] = []
         self._counter = 0
         self._extent_counter = 0
@@ -404,6 +405,49 @@ class FusionDefinition:
 
     define_constant = define_scalar
 
+    def define_vector(self, values, dtype: DataType = DataType.Int) -> list:
+        """nvFuser's vectors of scalars, used as shapes: from a list of ints and
+        Scalars (`define_vector([t.size(0), 1])`), or, given a length n, an input
+        the caller passes to `execute` as a list or tuple of n ints."""
+        self._check_defining("define_vector")
+        if dtype is not DataType.Int and dtype is not DataType.Int32:
+            raise DefinitionError(f"define_vector: dtype must be Int (a shape), got {dtype!r}")
+        if isinstance(values, int) and not isinstance(values, bool):
+            if values < 0:
+                raise DefinitionError(f"define_vector: length must be >= 0, got {values}")
+            first = len(self._inputs)
+            out = [self.define_scalar(None, dtype) for _ in range(values)]
+            self._vector_inputs[first] = values
+            return out
+        if not isinstance(values, (list, tuple)):
+            raise DefinitionError(f"define_vector: expected a list of ints and Scalars or a length, "
+                                  f"got {values!r}")
+        out = []
+        for v in values:
+            if isinstance(v, Scalar):
+                out.append(v)
+            elif isinstance(v, int) and not isinstance(v, bool):
+                out.append(self.define_scalar(v, dtype))
+            else:
+                raise DefinitionError(f"define_vector: entries must be ints or Scalars, got {v!r}")
+        return out
+
+    def _flatten_inputs(self, inputs) -> list:
+        """The caller's inputs with each vector input (a list of n ints) spread
+        over its n scalar inputs."""
+        flat, i = [], 0
+        for x in inputs:
+            n = self._vector_inputs.get(len(flat))
+            if n is None:
+                flat.append(x)
+            else:
+                if not isinstance(x, (list, tuple, torch.Size)) or len(x) != n:
+                    raise InputError(f"input {i} is a vector of {n} ints (define_vector({n})), "
+                                     f"got {x!r}")
+                flat.extend(x)
+            i += 1
+        return flat
+
     def add_output(self, t: Tensor, alias_input: Tensor | None = None, stride_order=None) -> None:
         self._check_defining("add_output")
         if not isinstance(t, Tensor):
@@ -434,6 +478,8 @@ class FusionDefinition:
         `device` places a fusion without tensor inputs; `out` (one tensor per
         returned output) receives the results, which are returned too. A sharded
         fusion takes and returns each rank's local shards."""
+        if self._vector_inputs and isinstance(inputs, (list, tuple)):
+            inputs = self._flatten_inputs(inputs)
         cache = self._fusion_cache
         if cache is not None and isinstance(inputs, (list, tuple)):  # the common, repeated call
             return cache.execute(inputs, device, out)

@@ -409,3 +409,28 @@ def test_slice_manual_normalization():
         with FusionDefinition() as fd:
             x = fd.define_tensor([-1, -1], dtype=DataType.Float)
             fd.add_output(fd.ops.slice(x, [-2, 0], [5, 3], manual_normalization=True))
+
+
+def test_define_vector_of_values_and_as_an_input():
+    a = torch.randn(2, 3, 4)
+    with FusionDefinition() as fd:
+        t = fd.define_tensor([-1, -1, -1], dtype=DataType.Float)
+        shape = fd.define_vector([t.size(0) * t.size(1), t.size(2)], dtype=DataType.Int)
+        fd.add_output(fd.ops.reshape(t, shape))
+        b = fd.define_tensor([-1], dtype=DataType.Float)
+        v = fd.define_vector([1, t.size(2)])
+        fd.add_output(fd.ops.broadcast_in_dim(b, shape=v, broadcast_dims=[1]))
+    bias = torch.randn(4)
+    r, bb = fd.execute([a, bias])
+    torch.testing.assert_close(r, a.reshape(6, 4))
+    torch.testing.assert_close(bb, bias[None])
+
+    with FusionDefinition() as fd:
+        t = fd.define_tensor([-1, -1, -1], dtype=DataType.Float)
+        new_shape = fd.define_vector(2)
+        fd.add_output(fd.ops.sum(fd.ops.reshape(t, new_shape), [1]))
+    for shape in ([6, 4], (3, 8), [24, 1]):
+        (out,) = fd.execute([a, shape])
+        torch.testing.assert_close(out, a.reshape(*shape).sum(1))
+    with pytest.raises(hostir.InputError, match="input 1 is a vector of 2 ints"):
+        fd.execute([a, [24]])
