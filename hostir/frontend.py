@@ -617,6 +617,14 @@ class Ops:
             raise DefinitionError(f"size: expected a tensor, got {t!r}")
         return Scalar(val.logical[O.norm_dim("size", val, dim)].extent, self._fd)
 
+    def shape(self, t) -> list:
+        """Every extent of `t`, a vector of Scalars usable as a shape (nvFuser's fd.ops.shape)."""
+        self._fd._check_defining("fd.ops.shape")
+        val = self._fd._unwrap(t, "shape")
+        if not isinstance(val, Val) or not val.is_tensor:
+            raise DefinitionError(f"shape: expected a tensor, got {t!r}")
+        return [Scalar(a.extent, self._fd) for a in val.logical]
+
 
 def _op_method(name: str, fn):
     def method(self, *args, **kwargs):

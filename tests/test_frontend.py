@@ -434,3 +434,17 @@ def test_define_vector_of_values_and_as_an_input():
         torch.testing.assert_close(out, a.reshape(*shape).sum(1))
     with pytest.raises(hostir.InputError, match="input 1 is a vector of 2 ints"):
         fd.execute([a, [24]])
+
+
+def test_ops_shape_is_a_vector_of_extents():
+    a, b = torch.randn(3, 5), torch.randn(5)
+    with FusionDefinition() as fd:
+        t = fd.define_tensor([-1, -1], dtype=DataType.Float)
+        v = fd.define_tensor([-1], dtype=DataType.Float)
+        shape = fd.ops.shape(t)
+        assert len(shape) == 2
+        fd.add_output(fd.ops.add(t, fd.ops.broadcast_in_dim(v, shape, [1])))
+        fd.add_output(fd.ops.full(fd.ops.shape(v), 2.0, DataType.Float))
+    out, filled = fd.execute([a, b])
+    torch.testing.assert_close(out, a + b)
+    torch.testing.assert_close(filled, torch.full((5,), 2.0))
