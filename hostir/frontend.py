@@ -1,4 +1,5 @@
-"""The nvFuser-compatible Python frontend: FusionDefinition, Tensor, Scalar, fd.ops."""
+"""The nvFuser-compatible Python frontend: FusionDefinition and fd.ops (the
+Tensor and Scalar handles it returns are in handles.py)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -8,6 +9,7 @@ import torch
 from . import config
 from .dist.mesh import Replicate
 from .dist.sharding import LoopDomain, Sharding, placements_sharding
+from .handles import Scalar, Tensor, _Handle
 from .host.cache import CacheInfo, FusionCache
 from .host.distributed import DistributedFusion
 from .host.ir import program_text
@@ -18,130 +20,9 @@ from .ir.errors import DefinitionError, InputError, UnsupportedError
 from .ir.fusion import Fusion, Output, TensorInputArg
 from .ir.inputs import dense_dims
 from .ir.node import Axis, AxisKind, Op, Val, const
-from .ir.printer import fusion_text, type_text
+from .ir.printer import fusion_text
 from .ir.verify import verify
-from .multidevice import IterDomain
 from .segment import Segment, segmented_text
-
-
-class _Handle:
-    """A value being defined in a FusionDefinition (nvFuser's Tensor / Scalar)."""
-
-    __slots__ = ("val", "fd")
-
-    def __init__(self, val: Val, fd: "FusionDefinition"):
-        self.val = val
-        self.fd = fd
-
-    @property
-    def name(self) -> str:
-        return self.val.name
-
-    @property
-    def dtype(self) -> DataType:
-        return self.val.dtype
-
-    def __repr__(self) -> str:
-        return f"{self.val.name}: {type_text(self.val)}"
-
-    def _bin(self, op, other, reverse=False):
-        a, b = (other, self) if reverse else (self, other)
-        return self.fd.ops._pointwise(op, a, b)
-
-    def __add__(self, o): return self._bin(Op.ADD, o)
-    def __radd__(self, o): return self._bin(Op.ADD, o, True)
-    def __sub__(self, o): return self._bin(Op.SUB, o)
-    def __rsub__(self, o): return self._bin(Op.SUB, o, True)
-    def __mul__(self, o): return self._bin(Op.MUL, o)
-    def __rmul__(self, o): return self._bin(Op.MUL, o, True)
-    def __truediv__(self, o): return self._bin(Op.DIV, o)
-    def __rtruediv__(self, o): return self._bin(Op.DIV, o, True)
-    def __pow__(self, o): return self._bin(Op.POW, o)
-    def __rpow__(self, o): return self._bin(Op.POW, o, True)
-    def __mod__(self, o): return self._bin(Op.REMAINDER, o)
-    def __rmod__(self, o): return self._bin(Op.REMAINDER, o, True)
-    def __and__(self, o): return self._bin(Op.BITWISE_AND, o)
-    def __rand__(self, o): return self._bin(Op.BITWISE_AND, o, True)
-    def __or__(self, o): return self._bin(Op.BITWISE_OR, o)
-    def __ror__(self, o): return self._bin(Op.BITWISE_OR, o, True)
-    def __xor__(self, o): return self._bin(Op.BITWISE_XOR, o)
-    def __rxor__(self, o): return self._bin(Op.BITWISE_XOR, o, True)
-    def __lshift__(self, o): return self._bin(Op.BITWISE_LEFT_SHIFT, o)
-    def __rshift__(self, o): return self._bin(Op.BITWISE_RIGHT_SHIFT, o)
-    def __lt__(self, o): return self._bin(Op.LT, o)
-    def __le__(self, o): return self._bin(Op.LE, o)
-    def __gt__(self, o): return self._bin(Op.GT, o)
-    def __ge__(self, o): return self._bin(Op.GE, o)
-    def __eq__(self, o): return self._bin(Op.EQ, o)  # nvFuser builds an eq op
-    def __ne__(self, o): return self._bin(Op.NE, o)
-    __hash__ = object.__hash__
-    def __neg__(self): return self.fd.ops._pointwise(Op.NEG, self)
-    def __abs__(self): return self.fd.ops._pointwise(Op.ABS, self)
-    def __invert__(self): return self.fd.ops._pointwise(Op.BITWISE_NOT, self)
-
-
-class Scalar(_Handle):
-    __slots__ = ()
-
-
-class Tensor(_Handle):
-    __slots__ = ()
-
-    @property
-    def ndim(self) -> int:
-        return self.val.ndim
-
-    def shape(self) -> list[Scalar]:
-        return [self.fd._scalar_handle(a.extent) for a in self.val.logical]
-
-    def size(self, dim: int) -> Scalar:
-        return self.fd.ops.size(self, dim)
-
-    # multi-GPU scheduling, in nvFuser's vocabulary (see hostir.multidevice)
-    def set_device_mesh(self, mesh) -> None:
-        self.fd._domain(self.val).mesh = mesh
-
-    def split(self, axis: int, factor: int, inner_split: bool = True) -> None:
-        """Split loop axis `axis`: the inner part has `factor` (the outer part with
-        inner_split=False). A tensor's logical shape does not change."""
-        self.fd._domain(self.val).split(axis, factor, inner_split)
-
-    def outer_split(self, axis: int, factor: int) -> None:
-        self.split(axis, factor, inner_split=False)
-
-    def inner_split(self, axis: int, factor: int) -> None:
-        self.split(axis, factor, inner_split=True)
-
-    def axis(self, i: int):
-        domain = self.fd._domain(self.val)
-        return IterDomain(domain, domain.index(i, "axis"))
-
-    def reorder(self, old2new: dict) -> None:
-        """Move loop axes: `{old position: new position}`."""
-        domain = self.fd._domain(self.val)
-        axes = list(domain.axes)
-        moved = {domain.index(o, "reorder"): domain.index(n, "reorder") for o, n in old2new.items()}
-        rest = [a for i, a in enumerate(axes) if i not in moved]
-        out = [None] * len(axes)
-        for o, n in moved.items():
-            out[n] = axes[o]
-        it = iter(rest)
-        domain.axes = [a if a is not None else next(it) for a in out]
-
-    def set_allocation_domain(self, axes, new_contiguity=None) -> None:
-        """Accepted: hostir allocates a communicated dim outermost itself."""
-        self.fd._domain(self.val)
-
-    def merge(self, *args, **kwargs):
-        raise UnsupportedError("merge of loop axes is not supported; shard a dim with one split")
-
-    def rfactor(self, *args, **kwargs):
-        raise UnsupportedError("rfactor is not supported: a reduction over a sharded dim gives "
-                               "partial results that hostir combines with a collective itself")
-
-    @property
-    def mesh(self):
-        return self.fd._domain(self.val).mesh
 
 
 class FusionDefinition:

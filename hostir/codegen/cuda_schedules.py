@@ -107,6 +107,19 @@ class _ReductionPrinter(_Printer):
         L.append("  }")
         return self.wrap()
 
+    def _combine(self, reduces, acc, names, indent: str) -> None:
+        """Each accumulator takes in its REDUCE's value at this point."""
+        for n in reduces:
+            a = acc[id(n)]
+            self.lines.append(f"{indent}{{ const {CTYPE[n.dtype]} x = {a}, y = {names[id(n.src[0])]}; "
+                              f"{a} = {_COMBINE[n.arg]}; }}")
+
+    def _stores(self, stores, names, indent: str) -> None:
+        """Stores of values at every point, by active rows."""
+        for s, node, ix in stores:
+            off = _offset([names[id(i)] for i in ix], f"out{s}")
+            self.lines.append(f"{indent}if (active) out{s}[{off}] = {names[id(node)]};")
+
     def _epilogue(self, rows, row_stores, names, indent: str, guard: str) -> None:
         """The kept dims' values the reductions lead to, stored where `guard` holds."""
         self.emit_all([n for n in self.k.order if id(n) in rows and n.op != K.REDUCE], names, "",
@@ -150,13 +163,8 @@ class _ReductionPrinter(_Printer):
         self._split("r", self.k.reduced, "      ")
         inner = dict(names)
         self.emit_all(body, inner, "", "      ")
-        for n in mine:
-            a = acc[id(n)]
-            L.append(f"      {{ const {CTYPE[n.dtype]} x = {a}, y = {inner[id(n.src[0])]}; "
-                     f"{a} = {_COMBINE[n.arg]}; }}")
-        for s, node, ix in stores:
-            off = _offset([inner[id(i)] for i in ix], f"out{s}")
-            L.append(f"      if (active) out{s}[{off}] = {inner[id(node)]};")
+        self._combine(mine, acc, inner, "      ")
+        self._stores(stores, inner, "      ")
         L.append("    }")
 
     def _vector_pass(self, mine, stores, body, names, acc) -> None:
@@ -198,10 +206,7 @@ class _ReductionPrinter(_Printer):
         L.append(f"      for (int u = 0; u < {v}; ++u) {{")
         L.append(f"        const {idx} ii = {i} + u;")
         self.emit_all([n for n in body if id(n) in self.dep], inner, "ii", "        ")
-        for n in mine:
-            a = acc[id(n)]
-            L.append(f"        {{ const {CTYPE[n.dtype]} x = {a}, y = {inner[id(n.src[0])]}; "
-                     f"{a} = {_COMBINE[n.arg]}; }}")
+        self._combine(mine, acc, inner, "        ")
         for (s, node, ix), arr in zip(stores, arrs):
             L.append(f"        {arr}[u] = {inner[id(node)]};")
         L.append("      }")
@@ -341,12 +346,8 @@ class _OuterPrinter(_ReductionPrinter):
         inner = dict(names)
         roots = [n.src[0] for n in reduces] + [x for st in full_stores for x in (st[1], *st[2])]
         self.emit_all(_closure_of(roots, rows), inner, "", "      ")
-        for j, n in enumerate(reduces):
-            L.append(f"      {{ const {CTYPE[n.dtype]} x = a{j}, y = {inner[id(n.src[0])]}; "
-                     f"a{j} = {_COMBINE[n.arg]}; }}")
-        for s, node, ix in full_stores:
-            off = _offset([inner[id(i)] for i in ix], f"out{s}")
-            L.append(f"      if (active) out{s}[{off}] = {inner[id(node)]};")
+        self._combine(reduces, {id(n): f"a{j}" for j, n in enumerate(reduces)}, inner, "      ")
+        self._stores(full_stores, inner, "      ")
         L.append("    }")
         for j, n in enumerate(reduces):
             L.append(f"    red{j}[ty][tx] = a{j};")
