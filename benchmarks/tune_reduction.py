@@ -23,6 +23,7 @@ from reduction import layernorm_case, rmsnorm_case, softmax_case  # noqa: E402
 
 from hostir import config  # noqa: E402
 from hostir.codegen import spec  # noqa: E402
+from hostir.runtime import nvrtc  # noqa: E402
 
 
 def main(argv=None):
@@ -36,7 +37,8 @@ def main(argv=None):
     bw = copy_bandwidth(dev)
     makers = ([lambda: softmax_case(64, 512), lambda: rmsnorm_case(64, 512)] if small else
               [lambda: softmax_case(32768, 4096), lambda: rmsnorm_case(16384, 8192),
-               lambda: layernorm_case(16384, 8192), lambda: softmax_case(4096, 32768)])
+               lambda: layernorm_case(16384, 8192), lambda: softmax_case(4096, 32768),
+               lambda: softmax_case(262144, 512), lambda: layernorm_case(65536, 1024)])
     rows = []
     for make in makers:
         name, fd0, eager, make_inputs, nbytes = make()
@@ -50,6 +52,18 @@ def main(argv=None):
             fns.append(lambda fd=fd: fd.execute(inputs))
             labels.append(f"chunks {chunks}, block {block}")
         spec.PERSISTENT_CHUNKS = 4
+        # a diagnostic, not a setting hostir uses: is the kernel bound by arithmetic?
+        plain = nvrtc.compile_cubin.__defaults__, nvrtc.prefetch.__defaults__
+        fast = ((*nvrtc.OPTIONS, "--use_fast_math"),)
+        nvrtc.compile_cubin.__defaults__ = (*plain[0][:-1], *fast)
+        nvrtc.prefetch.__defaults__ = (*plain[1][:-1], *fast)
+        try:
+            fd = make()[1]
+            fd.execute(inputs)
+            fns.append(lambda fd=fd: fd.execute(inputs))
+            labels.append("chunks 4, --use_fast_math (diagnostic)")
+        finally:
+            nvrtc.compile_cubin.__defaults__, nvrtc.prefetch.__defaults__ = plain
         try:
             compiled = torch.compile(eager)
             compiled(*inputs)

@@ -79,8 +79,13 @@ __device__ __forceinline__ bool hir_isfinite(double x) { return isfinite(x); }
 // max/min propagate NaN like torch.maximum/minimum.
 template <typename T> __device__ __forceinline__ T hir_max(T a, T b) { return a > b ? a : b; }
 template <typename T> __device__ __forceinline__ T hir_min(T a, T b) { return a < b ? a : b; }
+#if __CUDA_ARCH__ >= 800  // one instruction (max.NaN: a NaN operand gives the canonical NaN)
+__device__ __forceinline__ float hir_max(float a, float b) { float d; asm("max.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b)); return d; }
+__device__ __forceinline__ float hir_min(float a, float b) { float d; asm("min.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b)); return d; }
+#else
 __device__ __forceinline__ float hir_max(float a, float b) { return (a != a || b != b) ? __int_as_float(0x7fc00000) : fmaxf(a, b); }
 __device__ __forceinline__ float hir_min(float a, float b) { return (a != a || b != b) ? __int_as_float(0x7fc00000) : fminf(a, b); }
+#endif
 __device__ __forceinline__ double hir_max(double a, double b) { return (a != a || b != b) ? __longlong_as_double(0x7ff8000000000000LL) : fmax(a, b); }
 __device__ __forceinline__ double hir_min(double a, double b) { return (a != a || b != b) ? __longlong_as_double(0x7ff8000000000000LL) : fmin(a, b); }
 

@@ -7,7 +7,8 @@ spec.py picks which one a launch uses."""
 from __future__ import annotations
 
 from ..ir.dtypes import DataType
-from .cuda import CTYPE, _affine, _closure, _inner_deps, _literal, _offset, _Printer
+from .cuda import (CTYPE, _affine, _closure, _inner_deps, _literal, _offset, _Printer,
+                   vector_loads)
 from .kir import K, Kernel, KNode, levels, passes, row_nodes, split_stores
 
 
@@ -18,7 +19,7 @@ def schedule_source(kern: Kernel, vec: int, idx: str, block: int, pdl: bool, nam
     if tile >= 0:
         return _TilePrinter(kern, name, idx, pdl, tile).source()
     if outer:
-        return _OuterPrinter(kern, name, idx, block, pdl).source()
+        return _OuterPrinter(kern, name, idx, block, pdl, vec).source()
     return _ReductionPrinter(kern, name, idx, block, threads, pdl, vec, chunks).source()
 
 
@@ -86,8 +87,12 @@ class _ReductionPrinter(_Printer):
             stores = [st for st in full_stores if level[id(st[1])] == p]
             roots = [n.src[0] for n in mine] + [x for st in stores for x in (st[1], *st[2])]
             work.append((p, mine, stores, _closure_of(roots, rows)))  # row values are named already
-        if self.chunks:  # the row's vectors stay in registers from the pass that loads them
-            for n in dict.fromkeys(n for *_, body in work for n in body if id(n) in self.vloads):
+        if self.chunks:  # vectors read in several passes stay in registers from the first
+            uses: dict[int, int] = {}
+            for *_, body in work:
+                for n in dict.fromkeys(n for n in body if id(n) in self.vloads):
+                    uses[id(n)] = uses.get(id(n), 0) + 1
+            for n in dict.fromkeys(n for *_, body in work for n in body if uses.get(id(n), 0) > 1):
                 self.cache[id(n)] = name = self.fresh()
                 L.append(f"    alignas(16) {CTYPE[n.dtype]} {name}[{self.chunks * self.vec}];")
         for p, mine, stores, body in work:
@@ -120,10 +125,11 @@ class _ReductionPrinter(_Printer):
             off = _offset([names[id(i)] for i in ix], f"out{s}")
             self.lines.append(f"{indent}if (active) out{s}[{off}] = {names[id(node)]};")
 
-    def _epilogue(self, rows, row_stores, names, indent: str, guard: str) -> None:
-        """The kept dims' values the reductions lead to, stored where `guard` holds."""
-        self.emit_all([n for n in self.k.order if id(n) in rows and n.op != K.REDUCE], names, "",
-                      indent)
+    def _epilogue(self, rows, row_stores, names, indent: str, guard: str, inner: str = "") -> None:
+        """The kept dims' values the reductions lead to, stored where `guard` holds
+        (`inner` names the innermost index when it is kept)."""
+        self.emit_all([n for n in self.k.order if id(n) in rows and n.op != K.REDUCE], names,
+                      inner, indent)
         self.lines.append(f"{indent}if ({guard}) {{")
         for s, node, ix in row_stores:
             off = _offset([names[id(i)] for i in ix], f"out{s}")
@@ -306,56 +312,83 @@ class _TilePrinter(_Printer):
 
 class _OuterPrinter(_ReductionPrinter):
     """A one-pass reduction that keeps the innermost dim (an outer reduction:
-    sum over the rows of a matrix). A block takes a tile of 32 consecutive kept
-    points (threadIdx.x % 32: coalesced along the innermost dim) and a share of
-    the reduced points (threadIdx.x / 32 strides over it); the block combines
-    its lanes in shared memory. With `split` > 1, `split` blocks share a tile,
-    each writing its partial result to `ws`; the last to arrive (counted in
-    `sem`, which it resets) combines the partials in block order (deterministic)
-    and runs the epilogue."""
+    sum over the rows of a matrix). A block takes a tile of 32 x `vec`
+    consecutive kept points (lane tx holds `vec` of them: one vector load per
+    reduced point, coalesced along the innermost dim) and a share of the
+    reduced points (threadIdx.x / 32 strides over it); the block combines its
+    lanes in shared memory. With `split` > 1, `split` blocks share a tile, each
+    writing its partial results to `ws`; the last to arrive (counted in `sem`,
+    which it resets) combines the partials in block order (deterministic) and
+    runs the epilogue."""
 
-    def __init__(self, kern: Kernel, name: str, idx: str, block: int, pdl: bool):
-        super().__init__(kern, name, idx, block, 32, pdl)
+    def __init__(self, kern: Kernel, name: str, idx: str, block: int, pdl: bool, vec: int = 1):
+        super().__init__(kern, name, idx, block, 32, pdl, vec)
+        self.inner = self.n - 1  # the innermost kept index is `ii` in per-point code
 
     def source(self) -> str:
-        k, idx, L = self.k, self.idx, self.lines
-        ty_n = self.block // 32
+        k, idx, L, V = self.k, self.idx, self.lines, self.vec
+        ty_n, last_dim = self.block // 32, self.n - 1
         rows = row_nodes(k)
         reduces = [n for n in k.order if n.op == K.REDUCE]
         full_stores, row_stores = split_stores(k, rows)
         self.pdl_wait()
         L.append("  const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;")
         for j, n in enumerate(reduces):
-            L.append(f"  __shared__ {CTYPE[n.dtype]} red{j}[{ty_n}][33];")
+            L.append(f"  __shared__ {CTYPE[n.dtype]} red{j}[{ty_n}][{32 * V + 1}];")
         L.append("  __shared__ bool last;")
         L.append(f"  const {idx} R = {' * '.join(f'e{d}' for d in k.reduced)};")
-        L.append(f"  const {idx} tiles = (nslots + 31) / 32, per = (R + split - 1) / split;")
+        L.append(f"  const {idx} tiles = (nslots + {32 * V - 1}) / {32 * V}, "
+                 f"per = (R + split - 1) / split;")
         L.append(f"  for ({idx} b = blockIdx.x; b < tiles * split; b += gridDim.x) {{")
         L.append(f"    const {idx} tile = b / split, g = b % split;")
-        L.append("    const bool active = tile * 32 + tx < nslots;")
-        L.append(f"    const {idx} row = active ? tile * 32 + tx : 0;")
+        L.append(f"    const bool active = tile * {32 * V} + tx * {V} < nslots;")
+        L.append(f"    const {idx} row = active ? tile * {32 * V} + tx * {V} : 0;")
         self._split("row", k.kept, "    ")
         level = levels(k)
-        names: dict[int, str] = {}
-        self.emit_all([n for n in k.order if id(n) in rows and level[id(n)] == 0], names, "", "    ")
+        names: dict[int, str] = {}  # values of the kept dims that do not move along them
+        self.emit_all([n for n in k.order if id(n) in rows and level[id(n)] == 0
+                       and id(n) not in self.dep], names, f"i{last_dim}", "    ")
         for j, n in enumerate(reduces):
-            L.append(f"    {CTYPE[n.dtype]} a{j} = {_reduce_init(n.arg, n.dtype)};")
+            L.append(f"    {CTYPE[n.dtype]} a{j}[{V}];")
+            L.append(f"    #pragma unroll\n    for (int u = 0; u < {V}; ++u) a{j}[u] = {_reduce_init(n.arg, n.dtype)};")
+        acc = {id(n): f"a{j}[u]" for j, n in enumerate(reduces)}
         L.append(f"    const {idx} hi = (g + 1) * per < R ? (g + 1) * per : R;")
+        L.append("    #pragma unroll 4")
         L.append(f"    for ({idx} r = g * per + ty; r < hi; r += {ty_n}) {{")
         self._split("r", k.reduced, "      ")
-        inner = dict(names)
         roots = [n.src[0] for n in reduces] + [x for st in full_stores for x in (st[1], *st[2])]
-        self.emit_all(_closure_of(roots, rows), inner, "", "      ")
-        self._combine(reduces, {id(n): f"a{j}" for j, n in enumerate(reduces)}, inner, "      ")
-        self._stores(full_stores, inner, "      ")
+        body = _closure_of(roots, {id(n) for n in rows if id(n) not in self.dep})
+        local = dict(names)  # once per reduced point: what does not move along the kept innermost dim
+        self.emit_all([n for n in body if id(n) not in self.dep], local, f"i{last_dim}", "      ")
+        inner = dict(local)
+        if V > 1:
+            base = dict(local)
+            loads = [n for n in body if id(n) in self.vloads]
+            self.emit_all([n for n in _closure(loads, self.dep) if n.op != K.LOAD], base,
+                          f"i{last_dim}", "      ")
+            for n in loads:
+                inner[id(n)] = self.vector_load(n, base)
+        L.append("      #pragma unroll")
+        L.append(f"      for (int u = 0; u < {V}; ++u) {{")
+        L.append(f"        const {idx} ii = i{last_dim} + u;")
+        self.emit_all([n for n in body if id(n) in self.dep], inner, "ii", "        ")
+        self._combine(reduces, acc, inner, "        ")
+        self._stores(full_stores, inner, "        ")
+        L.append("      }")
         L.append("    }")
+        L.append("    #pragma unroll")
+        L.append(f"    for (int u = 0; u < {V}; ++u) {{")
         for j, n in enumerate(reduces):
-            L.append(f"    red{j}[ty][tx] = a{j};")
+            L.append(f"      red{j}[ty][tx * {V} + u] = a{j}[u];")
+        L.append("    }")
         L.append("    __syncthreads();")
         L.append("    if (ty == 0) {")
+        L.append("      #pragma unroll")
+        L.append(f"      for (int u = 0; u < {V}; ++u) {{")
         for j, n in enumerate(reduces):
-            L.append(f"      for (int w = 1; w < {ty_n}; ++w) {{ const {CTYPE[n.dtype]} x = a{j}, "
-                     f"y = red{j}[w][tx]; a{j} = {_COMBINE[n.arg]}; }}")
+            L.append(f"        for (int w = 1; w < {ty_n}; ++w) {{ const {CTYPE[n.dtype]} x = a{j}[u], "
+                     f"y = red{j}[w][tx * {V} + u]; a{j}[u] = {_COMBINE[n.arg]}; }}")
+        L.append("      }")
         L.append("    }")
         L.append("    __syncthreads();  // red is reused by the next tile")
         L.append("    if (split > 1) {")
@@ -364,7 +397,7 @@ class _OuterPrinter(_ReductionPrinter):
                      f"ws + (size_t){j} * split * nslots * 8);")
         L.append("      if (ty == 0 && active) {")
         for j in range(len(reduces)):
-            L.append(f"        ws{j}[g * nslots + row] = a{j};")
+            L.append(f"        #pragma unroll\n        for (int u = 0; u < {V}; ++u) ws{j}[g * nslots + row + u] = a{j}[u];")
         L.append("      }")
         L.append("      __threadfence();")
         L.append("      __syncthreads();")
@@ -373,19 +406,37 @@ class _OuterPrinter(_ReductionPrinter):
         L.append("      if (!last) continue;")
         L.append("      __threadfence();")
         L.append("      if (ty == 0 && active) {")
+        L.append("        #pragma unroll")
+        L.append(f"        for (int u = 0; u < {V}; ++u) {{")
         for j, n in enumerate(reduces):
             ct = CTYPE[n.dtype]
-            L.append(f"        a{j} = ((volatile {ct}*)ws{j})[row];")
-            L.append(f"        for ({idx} w = 1; w < split; ++w) {{ const {ct} x = a{j}, "
-                     f"y = ((volatile {ct}*)ws{j})[w * nslots + row]; a{j} = {_COMBINE[n.arg]}; }}")
+            L.append(f"          a{j}[u] = ((volatile {ct}*)ws{j})[row + u];")
+            L.append(f"          for ({idx} w = 1; w < split; ++w) {{ const {ct} x = a{j}[u], "
+                     f"y = ((volatile {ct}*)ws{j})[w * nslots + row + u]; a{j}[u] = {_COMBINE[n.arg]}; }}")
+        L.append("        }")
         L.append("      }")
         L.append("      if (threadIdx.x == 0) sem[tile] = 0u;  // ready for the next launch")
         L.append("    }")
-        for j, n in enumerate(reduces):
-            names[id(n)] = f"a{j}"
-        self._epilogue(rows, row_stores, names, "    ", "ty == 0 && active")
+        if row_stores:
+            L.append("    #pragma unroll")
+            L.append(f"    for (int u = 0; u < {V}; ++u) {{")
+            L.append(f"      const {idx} ii = i{last_dim} + u;")
+            point = dict(names)
+            for n in reduces:
+                point[id(n)] = acc[id(n)]
+            self._epilogue(rows, row_stores, point, "      ", "ty == 0 && active", "ii")
+            L.append("    }")
         L.append("  }")
         return self.wrap()
+
+
+def outer_width(kern: Kernel) -> int:
+    """Kept points per lane of an outer reduction: 16 bytes of its widest input,
+    when some load can read them as one vector (stores stay per point)."""
+    if not kern.inputs:
+        return 1
+    v = min(8, max(1, 16 // max(t.dtype.itemsize for t in kern.inputs)))
+    return v if v > 1 and vector_loads(kern, v) else 1
 
 
 def outer_ok(kern: Kernel) -> bool:

@@ -15,7 +15,7 @@ from functools import cached_property
 
 from .. import config
 from .cuda import kernel_source, vector_loads, vector_width
-from .cuda_schedules import outer_ok, tile_loads
+from .cuda_schedules import outer_ok, outer_width, tile_loads
 from .kir import K, Kernel, Slot, kernel_text, layout, levels, passes, split_stores, verify_kernel
 from .lower import ReductionLowering, lower_pointwise
 
@@ -86,7 +86,8 @@ class KernelSpec:
         self.paired = paired
         self.options = options
         self._variants: dict[tuple, Variant] = {}
-        self._vec = {id(k): vector_width(k) for k in self.kernels}
+        self._vec = {id(k): outer_width(k) if outer_ok(k) else vector_width(k)
+                     for k in self.kernels}
         self._layouts = {id(k): layout(k) for k in self.kernels}
         self._positions: dict[tuple, list[int]] = {}
 
@@ -131,7 +132,11 @@ class KernelSpec:
             if isinstance(v, int) and not isinstance(v, bool))
         idx = "int" if fits else "long long"
         if kernel.reduced and self._outer(kernel):
-            return self.variant(kernel, 1, idx, outer=True)
+            vec = self._vec[id(kernel)]
+            var = self.variant(kernel, vec, idx, outer=True)
+            if vec > 1 and not _vector_ok(vec, [ins[s] for s in var.vector_slots], extents):
+                var = self.variant(kernel, 1, idx, outer=True)
+            return var
         if kernel.reduced:
             vec = self._vec[id(kernel)]
             per_row = math.prod(extents[d] for d in kernel.reduced)
@@ -184,7 +189,7 @@ class KernelSpec:
         k = variant.kernel
         rows = math.prod(extents[d] for d in k.kept)
         per_row = math.prod(extents[d] for d in k.reduced)
-        tiles = max(1, -(-rows // 32))
+        tiles = max(1, -(-rows // (32 * variant.vec)))
         want = -(-8 * sm_count // tiles)
         return max(1, min(want, per_row // (32 * (variant.block // 32)), 1024))
 
@@ -234,7 +239,7 @@ class KernelSpec:
         block per tile of 32 rows and share of an outer reduction);
         options.grid_stride caps the grid at 32 blocks per SM."""
         if variant.outer:
-            blocks = -(-count // 32) * split
+            blocks = -(-count // (32 * variant.vec)) * split
         elif variant.tile >= 0:
             blocks = count
         else:
@@ -264,7 +269,8 @@ class KernelSpec:
         out = []
         for k in self.kernels:
             if k.reduced and self._outer(k):
-                out += [self.variant(k, 1, "long long", outer=True), self.variant(k, 1, "int", outer=True)]
+                out += [self.variant(k, 1, "long long", outer=True), self.variant(k, 1, "int", outer=True),
+                        self.variant(k, self._vec[id(k)], "int", outer=True)]
             elif k.reduced:
                 out += [self.variant(k, 1, "long long", ROW_THREADS[0])]
                 out += [self.variant(k, self._vec[id(k)], "int", t) for t in ROW_THREADS[::2]]
