@@ -19,7 +19,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import copy_bandwidth, meta_for, time_interleaved, write_results  # noqa: E402
-from reduction import layernorm_case, rmsnorm_case, softmax_case  # noqa: E402
+from reduction import _rows, layernorm_case, rmsnorm_case, softmax_case  # noqa: E402
+
+from hostir import DataType, FusionDefinition  # noqa: E402
+
+
+def bare_layernorm_case(r, c):
+    """A diagnostic: layernorm without weight and bias (does reading them cost?)."""
+    with FusionDefinition() as fd:
+        x = fd.ops.cast(_rows(fd, DataType.BFloat16), DataType.Float)
+        var, mean = fd.ops.var_mean(x, [1], correction=0)
+        shape = x.shape()
+        y = fd.ops.mul(fd.ops.sub(x, fd.ops.broadcast_in_dim(mean, shape, [0])),
+                       fd.ops.broadcast_in_dim(fd.ops.rsqrt(fd.ops.add(var, 1e-5)), shape, [0]))
+        fd.add_output(fd.ops.cast(y, DataType.BFloat16))
+
+    def eager(x):
+        return torch.nn.functional.layer_norm(x.float(), (c,), eps=1e-5).bfloat16()
+    return (f"layernorm without weight, bias bf16 {r}x{c}", fd, eager,
+            lambda d: [torch.randn(r, c, device=d, dtype=torch.bfloat16)], 2 * 2 * r * c)
 
 from hostir import config  # noqa: E402
 from hostir.codegen import spec  # noqa: E402
@@ -37,7 +55,8 @@ def main(argv=None):
     bw = copy_bandwidth(dev)
     makers = ([lambda: softmax_case(64, 512), lambda: rmsnorm_case(64, 512)] if small else
               [lambda: softmax_case(32768, 4096), lambda: rmsnorm_case(16384, 8192),
-               lambda: layernorm_case(16384, 8192), lambda: softmax_case(4096, 32768),
+               lambda: layernorm_case(16384, 8192), lambda: bare_layernorm_case(16384, 8192),
+               lambda: softmax_case(4096, 32768),
                lambda: softmax_case(262144, 512), lambda: layernorm_case(65536, 1024)])
     rows = []
     for make in makers:

@@ -76,6 +76,13 @@ template <typename T> __device__ __forceinline__ bool hir_isfinite(T x) { return
 __device__ __forceinline__ bool hir_isfinite(float x) { return isfinite(x); }
 __device__ __forceinline__ bool hir_isfinite(double x) { return isfinite(x); }
 
+// A value another block wrote before a __threadfence: read from L2, never a stale L1 line.
+template <typename T> __device__ __forceinline__ T hir_ld_l2(const T* p) { return *(const volatile T*)p; }
+__device__ __forceinline__ float hir_ld_l2(const float* p) { return __ldcg(p); }
+__device__ __forceinline__ double hir_ld_l2(const double* p) { return __ldcg(p); }
+__device__ __forceinline__ int hir_ld_l2(const int* p) { return __ldcg(p); }
+__device__ __forceinline__ long long hir_ld_l2(const long long* p) { return __ldcg(p); }
+
 // max/min propagate NaN like torch.maximum/minimum.
 template <typename T> __device__ __forceinline__ T hir_max(T a, T b) { return a > b ? a : b; }
 template <typename T> __device__ __forceinline__ T hir_min(T a, T b) { return a < b ? a : b; }

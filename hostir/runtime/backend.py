@@ -65,7 +65,7 @@ class Prepared:
 
 class CudaLaunch(Prepared):
     __slots__ = ("variant", "grid", "packed", "launcher", "in_objs", "out_objs", "dyn_objs",
-                 "scratch", "scratch_objs")
+                 "scratch", "scratch_objs", "scratch_bufs")
 
     def __init__(self, spec, kernel, outs, variant, grid, packed, launcher, scratch=None):
         super().__init__(spec, kernel, outs)
@@ -74,9 +74,11 @@ class CudaLaunch(Prepared):
         self.in_objs = [objs[i] for i in self.in_pos]
         self.out_objs = [objs[i] for i in self.out_pos]
         self.dyn_objs = [objs[i] for i in self.dyn_pos]
-        # a split reduction's (workspace bytes, counters, device): new buffers every launch
-        # (stream-ordered by the caching allocator: concurrent launches never share them)
+        # a split reduction's (workspace bytes, counters, device): buffers kept per stream
+        # (launches on one stream are ordered; the kernel leaves its counters at zero), so
+        # concurrent launches on other streams never share them and no call pays a memset
         self.scratch = scratch
+        self.scratch_bufs: dict = {}
         self.scratch_objs = [objs[i] for i in spec.positions(kernel, "ws") + spec.positions(kernel, "sem")]
 
     def run(self, ins: list, outs: list, scalars: list, stream) -> None:
@@ -90,7 +92,9 @@ class CudaLaunch(Prepared):
             for o, x in zip(self.dyn_objs, scalars):
                 o.value = x
             if self.scratch is not None:
-                bufs = _scratch(*self.scratch)
+                bufs = self.scratch_bufs.get(stream)
+                if bufs is None:
+                    bufs = self.scratch_bufs[stream] = _scratch(*self.scratch)
                 for o, t in zip(self.scratch_objs, bufs):
                     o.value = t.data_ptr()
             self.launcher(stream, self.packed)
@@ -168,7 +172,10 @@ def start(spec: KernelSpec, kernel: Kernel, extents: list[int], ins: list, outs:
         config.dump("launch", lambda: f"{spec.name}: {variant.name} grid={grid} "
                                       f"block={variant.block} extents={extents} "
                                       f"vector={variant.vec} index={variant.idx} split={split}")
-    return CudaLaunch(spec, kernel, outs, variant, grid, packed, launcher, scratch)
+    prep = CudaLaunch(spec, kernel, outs, variant, grid, packed, launcher, scratch)
+    if scratch is not None:
+        prep.scratch_bufs[stream] = bufs
+    return prep
 
 
 def prefetch(spec: KernelSpec, full: list[int], ins: list, params: list,
