@@ -41,7 +41,6 @@ def bare_layernorm_case(r, c):
 
 from hostir import config  # noqa: E402
 from hostir.codegen import spec  # noqa: E402
-from hostir.runtime import nvrtc  # noqa: E402
 
 
 def main(argv=None):
@@ -71,18 +70,12 @@ def main(argv=None):
             fns.append(lambda fd=fd: fd.execute(inputs))
             labels.append(f"chunks {chunks}, block {block}")
         spec.PERSISTENT_CHUNKS = 4
-        # a diagnostic, not a setting hostir uses: is the kernel bound by arithmetic?
-        plain = nvrtc.compile_cubin.__defaults__, nvrtc.prefetch.__defaults__
-        fast = ((*nvrtc.OPTIONS, "--use_fast_math"),)
-        nvrtc.compile_cubin.__defaults__ = (*plain[0][:-1], *fast)
-        nvrtc.prefetch.__defaults__ = (*plain[1][:-1], *fast)
-        try:
+        # HOSTIR_ENABLE=fast_math (off by default): is the kernel bound by arithmetic?
+        with config.override(enable=config.get().enable | {"fast_math"}):
             fd = make()[1]
             fd.execute(inputs)
-            fns.append(lambda fd=fd: fd.execute(inputs))
-            labels.append("chunks 4, --use_fast_math (diagnostic)")
-        finally:
-            nvrtc.compile_cubin.__defaults__, nvrtc.prefetch.__defaults__ = plain
+        fns.append(lambda fd=fd: fd.execute(inputs))
+        labels.append("chunks 4, fast_math")
         try:
             compiled = torch.compile(eager)
             compiled(*inputs)

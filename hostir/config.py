@@ -7,7 +7,10 @@ HOSTIR_DUMP      comma list of stages to print: fusion_ir, sharding (a sharded f
 HOSTIR_ENABLE    comma list of optional features to turn on: grid_stride (cap kernel
                  grids at 32 blocks per SM and loop, instead of one thread per slot),
                  nvtx (an NVTX range around every launch, collective start and wait of a
-                 host program on CUDA, for Nsight Systems)
+                 host program on CUDA, for Nsight Systems), fast_math (generated kernels
+                 use the hardware's approximate exp, log and float division, as
+                 torch.compile's kernels do: a few ulp of float32 instead of correctly
+                 rounded or 1-2 ulp; compute-bound kernels such as a bf16 softmax gain)
 HOSTIR_DISABLE   comma list of features to turn off: concretize_resize (keep slice/pad/cat
                  bounds symbolic), paired_lanes (no shared-read pairing in pointwise kernels),
                  pdl (launch kernels without programmatic dependent launch),

@@ -24,10 +24,18 @@ __device__ __forceinline__ hir_bf16 hir_f2bf(float f) {
 #define HIR_UNARY(name, ff, df) \
   __device__ __forceinline__ float name(float x) { return ff(x); } \
   __device__ __forceinline__ double name(double x) { return df(x); }
+#ifdef HIR_FAST_MATH  // HOSTIR_ENABLE=fast_math: the hardware approximations (as --use_fast_math)
+HIR_UNARY(hir_exp, __expf, exp)
+#else
 HIR_UNARY(hir_exp, expf, exp)
+#endif
 HIR_UNARY(hir_exp2, exp2f, exp2)
 HIR_UNARY(hir_expm1, expm1f, expm1)
+#ifdef HIR_FAST_MATH
+HIR_UNARY(hir_log, __logf, log)
+#else
 HIR_UNARY(hir_log, logf, log)
+#endif
 HIR_UNARY(hir_log2, log2f, log2)
 HIR_UNARY(hir_log10, log10f, log10)
 HIR_UNARY(hir_log1p, log1pf, log1p)
@@ -56,7 +64,7 @@ template <typename T> __device__ __forceinline__ T hir_round(T x) { return x; }
 
 __device__ __forceinline__ float hir_reciprocal(float x) { return 1.0f / x; }
 __device__ __forceinline__ double hir_reciprocal(double x) { return 1.0 / x; }
-__device__ __forceinline__ float hir_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ float hir_sigmoid(float x) { return 1.0f / (1.0f + hir_exp(-x)); }
 __device__ __forceinline__ double hir_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 
 template <typename T> __device__ __forceinline__ T hir_abs(T x) { return x < T(0) ? -x : x; }
@@ -100,7 +108,11 @@ __device__ __forceinline__ double hir_min(double a, double b) { return (a != a |
 template <typename T> __device__ __forceinline__ T hir_div(T a, T b) {
   T q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
+#ifdef HIR_FAST_MATH
+__device__ __forceinline__ float hir_div(float a, float b) { return __fdividef(a, b); }
+#else
 __device__ __forceinline__ float hir_div(float a, float b) { return a / b; }
+#endif
 __device__ __forceinline__ double hir_div(double a, double b) { return a / b; }
 template <typename T> __device__ __forceinline__ T hir_ceildiv(T a, T b) { return -hir_div<T>(-a, b); }
 template <typename T> __device__ __forceinline__ T hir_remainder(T a, T b) {

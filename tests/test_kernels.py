@@ -528,3 +528,28 @@ def test_many_signatures_evict_the_least_recent_bound_plans(device):
     recent = {cache._signature([torch.empty(n, device=device), 1.0]) for n in sizes[:3]}
     assert recent <= set(cache.bound)  # the last ones used are kept
     assert all(len(b.prepared) == 1 for b in cache.bound.values())
+
+
+def test_fast_math_is_opt_in_and_marks_the_source():
+    """HOSTIR_ENABLE=fast_math: kernels define HIR_FAST_MATH (the NVRTC sweep
+    compiles them); the CPU interpreter's results are unchanged."""
+    from hostir import config
+    x = torch.randn(7, 300)
+
+    def make():
+        with FusionDefinition() as fd:
+            t = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+            m = fd.ops.broadcast_in_dim(fd.ops.max(t, [1]), t.shape(), [0])
+            e = fd.ops.exp(fd.ops.sub(t, m))
+            s = fd.ops.broadcast_in_dim(fd.ops.sum(e, [1]), t.shape(), [0])
+            fd.add_output(fd.ops.div(e, s))
+        return fd
+    plain = make()
+    (a,) = plain.execute([x])
+    assert "HIR_FAST_MATH" not in plain.last_cuda_code()
+    with config.override(enable=config.get().enable | {"fast_math"}):
+        fast = make()
+        (b,) = fast.execute([x])
+    assert "#define HIR_FAST_MATH 1" in fast.last_cuda_code()
+    torch.testing.assert_close(b, torch.softmax(x, 1))
+    torch.testing.assert_close(a, b, rtol=0, atol=0)

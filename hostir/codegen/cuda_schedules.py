@@ -9,7 +9,6 @@ from __future__ import annotations
 from ..ir.dtypes import DataType
 from .cuda import (CTYPE, _affine, _closure, _inner_deps, _literal, _offset, _Printer,
                    vector_loads)
-from ..ir.node import Op
 from .kir import K, Kernel, KNode, levels, passes, row_nodes, split_stores
 
 
@@ -88,10 +87,6 @@ class _ReductionPrinter(_Printer):
             stores = [st for st in full_stores if level[id(st[1])] == p]
             roots = [n.src[0] for n in mine] + [x for st in stores for x in (st[1], *st[2])]
             work.append((p, mine, stores, _closure_of(roots, rows)))  # row values are named already
-        carry_in: dict[int, dict[int, str]] = {}   # pass index -> node id -> register array
-        carry_out: dict[int, dict[int, str]] = {}
-        if self.chunks:
-            work = self._carry(work, rows, carry_in, carry_out)
         if self.chunks:  # vectors read in several passes stay in registers from the first
             uses: dict[int, int] = {}
             for *_, body in work:
@@ -100,14 +95,13 @@ class _ReductionPrinter(_Printer):
             for n in dict.fromkeys(n for *_, body in work for n in body if uses.get(id(n), 0) > 1):
                 self.cache[id(n)] = name = self.fresh()
                 L.append(f"    alignas(16) {CTYPE[n.dtype]} {name}[{self.chunks * self.vec}];")
-        for w, (p, mine, stores, body) in enumerate(work):
+        for p, mine, stores, body in work:
             for n in mine:
                 L.append(f"    {CTYPE[n.dtype]} {acc[id(n)]} = {_reduce_init(n.arg, n.dtype)};")
             if self.vec == 1:
                 self._scalar_pass(mine, stores, body, names, acc)
             else:
-                self._vector_pass(mine, stores, body, names, acc, carry_in.get(w, {}),
-                                  carry_out.get(w, {}))
+                self._vector_pass(mine, stores, body, names, acc)
             self._group_reduce(mine, [reduces.index(n) for n in mine], acc)
             for n in mine:
                 names[id(n)] = acc[id(n)]
@@ -117,40 +111,6 @@ class _ReductionPrinter(_Printer):
             self._epilogue(rows, row_stores, names, "    ", "lane == 0 && active")
         L.append("  }")
         return self.wrap()
-
-    def _carry(self, work, rows, carry_in, carry_out):
-        """Values a persistent kernel computes in one pass and needs again in a later
-        one (a softmax's exp(x - max): summed, then divided) stay in registers when
-        recomputing them costs more than moving them (a transcendental or a
-        division on the way); the later pass starts from them. Returns the passes
-        with their bodies cut at the carried values."""
-        seen: dict[int, int] = {}  # node id -> first pass computing it
-        out = []
-        for w, (p, mine, stores, body) in enumerate(work):
-            earlier = {i for i in seen}
-            consumers: dict[int, list] = {}
-            for m in body:
-                for x in m.src:
-                    consumers.setdefault(id(x), []).append(m)
-            roots = [n.src[0] for n in mine] + [x for st in stores for x in (st[1], *st[2])]
-            root_ids = {id(r) for r in roots}
-            frontier = [n for n in body if id(n) in earlier and id(n) in self.dep
-                        and n.op != K.LOAD and _costly(n, earlier)
-                        and (id(n) in root_ids or any(id(c) not in earlier
-                                                      for c in consumers.get(id(n), ())))]
-            if frontier:
-                for n in frontier:
-                    first = seen[id(n)]
-                    arr = carry_out.setdefault(first, {}).get(id(n))
-                    if arr is None:
-                        arr = carry_out[first][id(n)] = self.fresh()
-                        self.lines.append(f"    {CTYPE[n.dtype]} {arr}[{self.chunks * self.vec}];")
-                    carry_in.setdefault(w, {})[id(n)] = arr
-                body = _closure_of(roots, {id(n) for n in rows} | {id(n) for n in frontier})
-            for n in body:
-                seen.setdefault(id(n), w)
-            out.append((p, mine, stores, body))
-        return out
 
     def _combine(self, reduces, acc, names, indent: str) -> None:
         """Each accumulator takes in its REDUCE's value at this point."""
@@ -213,7 +173,7 @@ class _ReductionPrinter(_Printer):
         self._stores(stores, inner, "      ")
         L.append("    }")
 
-    def _vector_pass(self, mine, stores, body, names, acc, carry_in=None, carry_out=None) -> None:
+    def _vector_pass(self, mine, stores, body, names, acc) -> None:
         """`vec` consecutive points of the innermost dim per thread and iteration:
         vector loads, an unrolled loop, vector stores (the launch checked that
         the innermost extent and the tensors' alignment allow it)."""
@@ -252,11 +212,7 @@ class _ReductionPrinter(_Printer):
         L.append("      #pragma unroll")
         L.append(f"      for (int u = 0; u < {v}; ++u) {{")
         L.append(f"        const {idx} ii = {i} + u;")
-        for nid, arr in (carry_in or {}).items():
-            inner[nid] = f"{arr}[c * {v} + u]"
         self.emit_all([n for n in body if id(n) in self.dep], inner, "ii", "        ")
-        for nid, arr in (carry_out or {}).items():
-            L.append(f"        {arr}[c * {v} + u] = {inner[nid]};")
         self._combine(mine, acc, inner, "        ")
         for (s, node, ix), arr in zip(stores, arrs):
             L.append(f"        {arr}[u] = {inner[id(node)]};")
@@ -449,8 +405,8 @@ class _OuterPrinter(_ReductionPrinter):
         L.append("          #pragma unroll")
         L.append(f"          for (int u = 0; u < {V}; ++u) {{")
         for j, n in enumerate(reduces):
-            L.append(f"            const {CTYPE[n.dtype]} x = a{j}[u], y = hir_ld_l2(ws{j} + w * nslots + row + u); "
-                     f"a{j}[u] = {_COMBINE[n.arg]};")
+            L.append(f"            {{ const {CTYPE[n.dtype]} x = a{j}[u], y = hir_ld_l2(ws{j} + w * nslots + row + u); "
+                     f"a{j}[u] = {_COMBINE[n.arg]}; }}")
         L.append("          }")
         L.append("        }")
         L.append("      }")
@@ -504,26 +460,6 @@ def outer_ok(kern: Kernel) -> bool:
     innermost dim kept (coalesced across a tile of kept points)."""
     n = len(kern.extent_vals)
     return bool(kern.reduced) and n - 1 not in kern.reduced and passes(kern) == [0]
-
-
-_CHEAP = {K.LOAD, K.CONST, K.INDEX, K.PARAM, Op.CAST, Op.SET, Op.ADD, Op.SUB, Op.MUL, Op.NEG,
-          Op.ABS, Op.MAXIMUM, Op.MINIMUM, Op.WHERE, Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE,
-          Op.LOGICAL_AND, Op.LOGICAL_OR, Op.LOGICAL_NOT, Op.RELU}
-
-
-def _costly(n: KNode, within: set[int]) -> bool:
-    """Does computing n (from its sources in `within`) take a transcendental, a
-    division or another op beyond a few instructions?"""
-    stack, seen = [n], set()
-    while stack:
-        m = stack.pop()
-        if id(m) in seen or id(m) not in within:
-            continue
-        seen.add(id(m))
-        if m.op not in _CHEAP:
-            return True
-        stack.extend(m.src)
-    return False
 
 
 def _closure_of(roots, stop=frozenset()) -> list:

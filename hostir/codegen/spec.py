@@ -31,12 +31,14 @@ class KernelOptions:
     pdl: bool = True           # programmatic dependent launch (griddepcontrol)
     grid_stride: bool = False  # cap the grid at 32 blocks per SM and loop
     pairing: bool = True       # paired lanes where they read less
+    fast_math: bool = False    # approximate exp, log and float division (HIR_FAST_MATH)
 
     @classmethod
     def from_config(cls) -> "KernelOptions":
         c = config.get()
         return cls(block=c.block, streaming=c.streaming, pdl="pdl" not in c.disable,
-                   grid_stride="grid_stride" in c.enable, pairing="paired_lanes" not in c.disable)
+                   grid_stride="grid_stride" in c.enable, pairing="paired_lanes" not in c.disable,
+                   fast_math="fast_math" in c.enable)
 
 
 @dataclass(eq=False)
@@ -67,8 +69,9 @@ class Variant:
     @cached_property
     def source(self) -> str:
         o = self.options
-        return kernel_source(self.kernel, self.vec, self.idx, self.block, o.streaming, o.pdl,
-                             self.name, self.threads, self.chunks, self.outer, self.tile)
+        src = kernel_source(self.kernel, self.vec, self.idx, self.block, o.streaming, o.pdl,
+                            self.name, self.threads, self.chunks, self.outer, self.tile)
+        return "#define HIR_FAST_MATH 1\n" + src if o.fast_math else src
 
     def __str__(self) -> str:
         return self.source
@@ -253,7 +256,8 @@ class KernelSpec:
         got = self._variants.get(key)
         if got is None:
             o = self.options
-            tune = f"_b{o.block}{'cs' if o.streaming else ''}{'_pdl' if o.pdl else ''}"
+            tune = (f"_b{o.block}{'cs' if o.streaming else ''}{'_pdl' if o.pdl else ''}"
+                    f"{'_fm' if o.fast_math else ''}")
             name = (f"{kernel.name}{'_pair' * len(kernel.pairs)}_v{vec}_"
                     f"{'i32' if idx == 'int' else 'i64'}{f'_t{threads}' if threads else ''}"
                     f"{f'_c{chunks}' if chunks else ''}{'_outer' if outer else ''}"
