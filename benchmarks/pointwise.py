@@ -130,6 +130,12 @@ def case_makers(small: bool):
             lambda: broadcast_add_case(8192, 8192)]
 
 
+def tiny_cases():
+    """The cases at tiny sizes (`hostir bench --tiny`: checks that the suite runs)."""
+    return [rotation_case(1 << 12), rope_case(1, 2, 16, 32), gelu_bwd_case((2, 8, 32)),
+            pad_broadcast_case(1, 2, 4, 2, 32), broadcast_add_case(32, 64)]
+
+
 def cases(small: bool):
     return [make() for make in case_makers(small)]
 

@@ -83,8 +83,10 @@ def fusion_suite(bench_dir: Path, suite: str, args, out: Path) -> list[Path]:
     meta["copy GB/s"] = round(bw / 1e9, 1)
     if tiny:
         meta["sizes"] = "tiny (a check that the suite runs, not a measurement)"
-    makers = module.case_makers(True) if tiny and hasattr(module, "case_makers") else None
-    cases = [m() for m in makers] if makers is not None else module.cases(tiny or dev.type == "cpu")
+    if tiny and hasattr(module, "tiny_cases"):
+        cases = module.tiny_cases()
+    else:
+        cases = module.cases(tiny or dev.type == "cpu")
     rows = []
     for case in progress.track(cases, f"hostir bench {suite}"):
         rows.append(harness.measure(case, dev, bw, rounds, reps, use_compile))
