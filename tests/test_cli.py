@@ -281,3 +281,24 @@ def test_progress_bar_draws_only_where_asked():
     bar.close()
     text = loud.getvalue()
     assert "3/3" in text and "work" in text, text
+
+
+def test_background_compiles_advance_a_bar(tmp_path, logs, monkeypatch):
+    logs(HOSTIR_CACHE_DIR=str(tmp_path))
+    stream = io.StringIO()
+
+    class Shown(Progress):  # as on a terminal
+        def __init__(self, total=0, desc=""):
+            super().__init__(total, desc, delay=0, stream=stream, force=True)
+    monkeypatch.setattr(nvrtc, "Progress", Shown)
+    nvrtc.clear_memory_cache()
+    for i in range(2):
+        nvrtc.prefetch(SOURCE + f"// {tmp_path} {i}\n", "sm_90", f"k{i}")
+    nvrtc.wait_prefetches()
+    for i in range(2):  # compiled by the pool: now in memory
+        before = nvrtc.stats.nvrtc_calls
+        nvrtc.compile_cubin(SOURCE + f"// {tmp_path} {i}\n", "sm_90", f"k{i}")
+        assert nvrtc.stats.nvrtc_calls == before
+    text = stream.getvalue()
+    assert "hostir: compiling kernels" in text and ("2/2" in text or text.count("1/1") == 2), text
+    assert nvrtc._bar is None  # closed when the last compile finished

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..concretize import DynamicInfo
 from ..ir.fusion import Fusion
+from ..ir.node import OPS
 
 _TENSOR_PARTS = ("shape", "strides", "dtype", "device", "alignment (address % 16)")
 
@@ -53,7 +54,7 @@ def key_changes(info: DynamicInfo, before: tuple, now: tuple) -> list[str]:
     if (r0 is None) != (r1 is None):
         changes.append("slice/pad/cat bounds " + ("made symbolic" if r1 is None else "specialized"))
     elif r0 is not None:
-        resizes = [v for v in info.shape_nodes if _has_bounds(v)]
+        resizes = [v for v in info.shape_nodes if OPS[v.op].bounds is not None]
         for j, (a, b) in enumerate(zip(r0, r1)):
             if a != b:
                 what = f"{resizes[j].op.value} {resizes[j]!r}" if j < len(resizes) else f"resize {j}"
@@ -70,11 +71,6 @@ def key_changes(info: DynamicInfo, before: tuple, now: tuple) -> list[str]:
                            f"stride order {list(a[1])} -> {list(b[1])}, dense dims {list(a[2])} -> "
                            f"{list(b[2])}, offset 0 {a[3]} -> {b[3]}")
     return changes
-
-
-def _has_bounds(v) -> bool:
-    from ..ir.node import OPS
-    return OPS[v.op].bounds is not None
 
 
 def why(fusion: Fusion, info: DynamicInfo, before_sig, sig, before_key, key) -> str:
