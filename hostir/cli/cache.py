@@ -3,15 +3,8 @@ Plans and in-memory kernels belong to a process; `fd.cache_info()` shows those."
 from __future__ import annotations
 
 from .. import config
+from ..host.cache import human_bytes as _size
 from ..runtime import nvrtc
-
-
-def _size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return ""
 
 
 def cache_command(action: str) -> int:

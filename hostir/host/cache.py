@@ -50,10 +50,11 @@ class CacheInfo:
         mode = "specialized" if self.specialize_resize else "symbolic"
         return (f"plans {self.plans} (calls: {self.hits} hits, {self.misses} misses; resize bounds "
                 f"{mode}); kernels compiled {self.kernels_compiled}, disk hits {self.disk_hits} "
-                f"(this process); disk cache {self.disk_entries} cubins, {_size(self.disk_bytes)}")
+                f"(this process); disk cache {self.disk_entries} cubins, {human_bytes(self.disk_bytes)}")
 
 
-def _size(n: int) -> str:
+def human_bytes(n: float) -> str:
+    """1536 -> '1.5 KiB'."""
     for unit in ("B", "KiB", "MiB"):
         if n < 1024:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
