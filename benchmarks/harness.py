@@ -111,11 +111,48 @@ def _error(ours, ref) -> float:
                for o, r in zip(ours, ref))
 
 
+def measure(case, dev, bw: float, rounds: int = 9, reps: int = 20, use_compile: bool = True) -> dict:
+    """One case — (case name, FusionDefinition, eager function, inputs(device),
+    bytes moved) — timed for hostir, torch eager and torch.compile in alternating
+    batches; a row of times, GB/s, % of the copy bandwidth `bw` and the error."""
+    name, fd, eager, make_inputs, nbytes = case
+    inputs = make_inputs(dev)
+    ours = fd.execute(inputs)
+    err = _error(ours, eager(*inputs))
+    fns = [lambda: fd.execute(inputs), lambda: eager(*inputs)]
+    compile_error = None
+    if use_compile:
+        try:
+            compiled = torch.compile(eager)
+            compiled(*inputs)
+            fns.append(lambda: compiled(*inputs))
+        except Exception as e:  # torch.compile may be unavailable (no compiler on CPU)
+            compile_error = f"n/a ({type(e).__name__})"
+    # timed in alternating batches, so drift during the run affects all alike
+    t_h, t_e, *t_c = time_interleaved(fns, dev, rounds=rounds, reps=reps)
+    row = {"case": name, "bytes": nbytes, "hostir us": t_h * 1e6, "hostir GB/s": nbytes / t_h / 1e9,
+           "% copy": 100 * nbytes / t_h / bw, "eager us": t_e * 1e6, "eager GB/s": nbytes / t_e / 1e9,
+           "rel err": err}
+    row["vs eager"] = t_e / t_h
+    if t_c:
+        row["compile us"] = t_c[0] * 1e6
+        row["compile GB/s"] = nbytes / t_c[0] / 1e9
+        row["compile % copy"] = 100 * nbytes / t_c[0] / bw
+        row["vs compile"] = t_c[0] / t_h
+    elif compile_error:
+        row["compile us"] = compile_error
+    return row
+
+
+COLUMNS = ["case", "hostir us", "hostir GB/s", "% copy", "eager us", "compile us",
+           "compile % copy", "vs eager", "vs compile", "rel err"]
+
+
 def run_suite(name: str, cases, argv=None) -> None:
-    """hostir vs torch eager vs torch.compile on each of `cases(small)` — tuples
-    (case name, FusionDefinition, eager function, inputs(device), bytes moved) —
-    timed in alternating batches in one run; GB/s and % of the copy bandwidth
-    measured in the same run. Writes DIR/<name>.json and .md."""
+    """hostir vs torch eager vs torch.compile on each of `cases(small)` (see
+    `measure`), timed in alternating batches in one run; GB/s and % of the copy
+    bandwidth measured in the same run. Writes DIR/<name>.json and .md.
+    (`hostir bench` runs the same cases through `measure`.)"""
     import argparse
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="benchmarks/out")
@@ -126,35 +163,8 @@ def run_suite(name: str, cases, argv=None) -> None:
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     small = args.small or dev.type == "cpu"
     bw = copy_bandwidth(dev)
-    rows = []
-    for case, fd, eager, make_inputs, nbytes in cases(small):
-        inputs = make_inputs(dev)
-        ours = fd.execute(inputs)
-        err = _error(ours, eager(*inputs))
-        fns = [lambda: fd.execute(inputs), lambda: eager(*inputs)]
-        compile_error = None
-        if not args.no_compile:
-            try:
-                compiled = torch.compile(eager)
-                compiled(*inputs)
-                fns.append(lambda: compiled(*inputs))
-            except Exception as e:  # torch.compile may be unavailable (no compiler on CPU)
-                compile_error = f"n/a ({type(e).__name__})"
-        # timed in alternating batches, so drift during the run affects all alike
-        t_h, t_e, *t_c = time_interleaved(fns, dev, rounds=args.rounds)
-        row = {"case": case, "hostir us": t_h * 1e6, "hostir GB/s": nbytes / t_h / 1e9,
-               "% copy": 100 * nbytes / t_h / bw, "eager us": t_e * 1e6, "rel err": err}
-        row["vs eager"] = t_e / t_h
-        if t_c:
-            row["compile us"] = t_c[0] * 1e6
-            row["compile % copy"] = 100 * nbytes / t_c[0] / bw
-            row["vs compile"] = t_c[0] / t_h
-        elif compile_error:
-            row["compile us"] = compile_error
-        rows.append(row)
-        del inputs, ours
+    rows = [measure(case, dev, bw, args.rounds, use_compile=not args.no_compile)
+            for case in cases(small)]
     meta = meta_for(dev)
     meta["copy GB/s"] = round(bw / 1e9, 1)
-    write_results(Path(args.out), name, meta, rows,
-                  ["case", "hostir us", "hostir GB/s", "% copy", "eager us", "compile us",
-                   "compile % copy", "vs eager", "vs compile", "rel err"])
+    write_results(Path(args.out), name, meta, rows, COLUMNS)

@@ -130,8 +130,26 @@ def case_makers(small: bool):
             lambda: broadcast_add_case(8192, 8192)]
 
 
+def tiny_cases():
+    """The cases at tiny sizes (`hostir bench --tiny`: checks that the suite runs)."""
+    return [rotation_case(1 << 12), rope_case(1, 2, 16, 32), gelu_bwd_case((2, 8, 32)),
+            pad_broadcast_case(1, 2, 4, 2, 32), broadcast_add_case(32, 64)]
+
+
 def cases(small: bool):
     return [make() for make in case_makers(small)]
+
+
+def sweep(tiny: bool):
+    """Per fusion, its cases at growing sizes (`hostir bench --plot`: bandwidth vs size)."""
+    ns = [1 << 10, 1 << 12, 1 << 14] if tiny else [1 << k for k in range(16, 29, 2)]
+    rows = [64, 256, 1024] if tiny else [256, 1024, 4096, 8192, 16384]
+    seqs = [16, 64, 128] if tiny else [256, 512, 1024, 2048, 4096]
+    return [("rotation+residual fp32", [lambda n=n: rotation_case(n) for n in ns]),
+            ("broadcast add fp32", [lambda r=r: broadcast_add_case(r, r if not tiny else 64)
+                                    for r in rows]),
+            ("RoPE bf16", [lambda s=s: rope_case(2 if tiny else 8, 4 if tiny else 32, s,
+                                                 32 if tiny else 128) for s in seqs])]
 
 
 def main(argv=None):

@@ -151,6 +151,15 @@ def cases(small: bool):
     return [make() for make in makers]
 
 
+def sweep(tiny: bool):
+    """Per fusion, its cases at growing sizes (`hostir bench --plot`: bandwidth vs size)."""
+    rows = [16, 64, 256] if tiny else [1024, 4096, 16384, 32768]
+    c = 128 if tiny else 4096
+    return [("row sum bf16", [lambda r=r: row_sum_case(r, c) for r in rows]),
+            ("softmax bf16", [lambda r=r: softmax_case(r, c) for r in rows]),
+            ("rmsnorm bf16", [lambda r=r: rmsnorm_case(r, c) for r in rows])]
+
+
 def main(argv=None):
     run_suite("reduction", cases, argv)
 

@@ -30,6 +30,10 @@ HOSTIR_COMM_BACKEND  how collectives run between ranks: torch (default; torch.di
 HOSTIR_COMM_TIMEOUT  seconds a collective may take before the job is ended (default 300)
 HOSTIR_CHECK_PROGRAM  1: before a host program first runs, every rank compares a
                  fingerprint of it with rank 0's and names the first difference
+HOSTIR_LOGS      comma list of subsystems whose log lines are printed (rank-tagged, on
+                 stderr), or "all": segments (each fusion's segmentation), compile (each
+                 kernel compile: cold, disk or memory hit, time), dist (process groups and
+                 communicators set up), cache (plans made and why a fusion recompiles)
 HOSTIR_LOG_RANKS comma list of ranks whose log lines are printed, or "all" (default: 0)
 
 Launchers tell a process its rank, world size and local rank; they are read in
@@ -48,6 +52,7 @@ from pathlib import Path
 
 DUMP_STAGES = frozenset({"fusion_ir", "sharding", "concretized", "preseg", "aliases", "segments", "host_ir",
                          "kernels", "launch"})
+LOG_SUBSYSTEMS = frozenset({"segments", "compile", "dist", "cache"})
 
 
 def _csv(name: str) -> frozenset[str]:
@@ -70,6 +75,7 @@ class Config:
     comm_timeout: float = 300.0
     check_program: bool = False
     log_ranks: str = "0"
+    logs: frozenset[str] = field(default_factory=frozenset)
 
     @classmethod
     def from_env(cls) -> "Config":
@@ -79,6 +85,11 @@ class Config:
             print(f"hostir: ignoring unknown HOSTIR_DUMP stages {sorted(unknown)}; "
                   f"known: {sorted(DUMP_STAGES)}", file=sys.stderr)
         cache = os.environ.get("HOSTIR_CACHE_DIR")
+        logs = _csv("HOSTIR_LOGS")
+        logs = LOG_SUBSYSTEMS if "all" in logs else logs
+        if logs - LOG_SUBSYSTEMS:
+            print(f"hostir: ignoring unknown HOSTIR_LOGS subsystems {sorted(logs - LOG_SUBSYSTEMS)}; "
+                  f"known: {sorted(LOG_SUBSYSTEMS)} or all", file=sys.stderr)
         return cls(
             dump=dump & DUMP_STAGES,
             enable=_csv("HOSTIR_ENABLE"),
@@ -89,6 +100,7 @@ class Config:
             comm_timeout=float(os.environ.get("HOSTIR_COMM_TIMEOUT", "300")),
             check_program=os.environ.get("HOSTIR_CHECK_PROGRAM", "0") not in ("", "0"),
             log_ranks=os.environ.get("HOSTIR_LOG_RANKS", "0"),
+            logs=logs & LOG_SUBSYSTEMS,
         )
 
 
@@ -184,6 +196,25 @@ def logging_rank() -> bool:
     """Does this rank print (HOSTIR_LOG_RANKS; rank 0 by default)?"""
     ranks = _current.log_ranks
     return ranks == "all" or str(launch().rank) in {r.strip() for r in ranks.split(",")}
+
+
+def tagged(message: str) -> None:
+    """Print a rank-tagged line on stderr, from the ranks HOSTIR_LOG_RANKS names."""
+    if logging_rank():
+        where = launch()
+        print(f"[hostir rank {where.rank}/{where.size}] {message}", file=sys.stderr, flush=True)
+
+
+def logging(subsystem: str) -> bool:
+    """Does HOSTIR_LOGS ask for `subsystem`'s lines (check before formatting one)?"""
+    return subsystem in _current.logs
+
+
+def log(subsystem: str, message) -> None:
+    """A rank-tagged log line of `subsystem` if HOSTIR_LOGS asks for it. `message`
+    is a string or a function giving one (called only when the line is printed)."""
+    if subsystem in _current.logs and logging_rank():
+        tagged(f"{subsystem}: {message() if callable(message) else message}")
 
 
 _noted: set = set()

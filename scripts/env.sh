@@ -12,11 +12,11 @@ if [ -z "${HOSTIR_PYTHON:-}" ]; then
       python3 -m venv .venv
     fi
     HOSTIR_PYTHON="$ROOT/.venv/bin/python"
-    if ! "$HOSTIR_PYTHON" -c "import torch, numpy, pytest, hypothesis, xdist, pytest_timeout, cuda.bindings, mpi4py" >/dev/null 2>&1; then
+    if ! "$HOSTIR_PYTHON" -c "import torch, numpy, pytest, hypothesis, xdist, pytest_timeout, cuda.bindings, mpi4py, matplotlib" >/dev/null 2>&1; then
       echo "hostir: installing dependencies into .venv (CPU torch 2.13.0, pinned)" >&2
       "$HOSTIR_PYTHON" -m pip install -q --upgrade pip >/dev/null
       "$HOSTIR_PYTHON" -m pip install -q "torch==2.13.0" numpy pytest hypothesis pytest-xdist \
-        pytest-timeout cuda-python nvidia-cuda-nvrtc mpi4py mpich
+        pytest-timeout cuda-python nvidia-cuda-nvrtc mpi4py mpich matplotlib
     fi
   fi
 fi

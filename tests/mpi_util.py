@@ -1,30 +1,21 @@
 """Running a program under mpirun from a test (the `mpi` marker)."""
 from __future__ import annotations
 
-import functools
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from hostir.cli.launch import mpirun_command
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@functools.cache
 def mpirun() -> list[str] | None:
     """The mpirun command, with Open MPI's flags for root and for more ranks than cores."""
-    exe = Path(sys.executable).with_name("mpirun")
-    path = str(exe) if exe.exists() else shutil.which("mpirun")
-    if path is None:
-        return None
-    version = subprocess.run([path, "--version"], capture_output=True, text=True).stdout
-    if "Open MPI" in version or "OpenRTE" in version:
-        extra = ["--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
-        return [path, *extra]
-    return [path]
+    return mpirun_command()
 
 
 def run_mpi(n: int, script: str, *args: str, env: dict | None = None, timeout: float = 300):

@@ -18,6 +18,7 @@ import atexit
 import hashlib
 import socket
 import threading
+import time
 from datetime import timedelta
 
 import torch
@@ -48,7 +49,12 @@ class Communicator:
         """The job's communicator, made (and the process group bootstrapped) on first use."""
         with cls._lock:
             if cls._instance is None:
-                cls._instance = _bootstrap()
+                t = time.perf_counter()
+                cls._instance = c = _bootstrap()
+                config.log("dist", lambda: f"communicator: {c.name} backend, rank {c.rank()} of "
+                           f"{c.size()} (local {c.local_rank()} of {c.local_size()}) on {c.device}, "
+                           f"launcher {config.launch().launcher}, set up in "
+                           f"{time.perf_counter() - t:.2f} s")
                 if cls._instance.size() > 1:  # after torch's own hook, which it replaces
                     install_abort_hook()
             return cls._instance
@@ -86,6 +92,7 @@ class Communicator:
         got = self._teams.get(ranks)
         if got is None:
             got = self._teams[ranks] = self.backend.team(ranks)
+            config.log("dist", f"team of ranks {list(ranks)} made ({self.name})")
         return got
 
     def agree(self, what: str, value) -> None:

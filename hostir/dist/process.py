@@ -30,13 +30,9 @@ def device_for(local_rank: int, local_size: int = 1) -> torch.device:
     return torch.device("cuda", local_rank)
 
 
-def log(message: str, rank: int | None = None) -> None:
+def log(message: str) -> None:
     """Print a rank-tagged line (rank 0 only, unless HOSTIR_LOG_RANKS says otherwise)."""
-    launch = config.launch()
-    rank = launch.rank if rank is None else rank
-    if not config.logging_rank():
-        return
-    print(f"[hostir rank {rank}/{launch.size}] {message}", file=sys.stderr, flush=True)
+    config.tagged(message)
 
 
 def _abort_job(code: int = 1) -> None:

@@ -24,6 +24,7 @@ from ..ir.node import OPS, Op
 from .context import RunContext
 from .pipeline import build_plan
 from .plan import BoundPlan, Plan
+from .why import signature_changes, why
 
 MAX_SPECIALIZATIONS = 1
 MAX_SIGNATURES = 64  # input signatures with a bound plan per fusion
@@ -32,11 +33,33 @@ MAX_PLANS = 32       # concretizations kept per fusion
 
 @dataclass(frozen=True)
 class CacheInfo:
+    """`fd.cache_info()`: this fusion's plans, and this process's kernel compiles
+    (NVRTC runs, disk-cache hits) and the disk cache's size. Prints itself."""
+
     hits: int
     misses: int
     plans: int
     specialize_resize: bool
     keys: tuple
+    kernels_compiled: int = 0   # NVRTC compiles in this process (every fusion)
+    disk_hits: int = 0          # cubins read from the disk cache in this process
+    disk_entries: int = 0       # cubins in HOSTIR_CACHE_DIR
+    disk_bytes: int = 0
+
+    def __str__(self) -> str:
+        mode = "specialized" if self.specialize_resize else "symbolic"
+        return (f"plans {self.plans} (calls: {self.hits} hits, {self.misses} misses; resize bounds "
+                f"{mode}); kernels compiled {self.kernels_compiled}, disk hits {self.disk_hits} "
+                f"(this process); disk cache {self.disk_entries} cubins, {human_bytes(self.disk_bytes)}")
+
+
+def human_bytes(n: float) -> str:
+    """1536 -> '1.5 KiB'."""
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
 
 
 class FusionCache:
@@ -51,14 +74,18 @@ class FusionCache:
         self.specialize = not config.disabled("concretize_resize")
         self._resize_seen: set = set()
         self.last_plan: Plan | None = None
+        self._last_sig = self._last_key = None  # of the last new signature (why a plan is made)
         self._shape_scalars = _shape_scalar_positions(fusion)
         # outputs returned as they are: no in-place updates, no requested layouts
         self._plain_outputs = all(o.alias_input is None and o.stride_order is None
                                   for o in fusion.outputs)
 
     def cache_info(self) -> CacheInfo:
+        from ..runtime import nvrtc
+        entries, nbytes = nvrtc.disk_usage()
         return CacheInfo(self.hits, self.misses, len(self.plans), self.specialize,
-                         tuple(self.plans))
+                         tuple(self.plans), nvrtc.stats.nvrtc_calls, nvrtc.stats.disk_hits,
+                         entries, nbytes)
 
     # ------------------------------------------------------------ calls
     def execute(self, args, device=None, out=None) -> list[torch.Tensor]:
@@ -88,7 +115,7 @@ class FusionCache:
         if device is not None and not any(v.op is Op.TENSOR_INPUT for v in self.fusion.inputs):
             run_device = torch.device(device)
         ctx = bind_inputs(self.fusion.inputs, args, RunContext(run_device))
-        plan = self._plan_for(ctx, args)
+        plan = self._plan_for(ctx, args, sig if out is None else sig[0])
         run_shape_checks(plan.checks, ctx)
         bound = BoundPlan(plan, run_device)
         self.bound[sig] = bound
@@ -135,9 +162,10 @@ class FusionCache:
         return results
 
     # ------------------------------------------------------------ plans
-    def _plan_for(self, env: Env, args) -> Plan:
+    def _plan_for(self, env: Env, args, sig: tuple = None) -> Plan:
         key = concretization_key(self.info, env, args, self.specialize)
         plan = self.plans.get(key)
+        changed_key = key  # what the log compares with the previous key
         if plan is None and self.specialize and self.info.resize_bounds:
             self._resize_seen.add(key[0])
             if len(self._resize_seen) > MAX_SPECIALIZATIONS:
@@ -150,8 +178,18 @@ class FusionCache:
         if plan is not None:
             self.hits += 1
             self.plans.move_to_end(key)
+            if config.logging("cache"):
+                changed = signature_changes(self.fusion, self._last_sig, sig) if self._last_sig else []
+                config.log("cache", f"{self.name}: new input signature ({'; '.join(changed) or 'first'}"
+                           f"), plan reused: its concretization key is unchanged")
+            self._last_sig, self._last_key = sig, key
             return plan
         self.misses += 1
+        config.log("cache", lambda: f"{self.name}: {'recompiling' if self.plans else 'compiling'} "
+                   f"(plan {len(self.plans) + 1}): " + why(self.fusion, self.info, self._last_sig,
+                                                            sig, self._last_key, changed_key)
+                   + ("" if changed_key is key else "; bounds now symbolic"))
+        self._last_sig, self._last_key = sig, key
         plan = self.plans[key] = build_plan(self.fusion, env, key, self.specialize)
         if len(self.plans) > MAX_PLANS:
             _, old = self.plans.popitem(last=False)

@@ -249,6 +249,8 @@ def _symmetric(shape, dtype, device):
         import torch.distributed._symmetric_memory as symm
         buf = symm.empty(tuple(shape), dtype=dtype, device=device)
         got = _symm_buffers[key] = (buf, symm.rendezvous(buf, dist.group.WORLD.group_name))
+        config.log("dist", f"symmetric-memory buffer {list(shape)} {dtype} on {device} "
+                   f"rendezvoused (peer copies for allgather_blocks)")
     return got
 
 

@@ -136,6 +136,7 @@ class DistributedFusion:
                                             "unpipelined (results are the same)")
         config.dump("sharding", self.sharding_text)
         config.dump("host_ir", lambda: str(self.program))
+        config.log("dist", lambda: _plan_line(name, self))
 
     def execute(self, args) -> list:
         return self.program.execute(args)
@@ -381,3 +382,19 @@ class DistributedFusion:
 
 
 __all__ = ["DistributedFusion", "Propagation"]
+
+
+def _plan_line(name: str, sharded) -> str:
+    """A sharded fusion's plan in one log line (HOSTIR_LOGS=dist): pieces and collectives."""
+    from . import ir as H
+    kinds: dict[str, int] = {}
+
+    def walk(stmts):
+        for st in stmts:
+            if isinstance(st, H.Communication):
+                kinds[st.kind] = kinds.get(st.kind, 0) + 1
+            walk(getattr(st, "body", ()) or ())
+    walk(sharded.program.ir().body)
+    comms = ", ".join(f"{n} {k}" for k, n in kinds.items()) or "no collectives"
+    return (f"{name}: sharded over {sharded.comm.size()} ranks: {len(sharded.pieces)} local "
+            f"piece(s), {comms}" + (", stream-pipelined" if sharded.stream is not None else ""))

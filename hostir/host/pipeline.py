@@ -62,6 +62,17 @@ def compile_kernels(program: H.HostIR, env: Env) -> Kernels:
     return Kernels(tuple(steps))
 
 
+def _segments_line(sf) -> str:
+    """The segmentation in one log line (HOSTIR_LOGS=segments), cuts included."""
+    parts = []
+    for seg in sf.segments:
+        text = f"seg{seg.id} {seg.scheduler} [{', '.join(seg.ops)}]"
+        if seg.reasons:
+            text += " (cut: " + "; ".join(seg.reasons) + ")"
+        parts.append(text)
+    return f"{len(sf.segments)} segment(s): " + (", ".join(parts) or "none")
+
+
 def build_plan(fusion: Fusion, env: Env, key: tuple, specialize: bool) -> Plan:
     """The plan of `fusion` for the inputs bound in `env` (concretization key `key`)."""
     options = KernelOptions.from_config()
@@ -70,6 +81,7 @@ def build_plan(fusion: Fusion, env: Env, key: tuple, specialize: bool) -> Plan:
     _stage("preseg", simplified, verify)
     aliases = _stage("aliases", analyze_aliases(simplified, env))
     sf = _stage("segments", segment(simplified, aliases, notes))
+    config.log("segments", lambda: _segments_line(sf))
     program = _stage("host_ir", lower(sf, env, options), verify_program)
     _stage("kernels", compile_kernels(program, env), Kernels.verify)
     return Plan(key, sf, specialize, program, Compiler().block(program.body), shape_checks(concrete))

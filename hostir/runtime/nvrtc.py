@@ -13,10 +13,12 @@ import hashlib
 import os
 import tempfile
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from .. import config
+from ..progress import Progress
 from ..ir.errors import ExecutionError, UnsupportedError
 
 HEADER_DIR = Path(__file__).resolve().parents[2] / "kernels"
@@ -38,6 +40,7 @@ _memory: dict[str, bytes] = {}
 _inflight: dict[str, Future] = {}   # key -> a compile running on the pool
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
+_bar: Progress | None = None        # over the background compiles running now (a terminal only)
 
 
 def _nvrtc():
@@ -143,6 +146,7 @@ def compile_cubin(source: str, arch: str, name: str = "kernel", options=OPTIONS)
         fut = _inflight.get(key) if hit is None else None
     if hit is not None:
         stats.memory_hits += 1
+        config.log("compile", lambda: f"{name} {arch}: memory hit")
         return hit
     if fut is not None:
         return fut.result()
@@ -150,12 +154,17 @@ def compile_cubin(source: str, arch: str, name: str = "kernel", options=OPTIONS)
 
 
 def _load_or_compile(key, source, arch, name, options) -> bytes:
+    t = time.perf_counter()
     cubin = _read_disk(key)
     if cubin is not None:
         stats.disk_hits += 1
+        config.log("compile", lambda: f"{name} {arch}: disk hit {key[:12]} "
+                   f"({time.perf_counter() - t:.3f} s)")
     else:
         cubin = _compile(source, arch, name, options)
         _write_disk(key, cubin)
+        config.log("compile", lambda: f"{name} {arch}: cold NVRTC compile, {len(cubin)} bytes "
+                   f"({time.perf_counter() - t:.2f} s), cached as {key[:12]}")
     with _lock:
         _memory[key] = cubin
     return cubin
@@ -165,7 +174,7 @@ def prefetch(source: str, arch: str, name: str = "kernel", options=OPTIONS) -> N
     """Start compiling `source` on a background thread (NVRTC releases the GIL,
     so the kernels of a plan compile in parallel); `compile_cubin` of the same
     key waits for it. An error surfaces there, or never if the kernel is not used."""
-    global _pool
+    global _pool, _bar
     key = cache_key(source, arch, options)
     with _lock:
         if key in _memory or key in _inflight:
@@ -174,12 +183,22 @@ def prefetch(source: str, arch: str, name: str = "kernel", options=OPTIONS) -> N
             _pool = ThreadPoolExecutor(max_workers=max(2, min(8, os.cpu_count() or 2)),
                                        thread_name_prefix="hostir-nvrtc")
 
+        if _bar is None:
+            _bar = Progress(0, "hostir: compiling kernels")
+        bar = _bar
+        bar.add_total(1)
+
         def job():
+            global _bar
             try:
                 return _load_or_compile(key, source, arch, name, options)
             finally:
+                bar.update()
                 with _lock:
                     _inflight.pop(key, None)
+                    if not _inflight and _bar is bar:
+                        _bar = None
+                        bar.close()
         _inflight[key] = _pool.submit(job)
         stats.prefetched += 1
 
@@ -195,3 +214,50 @@ def wait_prefetches() -> None:
 def clear_memory_cache() -> None:
     with _lock:
         _memory.clear()
+
+
+def disk_entries() -> list[Path]:
+    """The cubins in the disk cache (HOSTIR_CACHE_DIR/kernels)."""
+    try:
+        return sorted(_cache_dir().glob("*.cubin"))
+    except OSError:
+        return []
+
+
+def disk_usage() -> tuple[int, int]:
+    """(cubins, bytes) in the disk cache."""
+    entries = nbytes = 0
+    for p in disk_entries():
+        try:
+            nbytes += p.stat().st_size
+            entries += 1
+        except OSError:  # removed meanwhile by another process
+            pass
+    return entries, nbytes
+
+
+def clear_disk_cache() -> tuple[int, int]:
+    """Remove the disk cache's cubins, left-over temporary files and dumped failed
+    sources; nothing else in HOSTIR_CACHE_DIR is touched. Returns (files, bytes) removed.
+    Safe while other processes run: a reader of a removed entry recompiles."""
+    d = _cache_dir()
+    removed = nbytes = 0
+    paths = disk_entries()
+    try:
+        paths += sorted(d.glob("*.tmp")) + sorted((d / "failed").glob("*.cu"))
+    except OSError:
+        pass
+    for p in paths:
+        try:
+            size = p.stat().st_size
+            p.unlink()
+        except OSError:
+            continue
+        removed += 1
+        nbytes += size
+    for sub in (d / "failed", d):
+        try:
+            sub.rmdir()  # only when empty
+        except OSError:
+            pass
+    return removed, nbytes

@@ -1,0 +1,6 @@
+"""`python -m hostir ...`: the `hostir` command."""
+import sys
+
+from .cli import main
+
+sys.exit(main())
