@@ -74,6 +74,16 @@ class Variant:
         return self.source
 
 
+def index_type(extents: list[int], ins: list, outs, params: list) -> str:
+    """The C index type of a launch: "int" when every offset and index
+    parameter fits in 32 bits, else "long long"."""
+    fits = math.prod(extents) <= I32_MAX and all(
+        span(t) <= I32_MAX for t in [*ins, *(outs or ())]) and all(
+        -I32_MAX - 1 <= v <= I32_MAX for v in params  # index parameters (slice bounds...)
+        if isinstance(v, int) and not isinstance(v, bool))
+    return "int" if fits else "long long"
+
+
 def span(t) -> int:
     """The largest element offset of tensor `t` from its first element."""
     return sum((sz - 1) * abs(st) for sz, st in zip(t.shape, t.stride()))
@@ -125,11 +135,7 @@ class KernelSpec:
         """The variant a launch uses: 32-bit indices when every offset and index
         parameter fits, vector loads and stores when every vector access is
         aligned. `outs` None stands for new contiguous outputs (as for a prefetch)."""
-        numel = math.prod(extents)
-        fits = numel <= I32_MAX and all(span(t) <= I32_MAX for t in [*ins, *(outs or ())]) and all(
-            -I32_MAX - 1 <= v <= I32_MAX for v in params  # index parameters (slice bounds...)
-            if isinstance(v, int) and not isinstance(v, bool))
-        idx = "int" if fits else "long long"
+        idx = index_type(extents, ins, outs, params)
         if kernel.reduced and self._outer(kernel):
             return self.variant(kernel, 1, idx, outer=True)
         if kernel.reduced:
