@@ -76,7 +76,8 @@ SCAN_CHUNKS = 4
 tile of the row is threads x chunks vectors): 64 bytes in flight per thread."""
 SCAN_BLOCK = 256
 COLUMN_WARPS = 8   # an outer scan's block: 32 column points x 8 warps along the scanned dim
-COLUMN_ROWS = 8    # ... each thread holding 8 consecutive points of its column per tile
+COLUMN_ROWS = 16   # ... each thread holding 16 consecutive points of its column per tile (64 bytes
+                   # of fp32 in flight per thread: 8192 columns keep about 4 MB in flight)
 
 
 def scan_threads(vectors: int) -> int:
