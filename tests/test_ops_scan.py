@@ -304,3 +304,34 @@ def test_scan_kernel_sources():
     outer = cols.typical_variants()[0].source
     assert "__shared__ float" in outer and "__syncthreads" in outer and "hir_warp_scan" not in outer
     assert math.prod(x.shape) and rows.plain.scanned == 1 and cols.plain.scanned == 0
+
+
+def test_launch_rule_picks_the_schedule():
+    """Many rows: a warp (or less) per row; few long rows (a 1-D tensor): a
+    block per tile chained by look-back, with its workspace; an outer dim: columns."""
+    from hostir.codegen import spec as S
+    made = []
+    S.observers.append(made.append)
+    try:
+        x = rand((3, 64), D.Float)
+        for dim in (1, 0):
+            run(lambda fd: fd.add_output(fd.ops.cumsum(declare(fd, x), dim)), [x])
+    finally:
+        S.observers.remove(made.append)
+    rows, cols = made
+    k = rows.plain
+
+    def pick(shape):
+        t = torch.empty(shape)
+        return rows.choose(k, list(shape), [t], [torch.empty(shape)], [])
+    many, short, one = pick((8192, 8192)), pick((100000, 8)), pick((1, 1 << 26))
+    assert (many.threads, many.vec, many.chained) == (32, 4, False)
+    assert (short.threads, short.vec) == (1, 4)      # a row of two vectors: one thread
+    assert one.chained and one.vec == 4
+    assert rows.split(one, [1, 1 << 26], 132) == (1 << 26) // (256 * 4 * 4)
+    assert rows.grid(one, 1, 132, rows.split(one, [1, 1 << 26], 132)) == 16384
+    assert rows.scratch_size(k, 1, 16384) == (16 * 16384, 16385)
+    assert "flags[slot] = 2" in one.source and "atomicAdd" in one.source
+    odd = pick((2, 100003))                          # no vectors: scalar loads, still chained
+    assert odd.chained and odd.vec == 1
+    assert cols.choose(cols.plain, [8192, 8192], [torch.empty(8192, 8192)], None, []).outer

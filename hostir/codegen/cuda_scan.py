@@ -14,6 +14,8 @@ def scan_source(kern: Kernel, vec: int, idx: str, block: int, pdl: bool, name: s
                 threads: int, chunks: int, outer: bool) -> str:
     if outer:
         return _ColumnScanPrinter(kern, name, idx, block, pdl).source()
+    if threads > 32:
+        return _ChainedScanPrinter(kern, name, idx, block, threads, pdl, vec, chunks).source()
     return _RowScanPrinter(kern, name, idx, block, threads, pdl, vec, chunks).source()
 
 
@@ -48,7 +50,8 @@ class _ScanPrinter(_ReductionPrinter):
 
     def combine(self, n, x: str, y: str) -> str:
         """`x` combined with the later `y` by SCAN node n's op (x first: a fixed order)."""
-        return f"[&]() {{ const {CTYPE[n.dtype]} x = {x}, y = {y}; return {_COMBINE[n.arg]}; }}()"
+        ct = CTYPE[n.dtype]  # the operands are evaluated outside the lambda (no shadowing)
+        return f"[]({ct} x, {ct} y) {{ return {_COMBINE[n.arg]}; }}({x}, {y})"
 
     def local_scan(self, arrs, names, j: str, inb: str, indent: str) -> None:
         """Element j of each scan's running array: the source there (the
@@ -274,3 +277,150 @@ class _ColumnScanPrinter(_ScanPrinter):
         L.append(f"        const {idx} r = t0 + ty * {R} + u;")
         L.append(f"        const bool inb = r < e{d};")
         L.append(f"        const {idx} i{d} = inb ? r : 0;")  # a valid point out of bounds
+
+
+class _ChainedScanPrinter(_RowScanPrinter):
+    """Few long rows (a 1-D tensor): a block of `threads` takes one tile of a
+    row (threads x chunks vectors), in the order blocks start (a tile number
+    drawn from a counter, so a tile's predecessors always run). It scans its
+    tile as the row schedule does, across its warps through shared memory;
+    then publishes the tile's total and looks back (decoupled look-back) for
+    the nearest earlier tile whose inclusive prefix is known, folding the
+    totals after it forward, in tile order. Every tile's prefix is therefore
+    the same combines in the same order as a sequential chain over the tiles
+    (P(k) = P(k - 1) + A(k)): deterministic, one read and one write of the
+    data. Workspace: per scan, the tiles' totals and inclusive prefixes (8
+    bytes each); counters: a flag per tile (1: total, 2: prefix) and the
+    tile counter, zeroed per launch."""
+
+    def source(self) -> str:
+        k, idx, L, T, v, C = self.k, self.idx, self.lines, self.threads, self.vec, self.chunks
+        d, W = k.scanned, self.threads // 32
+        self.pdl_wait()
+        L.append(f"  const int lane = threadIdx.x, wid = threadIdx.x / 32, wl = threadIdx.x % 32;")
+        L.append(f"  __shared__ {idx} tile_id;")
+        sums, shared_pre = [], []
+        for n in self.scans:
+            sums.append(self.fresh())
+            shared_pre.append(self.fresh())
+            L.append(f"  __shared__ {CTYPE[n.dtype]} {sums[-1]}[{W}], {shared_pre[-1]};")
+        L.append(f"  const {idx} ntiles = nslots * split;")
+        L.append("  volatile int* flags = reinterpret_cast<volatile int*>(sem);")
+        L.append("  if (threadIdx.x == 0) tile_id = atomicAdd(reinterpret_cast<unsigned int*>(sem) "
+                 "+ ntiles, 1u);")
+        L.append("  __syncthreads();")
+        L.append(f"  const {idx} row = tile_id / split, tile = tile_id % split, slot = tile_id;")
+        self._split("row", [x for x in range(self.n) if x != d], "  ")
+        names: dict[int, str] = {}
+        self.emit_all([n for n in k.order if id(n) not in self.moving], names, "", "  ")
+        L.append(f"  const {idx} t0 = tile * {T * v * C};")
+        cache = self._load_tile(names)
+        carry, locs = [], []
+        for n in self.scans:
+            carry.append(self.fresh())
+            locs.append(self.fresh())
+            L.append(f"  {CTYPE[n.dtype]} {carry[-1]} = {_reduce_init(n.arg, n.dtype)};")
+            L.append(f"  {CTYPE[n.dtype]} {locs[-1]}[{C * v}];")
+        local = dict(names)
+        for n, arr in cache.items():
+            local[n] = f"({arr} + c * {v})[u]"
+        L.append("  #pragma unroll")
+        L.append(f"  for (int c = 0; c < {C}; ++c) {{")
+        L.append(f"        const {idx} r = t0 + (c * {T} + lane) * {v};")
+        L.append(f"        const bool inb = r < e{d};")
+        arrs = [self.fresh() for _ in self.scans]
+        for n, arr in zip(self.scans, arrs):
+            L.append(f"        {CTYPE[n.dtype]} {arr}[{v}];")
+        self._points(v, d, "        ")
+        pro = dict(local)
+        self.emit_all(_closure_of([n.src[0] for n in self.scans], set(pro)), pro, "", "          ")
+        self.local_scan(arrs, pro, "u", "inb", "          ")
+        L.append("        }")
+        for n, arr, c, s, loc in zip(self.scans, arrs, carry, sums, locs):
+            ct = CTYPE[n.dtype]
+            incl, before, mine = self.fresh(), self.fresh(), self.fresh()
+            L.append(f"        const {ct} {incl} = hir_warp_scan<32>({arr}[{v - 1}], []({ct} x, {ct} y) "
+                     f"{{ return {_COMBINE[n.arg]}; }});")
+            L.append(f"        const {ct} {before} = __shfl_up_sync(0xffffffffu, {incl}, 1, 32);")
+            L.append(f"        if (wl == 31) {s}[wid] = {incl};")
+            L.append("        __syncthreads();")
+            L.append(f"        {ct} {mine} = {c};")
+            L.append(f"        for (int w = 0; w < {W}; ++w) {{")
+            L.append(f"          if (w == wid) {mine} = {c};  // the carry, then the earlier warps' totals")
+            L.append(f"          {c} = {self.combine(n, c, f'{s}[w]')};")
+            L.append("        }")
+            L.append("        __syncthreads();  // the totals are rewritten by the next chunk")
+            L.append(f"        if (wl > 0) {mine} = {self.combine(n, mine, before)};")
+            L.append("        #pragma unroll")
+            L.append(f"        for (int u = 0; u < {v}; ++u) {loc}[c * {v} + u] = "
+                     f"{self.combine(n, mine, f'{arr}[u]')};")
+        L.append("  }")
+        self._look_back(carry, shared_pre)
+        L.append("  #pragma unroll")
+        L.append(f"  for (int c = 0; c < {C}; ++c) {{")
+        L.append(f"        const {idx} r = t0 + (c * {T} + lane) * {v};")
+        L.append(f"        const bool inb = r < e{d};")
+        L.append(f"        const {idx} i{d} = inb ? r : 0;")
+        stores_at = [x for _, _, ix in k.stores for x in ix]
+        base = dict(local)
+        self.emit_all([n for n in _closure(stores_at, set()) + stores_at if n.op != K.LOAD],
+                      base, "", "        ")
+        outs = []
+        for s_, _, _ in k.stores:
+            outs.append(self.fresh())
+            L.append(f"        alignas(16) {CTYPE[k.outputs[s_].dtype]} {outs[-1]}[{v}];")
+        self._points(v, d, "        ")
+        done = self.epilogue([self.combine(n, p, f"{loc}[c * {v} + u]")
+                              for n, p, loc in zip(self.scans, shared_pre, locs)], local, "          ")
+        for (s_, node, _), arr in zip(k.stores, outs):
+            L.append(f"          {arr}[u] = {done[id(node)]};")
+        L.append("        }")
+        L.append("        if (inb) {")
+        for (s_, node, ix), arr in zip(k.stores, outs):
+            off = _offset([base[id(x)] for x in ix], f"out{s_}")
+            if v > 1:
+                self.vector_store(s_, arr, off)
+            else:
+                L.append(f"          out{s_}[{off}] = {arr}[0];")
+        L.append("        }")
+        L.append("  }")
+        return self.wrap()
+
+    def _look_back(self, carry, shared_pre) -> None:
+        """Thread 0 publishes the tile's total, finds what precedes the tile
+        and publishes its inclusive prefix; the block reads the prefix from
+        shared memory (`shared_pre`; the identity for a row's first tile)."""
+        L = self.lines
+        L.append("  if (threadIdx.x == 0) {")
+        arrays = []
+        for j, n in enumerate(self.scans):
+            ct = CTYPE[n.dtype]
+            agg, inc = f"agg{j}", f"inc{j}"
+            arrays.append((agg, inc))
+            L.append(f"    volatile {ct}* {agg} = reinterpret_cast<volatile {ct}*>(ws + (size_t){2 * j} * ntiles * 8);")
+            L.append(f"    volatile {ct}* {inc} = reinterpret_cast<volatile {ct}*>(ws + (size_t){2 * j + 1} * ntiles * 8);")
+            L.append(f"    {agg}[slot] = {carry[j]};")
+        L.append("    __threadfence();")
+        L.append("    flags[slot] = tile == 0 ? 2 : 1;  // a row's first tile: its total is its prefix")
+        for n, (agg, inc), p in zip(self.scans, arrays, shared_pre):
+            L.append(f"    {p} = {_reduce_init(n.arg, n.dtype)};")
+        L.append("    if (tile > 0) {")
+        L.append(f"      {self.idx} j = slot - 1;")
+        L.append("      int f;")
+        L.append("      for (;;) {  // back to the nearest known prefix (a row's first tile has one)")
+        L.append("        while ((f = flags[j]) == 0) {}")
+        L.append("        if (f == 2) break;")
+        L.append("        --j;")
+        L.append("      }")
+        L.append("      __threadfence();")
+        for n, (agg, inc), p, c in zip(self.scans, arrays, shared_pre, carry):
+            ct = CTYPE[n.dtype]
+            L.append(f"      {{ {ct} acc = j == slot - tile ? {agg}[j] : {inc}[j];")
+            L.append(f"        for ({self.idx} q = j + 1; q < slot; ++q) acc = {self.combine(n, 'acc', f'{agg}[q]')};")
+            L.append(f"        {p} = acc;")
+            L.append(f"        {inc}[slot] = {self.combine(n, 'acc', c)}; }}")
+        L.append("      __threadfence();")
+        L.append("      flags[slot] = 2;")
+        L.append("    }")
+        L.append("  }")
+        L.append("  __syncthreads();")

@@ -207,7 +207,7 @@ def layout(kern: Kernel) -> tuple[Slot, ...]:
             slots += [Slot(f"{kind}_stride", s, d, f"{kind}{s}_s{d}") for d in range(t.ndim)]
     slots += [Slot("param", s, 0, f"p{s}") for s in range(len(kern.params))]
     slots += [Slot("extent", d, 0, f"e{d}") for d in range(len(kern.extent_vals))]
-    if kern.reduced:  # a reduction split over blocks: partial results, arrival counters, blocks per tile
+    if kern.reduced or kern.scanned >= 0:  # work split over blocks: its workspace, counters, split
         slots += [Slot("ws", 0, 0, "ws"), Slot("sem", 0, 0, "sem"), Slot("split", 0, 0, "split")]
     slots.append(Slot("count", 0, 0, "nslots"))
     return tuple(slots)

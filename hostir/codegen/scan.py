@@ -75,9 +75,10 @@ SCAN_CHUNKS = 4
 """Vectors of a row each thread of a row scan loads before scanning them (a
 tile of the row is threads x chunks vectors): 64 bytes in flight per thread."""
 SCAN_BLOCK = 256
-COLUMN_WARPS = 8   # an outer scan's block: 32 column points x 8 warps along the scanned dim
+CHAIN_ROWS = 4096  # fewer rows than this, each longer than two block tiles: a block per tile
+COLUMN_WARPS = 16  # an outer scan's block: 32 column points x 16 warps along the scanned dim
 COLUMN_ROWS = 16   # ... each thread holding 16 consecutive points of its column per tile (64 bytes
-                   # of fp32 in flight per thread: 8192 columns keep about 4 MB in flight)
+                   # of fp32 in flight per thread: 8192 columns keep about 8 MB in flight)
 
 
 def scan_threads(vectors: int) -> int:
@@ -97,7 +98,12 @@ class ScanVariant(Variant):
 
     @property
     def block(self) -> int:
-        return SCAN_BLOCK
+        return 32 * COLUMN_WARPS if self.outer else SCAN_BLOCK
+
+    @property
+    def chained(self) -> bool:
+        """A block per tile of a row, chained by decoupled look-back."""
+        return self.threads > 32
 
     @cached_property
     def source(self) -> str:
@@ -119,15 +125,26 @@ class ScanSpec(KernelSpec):
         if not self.is_rows(kernel):
             return self.variant(kernel, 1, idx, outer=True)
         vec = self._vec[id(kernel)]
-        var = self.variant(kernel, vec, idx, scan_threads(-(-extents[-1] // vec)), SCAN_CHUNKS)
-        if vec > 1 and not _vector_ok(vec, [ins[s] for s in var.vector_slots] + list(outs or ()),
-                                      extents):
-            var = self.variant(kernel, 1, idx, scan_threads(extents[-1]), SCAN_CHUNKS)
-        return var
+        if vec > 1 and not _vector_ok(vec, [ins[s] for s in self.variant(
+                kernel, vec, idx, 32, SCAN_CHUNKS).vector_slots] + list(outs or ()), extents):
+            vec = 1
+        rows, length = self.count(kernel, extents, vec), extents[-1]
+        if rows < CHAIN_ROWS and length > 2 * SCAN_BLOCK * SCAN_CHUNKS * vec:
+            return self.variant(kernel, vec, idx, SCAN_BLOCK, SCAN_CHUNKS)
+        return self.variant(kernel, vec, idx, scan_threads(-(-length // vec)), SCAN_CHUNKS)
 
     @staticmethod
     def split(variant: Variant, extents: list[int], sm_count: int) -> int:
-        return 1
+        """Tiles per row of a chained row scan (1 otherwise)."""
+        if not variant.chained:
+            return 1
+        return -(-extents[-1] // (variant.threads * variant.chunks * variant.vec))
+
+    @staticmethod
+    def scratch_size(kernel: Kernel, count: int, split: int) -> tuple[int, int]:
+        """A chained scan's tile totals and prefixes per scan, its flags and counter."""
+        scans = sum(1 for n in kernel.order if n.op == K.SCAN)
+        return 16 * scans * count * split, count * split + 1
 
     @staticmethod
     def count(kernel: Kernel, extents: list[int], vec: int, tile: int = -1) -> int:
@@ -137,6 +154,8 @@ class ScanSpec(KernelSpec):
         return math.prod(e for d, e in enumerate(extents) if d != kernel.scanned)
 
     def grid(self, variant: Variant, count: int, sm_count: int, split: int = 1) -> int:
+        if variant.chained:  # a block per tile (no grid-stride loop: tiles are drawn in order)
+            return count * split
         per_block = 32 if variant.outer else SCAN_BLOCK // variant.threads
         blocks = -(-count // per_block)
         return max(1, min(blocks, sm_count * 32 if self.options.grid_stride else 2 ** 31 - 1))
@@ -164,7 +183,9 @@ class ScanSpec(KernelSpec):
         return [self.variant(k, 1, "long long", 32, SCAN_CHUNKS),
                 self.variant(k, vec, "int", 32, SCAN_CHUNKS),
                 self.variant(k, vec, "int", 4, SCAN_CHUNKS),
-                self.variant(k, 1, "int", 1, SCAN_CHUNKS)]
+                self.variant(k, 1, "int", 1, SCAN_CHUNKS),
+                self.variant(k, vec, "int", SCAN_BLOCK, SCAN_CHUNKS),
+                self.variant(k, 1, "long long", SCAN_BLOCK, SCAN_CHUNKS)]
 
     @property
     def source(self) -> str:

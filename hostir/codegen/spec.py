@@ -194,6 +194,13 @@ class KernelSpec:
         want = -(-8 * sm_count // tiles)
         return max(1, min(want, per_row // (32 * (variant.block // 32)), 1024))
 
+    @staticmethod
+    def scratch_size(kernel: Kernel, count: int, split: int) -> tuple[int, int]:
+        """(workspace bytes, zeroed counters) of a launch split `split` ways: a
+        split outer reduction's partial results (8 bytes each) and arrival counters."""
+        reduces = sum(1 for n in kernel.order if n.op == K.REDUCE)
+        return 8 * split * count * reduces, -(-count // 32)
+
     def _row_schedule(self, kernel: Kernel, vectors: int) -> tuple[int, int]:
         """(threads, chunks) for rows of `vectors` vectors: a kernel that makes
         several passes keeps the row in registers when each thread's share is at
