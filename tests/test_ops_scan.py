@@ -211,6 +211,25 @@ def test_not_fused_where_the_scan_is_read_elsewhere():
           kind="reduction", rtol=1e-5, atol=1e-5)
     kinds = [s.scheduler for s in fds[0].last_segments()]
     assert kinds.count("scan") >= 3 and "reduction" in kinds, kinds
+    dump = fds[0].last_segmented_fusion_ir()
+    assert "feeds a scan in segment" in dump and "does not fuse into pointwise segment" in dump, dump
+
+
+def test_square_permute_of_a_scan_is_not_its_epilogue():
+    """A permute of a square scan has the scan's shape but reads it at another
+    point: the scan ends its kernel (the cut says why)."""
+    x = rand((7, 7), D.Float)
+    fds = []
+
+    def build(fd):
+        fds.append(fd)
+        s = fd.ops.cumsum(declare(fd, x, "static"), 1)
+        fd.add_output(fd.ops.add(fd.ops.permute(fd.ops.mul(s, s), [1, 0]), s))
+    (out,) = run(build, [x])
+    s = torch.cumsum(x.double(), 1)
+    check(out, ((s * s).T + s).float(), kind="reduction", rtol=1e-5, atol=1e-5)
+    dump = fds[0].last_segmented_fusion_ir()
+    assert "reads the scan other than pointwise at its own point" in dump, dump
 
 
 @pytest.mark.parametrize("src,dtype,want", [
