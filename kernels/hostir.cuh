@@ -144,6 +144,19 @@ __device__ __forceinline__ V hir_warp_reduce(V v, F f) {
   return v;
 }
 
+// Inclusive scan of v over each group of T consecutive lanes of a warp (T a power
+// of two, at most 32): lane i gets f(...f(f(v_0, v_1), v_2)..., v_i) in a fixed
+// order of combines (earlier lanes' part first), so results are deterministic.
+template <int T, typename V, typename F>
+__device__ __forceinline__ V hir_warp_scan(V v, F f) {
+#pragma unroll
+  for (int o = 1; o < T; o *= 2) {
+    const V y = __shfl_up_sync(0xffffffffu, v, o, T);
+    if ((threadIdx.x % T) >= o) v = f(y, v);
+  }
+  return v;
+}
+
 // Reduction of v over each group of T consecutive threads of the block (T a power
 // of two, at most the block size; every thread of the block calls it, each group
 // gets its result in every thread). smem: one slot per warp of the block.

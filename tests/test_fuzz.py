@@ -28,7 +28,7 @@ UNARY = {
 }
 BINARY = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "maximum": torch.maximum}
 OPS = ["unary", "binary", "scalar", "cast", "broadcast", "squeeze", "reshape", "permute",
-       "slice", "pad", "cat", "reduce", "normalize"]
+       "slice", "pad", "cat", "reduce", "normalize", "scan"]
 
 
 class Item:
@@ -198,6 +198,15 @@ def apply_op(fd, data, items: list[Item], kind: str) -> Item | None:
             return Item(fd.ops.exp(fd.ops.sub(it.h, m)), (it.t - it.t.amax(dim=dims, keepdim=True)).exp())
         s = fd.ops.sum(it.h, dims=dims, keepdim=True)
         return Item(fd.ops.mul(it.h, s), it.t * it.t.double().sum(dim=dims, keepdim=True).float())
+    if kind == "scan":  # cumsum / cummax along a random dim (a negative one half the time)
+        if n == 0:
+            return None
+        d = draw(st.integers(-n, n - 1), label="scan dim")
+        if it.h.val.logical[d].is_expanded:
+            return None                              # nvFuser refuses scans of expanded dims too
+        if draw(st.booleans(), label="cumsum"):
+            return Item(fd.ops.cumsum(it.h, d), it.t.double().cumsum(d).float())
+        return Item(fd.ops.cummax(it.h, d), it.t.cummax(d).values)
     raise AssertionError(kind)
 
 
@@ -293,7 +302,7 @@ def test_random_fusions_match_reference_and_torch(data, in_shapes, seed):
     assert fd.cache_info().hits >= 1
     for s in fd.last_segments():
         assert s.launches == (s.scheduler != "alias")
-        assert s.scheduler in {"pointwise", "reduction", "normalization", "matmul", "alias"}
+        assert s.scheduler in {"pointwise", "reduction", "normalization", "scan", "matmul", "alias"}
 
 
 @settings(max_examples=30, deadline=None, database=None,

@@ -101,13 +101,30 @@ def interpret(kern: Kernel, slots: tuple[Slot, ...], values: list, vec: int = 1)
         _interpret_reduction(kern, tensors, strides, params, extents, device)
         return
     numel = count * vec
+    if kern.scanned >= 0:  # a scan kernel's slots are its rows; it computes every point
+        numel = 1
+        for e in extents:
+            numel *= e
     if numel == 0:
         return
     idx = _indices(extents, range(len(extents)), numel, device)
     vals: dict[int, object] = {}
     for n in kern.order:
-        vals[id(n)] = _node(n, vals, tensors, strides, params, idx, numel, device)
+        if n.op == K.SCAN:
+            vals[id(n)] = _scan(n, vals[id(n.src[0])], extents, kern.scanned)
+        else:
+            vals[id(n)] = _node(n, vals, tensors, strides, params, idx, numel, device)
     _store(kern, kern.stores, tensors, strides, vals, numel, device)
+
+
+_SCAN = {"sum": torch.cumsum, "prod": torch.cumprod,
+         "max": lambda x, d: torch.cummax(x, d).values, "min": lambda x, d: torch.cummin(x, d).values}
+
+
+def _scan(n, x: torch.Tensor, extents: list[int], dim: int) -> torch.Tensor:
+    """A SCAN node: its source at every point (row-major), combined along `dim`."""
+    x = x.expand(extents) if x.ndim == 0 else x.reshape(extents)
+    return _SCAN[n.arg](x, dim).to(n.dtype.torch).reshape(-1)
 
 
 def _store(kern, stores, tensors, strides, vals, numel, device) -> None:

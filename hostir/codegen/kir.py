@@ -27,6 +27,8 @@ class K:
     PARAM = "param"      # arg=k: scalar kernel parameter k (extent, scalar input)
     LOAD = "load"        # arg=k: tensor input k; src=(pred, *indices)
     REDUCE = "reduce"    # arg=op ("sum" | "max" | "min" | "prod"); src=(value,): over the reduced dims
+    SCAN = "scan"        # arg=op (as REDUCE); src=(value,): combined over the points of the
+                         # scanned dim up to this one (Kernel.scanned), others fixed
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -60,6 +62,7 @@ class Kernel:
     pairs: tuple = ()    # (dim, full extent) of every paired dim; the kernel iterates half of each
     order: list[KNode] = field(default_factory=list)      # every node, producers first
     reduced: tuple = ()  # iteration dims a reduction kernel reduces (innermost-first order kept)
+    scanned: int = -1    # the iteration dim a scan kernel's SCAN nodes run along (-1: none)
 
     @property
     def kept(self) -> tuple:
@@ -204,7 +207,7 @@ def layout(kern: Kernel) -> tuple[Slot, ...]:
             slots += [Slot(f"{kind}_stride", s, d, f"{kind}{s}_s{d}") for d in range(t.ndim)]
     slots += [Slot("param", s, 0, f"p{s}") for s in range(len(kern.params))]
     slots += [Slot("extent", d, 0, f"e{d}") for d in range(len(kern.extent_vals))]
-    if kern.reduced:  # a reduction split over blocks: partial results, arrival counters, blocks per tile
+    if kern.reduced or kern.scanned >= 0:  # work split over blocks: its workspace, counters, split
         slots += [Slot("ws", 0, 0, "ws"), Slot("sem", 0, 0, "sem"), Slot("split", 0, 0, "split")]
     slots.append(Slot("count", 0, 0, "nslots"))
     return tuple(slots)
@@ -301,6 +304,8 @@ def verify_kernel(kern: Kernel) -> None:
             fail(f"index of dim {node.arg}, but the kernel iterates over {n} dims")
         if node.op == K.REDUCE and (not kern.reduced or node.arg not in REDUCE_OPS):
             fail(f"{node!r} ({node.arg}) in a kernel that reduces dims {list(kern.reduced)}")
+        if node.op == K.SCAN and (not 0 <= kern.scanned < n or node.arg not in REDUCE_OPS):
+            fail(f"{node!r} ({node.arg}) in a kernel that scans dim {kern.scanned}")
         if node.op == K.PARAM and not 0 <= node.arg < len(kern.params):
             fail(f"parameter {node.arg} of {len(kern.params)}")
         if node.op == K.LOAD:
@@ -326,7 +331,8 @@ def kernel_text(kern: Kernel) -> str:
     names: dict[int, str] = {}
     lines = [f"kernel {kern.name}: {len(kern.inputs)} inputs, {len(kern.outputs)} outputs, "
              f"{len(kern.extent_vals)} dims" + (f", paired {list(kern.pairs)}" if kern.pairs else "")
-             + (f", reduces dims {list(kern.reduced)}" if kern.reduced else "")]
+             + (f", reduces dims {list(kern.reduced)}" if kern.reduced else "")
+             + (f", scans dim {kern.scanned}" if kern.scanned >= 0 else "")]
     for k, node in enumerate(kern.order):
         names[id(node)] = f"%{k}"
         op = node.op if isinstance(node.op, str) else node.op.value

@@ -77,6 +77,16 @@ class Variant:
         return self.source
 
 
+def index_type(extents: list[int], ins: list, outs, params: list) -> str:
+    """The C index type of a launch: "int" when every offset and index
+    parameter fits in 32 bits, else "long long"."""
+    fits = math.prod(extents) <= I32_MAX and all(
+        span(t) <= I32_MAX for t in [*ins, *(outs or ())]) and all(
+        -I32_MAX - 1 <= v <= I32_MAX for v in params  # index parameters (slice bounds...)
+        if isinstance(v, int) and not isinstance(v, bool))
+    return "int" if fits else "long long"
+
+
 def span(t) -> int:
     """The largest element offset of tensor `t` from its first element."""
     return sum((sz - 1) * abs(st) for sz, st in zip(t.shape, t.stride()))
@@ -129,11 +139,7 @@ class KernelSpec:
         """The variant a launch uses: 32-bit indices when every offset and index
         parameter fits, vector loads and stores when every vector access is
         aligned. `outs` None stands for new contiguous outputs (as for a prefetch)."""
-        numel = math.prod(extents)
-        fits = numel <= I32_MAX and all(span(t) <= I32_MAX for t in [*ins, *(outs or ())]) and all(
-            -I32_MAX - 1 <= v <= I32_MAX for v in params  # index parameters (slice bounds...)
-            if isinstance(v, int) and not isinstance(v, bool))
-        idx = "int" if fits else "long long"
+        idx = index_type(extents, ins, outs, params)
         if kernel.reduced and self._outer(kernel):
             vec = self._vec[id(kernel)]
             var = self.variant(kernel, vec, idx, outer=True)
@@ -195,6 +201,13 @@ class KernelSpec:
         tiles = max(1, -(-rows // (32 * variant.vec)))
         want = -(-8 * sm_count // tiles)
         return max(1, min(want, per_row // (32 * (variant.block // 32)), 1024))
+
+    @staticmethod
+    def scratch_size(kernel: Kernel, count: int, split: int) -> tuple[int, int]:
+        """(workspace bytes, zeroed counters) of a launch split `split` ways: a
+        split outer reduction's partial results (8 bytes each) and arrival counters."""
+        reduces = sum(1 for n in kernel.order if n.op == K.REDUCE)
+        return 8 * split * count * reduces, -(-count // 32)
 
     def _row_schedule(self, kernel: Kernel, vectors: int) -> tuple[int, int]:
         """(threads, chunks) for rows of `vectors` vectors: a kernel that makes

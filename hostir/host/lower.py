@@ -4,6 +4,7 @@ intermediates freed after their last use."""
 from __future__ import annotations
 
 from .. import config
+from ..codegen.scan import scan_spec
 from ..codegen.spec import KernelOptions, pointwise_spec, reduction_spec
 from ..ir.env import Env
 from ..ir.errors import ExecutionError, UnsupportedError
@@ -26,6 +27,11 @@ def make_step(seg: Segment, sf: SegmentedFusion, env: Env | None, options: Kerne
             extents = None
         try:
             return KernelStep(seg, pointwise_spec(seg, f"hir_seg{seg.id}_pointwise", extents, options))
+        except UnsupportedError:
+            pass
+    if seg.scheduler == "scan":
+        try:
+            return KernelStep(seg, scan_spec(seg, f"hir_seg{seg.id}_scan", options))
         except UnsupportedError:
             pass
     if seg.scheduler in ("reduction", "normalization") and not config.disabled("reduction_kernels"):

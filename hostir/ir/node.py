@@ -59,6 +59,8 @@ class Op(enum.Enum):
     CAT = "cat"                  # src=tensors, arg=dim
     # reductions: arg=ReductionArg (reduced dims of the input's logical dims)
     SUM = "sum"; MAX = "max"; MIN = "min"; VAR = "var"; MEAN = "mean"; PROD = "prod"
+    # scans: arg=ScanArg (the scanned dim); the result has the input's shape
+    CUMSUM = "cumsum"; CUMPROD = "cumprod"; CUMMAX = "cummax"; CUMMIN = "cummin"
     # matmul family (reduction axis K last in the output's domain)
     MATMUL = "matmul"
     LINEAR = "linear"            # src=(a, w) or (a, w, bias)
@@ -75,6 +77,7 @@ class Family(enum.Enum):
     VIEW = "view"                # reindexes its input (broadcast, squeeze, permute, ...)
     RESIZE = "resize"            # slice, pad, cat: bounds concretization may specialize
     REDUCTION = "reduction"
+    SCAN = "scan"                # inclusive prefix combine along one dim (cumsum, ...)
     MATMUL = "matmul"
     FACTORY = "factory"          # makes a tensor from scalars
 

@@ -12,7 +12,7 @@ import torch
 
 from .. import config
 from ..codegen.interpret import interpret
-from ..codegen.kir import K, Kernel, pack
+from ..codegen.kir import Kernel, pack
 from ..codegen.spec import KernelSpec, Variant
 from ..ir.node import Op
 from .launch import I32, I64, PTR, CompiledKernel, PackedArgs, arch_of, param_ctype, sm_count
@@ -158,8 +158,7 @@ def start(spec: KernelSpec, kernel: Kernel, extents: list[int], ins: list, outs:
     scratch = None
     bufs = (None, None)
     if split > 1:
-        reduces = sum(1 for n in kernel.order if n.op == K.REDUCE)
-        scratch = (8 * split * count * reduces, -(-count // 32), device)
+        scratch = (*spec.scratch_size(kernel, count, split), device)
         bufs = _scratch(*scratch)
     values = pack(slots, ins, outs, params, extents, count, pointer=lambda t: t.data_ptr(),
                   scratch=(*bufs, split))

@@ -10,6 +10,9 @@ Every cut records a reason. Kinds:
   input shape and an epilogue of output shape.
 - normalization: a reduction whose result is broadcast back into the input's
   shape and combined there (softmax, layer norm).
+- scan: one or more scans along one dim of one shape (cumsum, ...); a
+  prologue indexed per use, an epilogue of pointwise ops of the scan's shape
+  that read the scan at their own point.
 - matmul: one matmul/linear, run through ATen.
 - alias: views of inputs returned as outputs; launches nothing.
 """
@@ -93,15 +96,17 @@ def expr_kind(v: Val) -> str:
         return "matmul"
     if family is Family.REDUCTION:
         return "reduction"
+    if family is Family.SCAN:
+        return "scan"
     return "pointwise"
 
 
 @dataclass
 class _Group:
     id: int
-    kind: str                      # pointwise | reduction | normalization | matmul
+    kind: str                      # pointwise | reduction | normalization | scan | matmul
     space: tuple                   # iteration shape (pointwise: outputs; reduction: its input)
-    reduced: frozenset = frozenset()
+    reduced: frozenset = frozenset()  # reduced dims (a scan: its scanned dim)
     out_space: tuple | None = None  # reduction output shape
     members: list = field(default_factory=list)
     reasons: list = field(default_factory=list)
@@ -157,6 +162,10 @@ class Segmenter:
         if g.kind == "matmul":
             return f"{name} feeds a matmul, which runs through ATen"
         shape = self.shape(e)
+        if k == "scan":
+            return self._why_not_scan(e, g, name, shape)
+        if g.kind == "scan" and k != "pointwise":
+            return f"{name} feeds a scan in segment {_ref(g)}; it needs its own kernel"
         if k == "pointwise":
             if internal:
                 return None
@@ -177,7 +186,31 @@ class Segmenter:
         return (f"{name}: reduces other dims or another shape than segment {_ref(g)} "
                 f"(a reduction of a reduction needs its own kernel)")
 
+    def _why_not_scan(self, e: Val, g: _Group, name: str, shape: tuple) -> str | None:
+        """A scan joins a pointwise or scan group of its own shape (and scanned
+        dim) whose members read it only through pointwise ops of that shape
+        (each at its own point: the epilogue)."""
+        if g.kind not in ("pointwise", "scan") or shape != g.space:
+            return (f"{name}: a scan of {self.shape_text(e)} does not fuse into {g.kind} segment "
+                    f"{_ref(g)} (another kind or iteration shape)")
+        if g.kind == "scan" and g.reduced != frozenset((e.arg.dim,)):
+            return f"{name}: scans another dim than segment {_ref(g)}"
+        stack, seen = [e], set()
+        while stack:
+            v = stack.pop()
+            for c in self.consumers.get(id(v), []):
+                if self.group_of.get(id(c)) is not g or id(c) in seen:
+                    continue
+                if OPS[c.op].family is not Family.POINTWISE or self.shape(c) != shape:
+                    return (f"{name}: {self.name(c)} ({c.op.value}) in segment {_ref(g)} reads the "
+                            f"scan other than pointwise at its own point")
+                seen.add(id(c))
+                stack.append(c)
+        return None
+
     def _join(self, e: Val, g: _Group):
+        if expr_kind(e) == "scan":
+            g.kind, g.reduced = "scan", frozenset((e.arg.dim,))
         if expr_kind(e) == "reduction":
             in_shape = self.classes.shape(e.src[0].logical)
             dims = frozenset(e.arg.dims)
@@ -218,6 +251,8 @@ class Segmenter:
         if k == "reduction":
             g = _Group(len(self.groups), "reduction", self.classes.shape(e.src[0].logical),
                        frozenset(e.arg.dims), self.shape(e))
+        elif k == "scan":
+            g = _Group(len(self.groups), "scan", self.shape(e), frozenset((e.arg.dim,)))
         else:
             g = _Group(len(self.groups), k, self.shape(e))
         g.members.append(e)

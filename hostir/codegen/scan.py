@@ -1,0 +1,203 @@
+"""Scan kernels (cumsum, cumprod, cummax, cummin): lowering of a scan segment
+to kernel IR and its launch rule.
+
+A scan kernel iterates over the scan's shape like a pointwise kernel; its
+SCAN nodes combine their source over the points of the scanned dim up to the
+current one (`Kernel.scanned`). The prologue (what feeds a scan) is indexed
+per use as in a pointwise kernel; the epilogue reads the scans at its own
+point. Two schedules print it (cuda_scan.py): along the innermost dim, a
+group of threads per row with warp-shuffle scans and a running carry across
+tiles of the row; along an outer dim, a thread per column point walking the
+scanned dim, coalesced across the innermost dim. Both combine in a fixed
+order: results are deterministic.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+from ..ir.dtypes import DataType
+from ..ir.errors import UnsupportedError
+from ..ir.node import OPS, Family
+from ..segment import Segment
+from .cuda import vector_width
+from .kir import K, Kernel
+from .lower import INT, PointwiseLowering
+from .spec import KernelOptions, KernelSpec, Variant, _made, _vector_ok, index_type
+
+
+class ScanLowering(PointwiseLowering):
+    """A scan segment: the iteration space is its outputs' shape (the scans'),
+    the scanned dim that of its scans (all along one dim)."""
+
+    def __init__(self, seg: Segment, name: str):
+        super().__init__(seg, name)
+        scans = [v for v in seg.exprs if OPS[v.op].family is Family.SCAN]
+        if not scans:
+            raise UnsupportedError("a scan kernel without a scan")
+        dims = {v.arg.dim for v in scans}
+        if len(dims) > 1 or any(v.ndim != seg.outputs[0].ndim for v in scans):
+            raise UnsupportedError(f"scans along different dims or of different ranks in one kernel "
+                                   f"({', '.join(map(repr, scans))})")
+        self.k.scanned = dims.pop()
+
+    def scan(self, op: str, value, ix: tuple, pred):
+        """A SCAN node of `value` read at index `ix`, which must be the kernel's
+        own point (an epilogue reads a scan where it computes)."""
+        b, d = self.b, self.k.scanned
+        here = b.mk(K.INDEX, INT, arg=d)
+        if pred is not None or len(ix) <= d or ix[d] is not here or any(
+                _moves(i, here) for j, i in enumerate(ix) if j != d):
+            raise UnsupportedError("a scan read at another point than its own (an epilogue reads "
+                                   "it pointwise)")
+        if value.dtype is DataType.Bool:  # cummax/cummin of bools combine 0/1
+            value = self.cast(value, DataType.Int32)
+        return b.mk(K.SCAN, value.dtype, (value,), arg=op)
+
+
+def _moves(n, index) -> bool:
+    """Does index expression `n` depend on INDEX node `index`?"""
+    stack, seen = [n], set()
+    while stack:
+        x = stack.pop()
+        if x is index:
+            return True
+        if id(x) not in seen:
+            seen.add(id(x))
+            stack.extend(x.src)
+    return False
+
+
+# ---------------------------------------------------------------- launch rule
+
+SCAN_CHUNKS = 4
+"""Vectors of a row each thread of a row scan loads before scanning them (a
+tile of the row is threads x chunks vectors): 64 bytes in flight per thread."""
+SCAN_BLOCK = 256
+CHAIN_ROWS = 4096  # fewer rows than this, each longer than two block tiles: a block per tile
+COLUMN_WARPS = 16  # an outer scan's block: 32 column points x 16 warps along the scanned dim
+COLUMN_ROWS = 16   # ... each thread holding 16 consecutive points of its column per tile (64 bytes
+                   # of fp32 in flight per thread: 8192 columns keep about 8 MB in flight)
+
+
+def scan_threads(vectors: int) -> int:
+    """Threads of a row scan per row of `vectors` vectors: a power of two up to
+    a warp, enough that each takes about SCAN_CHUNKS vectors per tile (short
+    rows: several rows per warp)."""
+    t = 1
+    while t < 32 and t * SCAN_CHUNKS < vectors:
+        t *= 2
+    return t
+
+
+@dataclass(eq=False)
+class ScanVariant(Variant):
+    """A scan kernel's compiled form: a row scan (`threads` per row, `chunks`
+    vectors each per tile) or an outer scan (`outer`)."""
+
+    @property
+    def block(self) -> int:
+        return 32 * COLUMN_WARPS if self.outer else SCAN_BLOCK
+
+    @property
+    def chained(self) -> bool:
+        """A block per tile of a row, chained by decoupled look-back."""
+        return self.threads > 32
+
+    @cached_property
+    def source(self) -> str:
+        from .cuda_scan import scan_source
+        return scan_source(self.kernel, self.vec, self.idx, self.block, self.options.pdl,
+                           self.name, self.threads, self.chunks, self.outer)
+
+
+class ScanSpec(KernelSpec):
+    """The launch rule of a scan kernel: the row schedule when the scanned dim
+    is the innermost iteration dim, else the outer (column) schedule."""
+
+    @staticmethod
+    def is_rows(kernel: Kernel) -> bool:
+        return kernel.scanned == len(kernel.extent_vals) - 1
+
+    def choose(self, kernel: Kernel, extents: list[int], ins: list, outs, params: list) -> Variant:
+        idx = index_type(extents, ins, outs, params)
+        if not self.is_rows(kernel):
+            return self.variant(kernel, 1, idx, outer=True)
+        vec = self._vec[id(kernel)]
+        if vec > 1 and not _vector_ok(vec, [ins[s] for s in self.variant(
+                kernel, vec, idx, 32, SCAN_CHUNKS).vector_slots] + list(outs or ()), extents):
+            vec = 1
+        rows, length = self.count(kernel, extents, vec), extents[-1]
+        if rows < CHAIN_ROWS and length > 2 * SCAN_BLOCK * SCAN_CHUNKS * vec:
+            return self.variant(kernel, vec, idx, SCAN_BLOCK, SCAN_CHUNKS)
+        return self.variant(kernel, vec, idx, scan_threads(-(-length // vec)), SCAN_CHUNKS)
+
+    @staticmethod
+    def split(variant: Variant, extents: list[int], sm_count: int) -> int:
+        """Tiles per row of a chained row scan (1 otherwise)."""
+        if not variant.chained:
+            return 1
+        return -(-extents[-1] // (variant.threads * variant.chunks * variant.vec))
+
+    @staticmethod
+    def scratch_size(kernel: Kernel, count: int, split: int) -> tuple[int, int]:
+        """A chained scan's tile totals and prefixes per scan, its flags and counter."""
+        scans = sum(1 for n in kernel.order if n.op == K.SCAN)
+        return 16 * scans * count * split, count * split + 1
+
+    @staticmethod
+    def count(kernel: Kernel, extents: list[int], vec: int, tile: int = -1) -> int:
+        """Launch slots: the rows (points of the other dims) of a non-empty space."""
+        if not math.prod(extents):
+            return 0
+        return math.prod(e for d, e in enumerate(extents) if d != kernel.scanned)
+
+    def grid(self, variant: Variant, count: int, sm_count: int, split: int = 1) -> int:
+        if variant.chained:  # a block per tile (no grid-stride loop: tiles are drawn in order)
+            return count * split
+        per_block = 32 if variant.outer else SCAN_BLOCK // variant.threads
+        blocks = -(-count // per_block)
+        return max(1, min(blocks, sm_count * 32 if self.options.grid_stride else 2 ** 31 - 1))
+
+    def variant(self, kernel: Kernel, vec: int, idx: str, threads: int = 0, chunks: int = 0,
+                outer: bool = False, tile: int = -1) -> Variant:
+        key = (id(kernel), vec, idx, threads, chunks, outer)
+        got = self._variants.get(key)
+        if got is None:
+            o = self.options
+            shape = "_outer" if outer else f"_t{threads}_c{chunks}"
+            name = (f"{kernel.name}_v{vec}_{'i32' if idx == 'int' else 'i64'}{shape}"
+                    f"{'_pdl' if o.pdl else ''}")
+            from .cuda import vector_loads
+            slots = frozenset(n.arg for n in kernel.order if id(n) in vector_loads(kernel, vec))
+            got = self._variants[key] = ScanVariant(kernel, vec, idx, o, name, slots, threads,
+                                                    chunks, outer)
+        return got
+
+    def typical_variants(self) -> list[Variant]:
+        k = self.plain
+        if not self.is_rows(k):
+            return [self.variant(k, 1, "long long", outer=True), self.variant(k, 1, "int", outer=True)]
+        vec = self._vec[id(k)]
+        return [self.variant(k, 1, "long long", 32, SCAN_CHUNKS),
+                self.variant(k, vec, "int", 32, SCAN_CHUNKS),
+                self.variant(k, vec, "int", 4, SCAN_CHUNKS),
+                self.variant(k, 1, "int", 1, SCAN_CHUNKS),
+                self.variant(k, vec, "int", SCAN_BLOCK, SCAN_CHUNKS),
+                self.variant(k, 1, "long long", SCAN_BLOCK, SCAN_CHUNKS)]
+
+    @property
+    def source(self) -> str:
+        k = self.plain
+        if not self.is_rows(k):
+            return self.variant(k, 1, "long long", outer=True).source
+        return self.variant(k, 1, "long long", 32, SCAN_CHUNKS).source
+
+
+def scan_spec(seg: Segment, name: str, options: KernelOptions) -> KernelSpec:
+    """The spec of a scan segment (UnsupportedError where it has no kernel)."""
+    kern = ScanLowering(seg, name).run()
+    spec = ScanSpec(name, kern, None, options)
+    spec._vec[id(kern)] = vector_width(kern) if ScanSpec.is_rows(kern) else 1
+    return _made(spec)
