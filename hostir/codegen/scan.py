@@ -116,6 +116,8 @@ class ScanSpec(KernelSpec):
     """The launch rule of a scan kernel: the row schedule when the scanned dim
     is the innermost iteration dim, else the outer (column) schedule."""
 
+    scratch_reusable = False  # the chained schedule's tile counter and flags start at zero each launch
+
     @staticmethod
     def is_rows(kernel: Kernel) -> bool:
         return kernel.scanned == len(kernel.extent_vals) - 1

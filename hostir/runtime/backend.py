@@ -65,7 +65,7 @@ class Prepared:
 
 class CudaLaunch(Prepared):
     __slots__ = ("variant", "grid", "packed", "launcher", "in_objs", "out_objs", "dyn_objs",
-                 "scratch", "scratch_objs", "scratch_bufs")
+                 "scratch", "scratch_objs", "scratch_bufs", "scratch_reusable")
 
     def __init__(self, spec, kernel, outs, variant, grid, packed, launcher, scratch=None):
         super().__init__(spec, kernel, outs)
@@ -79,6 +79,7 @@ class CudaLaunch(Prepared):
         # concurrent launches on other streams never share them and no call pays a memset
         self.scratch = scratch
         self.scratch_bufs: dict = {}
+        self.scratch_reusable = spec.scratch_reusable
         self.scratch_objs = [objs[i] for i in spec.positions(kernel, "ws") + spec.positions(kernel, "sem")]
 
     def run(self, ins: list, outs: list, scalars: list, stream) -> None:
@@ -92,7 +93,7 @@ class CudaLaunch(Prepared):
             for o, x in zip(self.dyn_objs, scalars):
                 o.value = x
             if self.scratch is not None:
-                bufs = self.scratch_bufs.get(stream)
+                bufs = self.scratch_bufs.get(stream) if self.scratch_reusable else None
                 if bufs is None:
                     bufs = self.scratch_bufs[stream] = _scratch(*self.scratch)
                 for o, t in zip(self.scratch_objs, bufs):
