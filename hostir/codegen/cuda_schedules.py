@@ -71,7 +71,6 @@ class _ReductionPrinter(_Printer):
                 L.append(f"  __shared__ {CTYPE[n.dtype]} smem{j}[{self.block // 32}];")
         count = " * ".join(f"e{d}" for d in k.reduced)
         L.append(f"  const {idx} R = {count};")
-        hoisted = self._hoist() if self.chunks else []
         L.append(f"  for ({idx} base = ({idx})blockIdx.x * {groups}; base < nslots; "
                  f"base += ({idx})gridDim.x * {groups}) {{")
         # a group past the last row computes row 0 again (every thread must reach the
@@ -93,8 +92,7 @@ class _ReductionPrinter(_Printer):
             for *_, body in work:
                 for n in dict.fromkeys(n for n in body if id(n) in self.vloads):
                     uses[id(n)] = uses.get(id(n), 0) + 1
-            for n in dict.fromkeys(n for *_, body in work for n in body
-                                   if uses.get(id(n), 0) > 1 and id(n) not in hoisted):
+            for n in dict.fromkeys(n for *_, body in work for n in body if uses.get(id(n), 0) > 1):
                 self.cache[id(n)] = name = self.fresh()
                 L.append(f"    alignas(16) {CTYPE[n.dtype]} {name}[{self.chunks * self.vec}];")
         for p, mine, stores, body in work:
@@ -113,31 +111,6 @@ class _ReductionPrinter(_Printer):
             self._epilogue(rows, row_stores, names, "    ", "lane == 0 && active")
         L.append("  }")
         return self.wrap()
-
-    def _hoist(self) -> list[int]:
-        """Vectors a persistent kernel reads at the same place for every row (a
-        layernorm's weight and bias) are loaded once, before the loop over rows,
-        into registers (the launch caps the grid so that blocks take many rows)."""
-        k, L, T, v, C = self.k, self.lines, self.threads, self.vec, self.chunks
-        loads = [n for n in k.order if id(n) in row_invariant_loads(k) and id(n) in self.vloads]
-        if not loads:
-            return []
-        for n in loads:
-            self.cache[id(n)] = self.fresh()
-            self.loaded.add(id(n))
-            L.append(f"  alignas(16) {CTYPE[n.dtype]} {self.cache[id(n)]}[{C * v}];")
-        L.append("  #pragma unroll")
-        L.append(f"  for (int c = 0; c < {C}; ++c) {{")
-        L.append(f"    const {self.idx} r = (lane + c * {T}) * {v};")
-        L.append("    if (r < R) {")
-        self._split("r", k.reduced, "    ")
-        base: dict[int, str] = {}
-        self.emit_all([n for n in _closure(loads, self.dep) if n.op != K.LOAD], base,
-                      f"i{self.inner}", "    ")
-        for n in loads:
-            self.vector_load(n, base, f"{self.cache[id(n)]} + c * {v}")
-        L.append("  }}")
-        return [id(n) for n in loads]
 
     def _combine(self, reduces, acc, names, indent: str) -> None:
         """Each accumulator takes in its REDUCE's value at this point."""
@@ -471,17 +444,6 @@ class _OuterPrinter(_ReductionPrinter):
         L.append(f"{indent}  }}")
         L.append(f"{indent}}}")
         L.append(f"{indent}__syncthreads();  // red is reused by the next tile")
-
-
-def row_invariant_loads(kern: Kernel) -> set[int]:
-    """LOAD nodes of a reduction kernel whose place depends on no kept index
-    (the same for every row: a normalization's weight and bias)."""
-    kept = set(kern.kept)
-    dep: set[int] = set()
-    for n in kern.order:
-        if (n.op == K.INDEX and n.arg in kept) or any(id(x) in dep for x in n.src):
-            dep.add(id(n))
-    return {id(n) for n in kern.order if n.op == K.LOAD and id(n) not in dep}
 
 
 def outer_width(kern: Kernel) -> int:

@@ -15,7 +15,7 @@ from functools import cached_property
 
 from .. import config
 from .cuda import kernel_source, vector_loads, vector_width
-from .cuda_schedules import outer_ok, outer_width, row_invariant_loads, tile_loads
+from .cuda_schedules import outer_ok, outer_width, tile_loads
 from .kir import K, Kernel, Slot, kernel_text, layout, levels, passes, split_stores, verify_kernel
 from .lower import ReductionLowering, lower_pointwise
 
@@ -265,19 +265,7 @@ class KernelSpec:
         else:
             per_block = variant.block // variant.threads if variant.threads else variant.block
             blocks = -(-count // per_block)
-            if variant.chunks and self._hoists(variant):
-                # rows share the registers their weights were loaded into once: a full
-                # machine of resident blocks, each taking many rows
-                blocks = min(blocks, sm_count * max(1, 2048 // variant.block))
         return max(1, min(blocks, sm_count * 32 if self.options.grid_stride else 2 ** 31 - 1))
-
-    def _hoists(self, variant: Variant) -> bool:
-        key = (id(variant.kernel), variant.vec, "hoists")
-        got = self._positions.get(key)
-        if got is None:
-            k = variant.kernel
-            got = self._positions[key] = bool(row_invariant_loads(k) & vector_loads(k, variant.vec))
-        return got
 
     def variant(self, kernel: Kernel, vec: int, idx: str, threads: int = 0, chunks: int = 0,
                 outer: bool = False, tile: int = -1) -> Variant:
