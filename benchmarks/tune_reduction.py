@@ -40,7 +40,7 @@ def bare_layernorm_case(r, c):
             lambda d: [torch.randn(r, c, device=d, dtype=torch.bfloat16)], 2 * 2 * r * c)
 
 from hostir import config  # noqa: E402
-from hostir.codegen import spec  # noqa: E402
+from hostir.codegen import cuda_schedules, spec  # noqa: E402
 
 
 def main(argv=None):
@@ -70,6 +70,13 @@ def main(argv=None):
             fns.append(lambda fd=fd: fd.execute(inputs))
             labels.append(f"chunks {chunks}, block {block}")
         spec.PERSISTENT_CHUNKS = 4
+        # the cache-eviction hints on persistent kernels' loads, off (on above)
+        cuda_schedules.LOAD_HINTS = False
+        fd = make()[1]
+        fd.execute(inputs)
+        cuda_schedules.LOAD_HINTS = True
+        fns.append(lambda fd=fd: fd.execute(inputs))
+        labels.append("chunks 4, no load hints")
         # HOSTIR_ENABLE=fast_math (off by default): is the kernel bound by arithmetic?
         with config.override(enable=config.get().enable | {"fast_math"}):
             fd = make()[1]

@@ -279,11 +279,22 @@ class _Printer:
         if arr is None:
             arr = self.fresh()
             self.lines.append(f"    alignas(16) {CTYPE[t.dtype]} {arr}[{v}];")
+        hint = self.load_hint(node) if size == 16 else None
+        if hint:  # a cache-eviction hint: `ld.global<hint>.v4.u32`
+            load = (f"{{ uint4 w; asm(\"ld.global{hint}.v4.u32 {{%0, %1, %2, %3}}, [%4];\" "
+                    f": \"=r\"(w.x), \"=r\"(w.y), \"=r\"(w.z), \"=r\"(w.w) : "
+                    f"\"l\"(in{node.arg} + {off})); *reinterpret_cast<uint4*>({arr}) = w; }}")
+        else:
+            load = (f"*reinterpret_cast<{VEC_TYPE[size]}*>({arr}) = "
+                    f"*reinterpret_cast<const {VEC_TYPE[size]}*>(in{node.arg} + {off});")
         self.lines += [
-            f"    if ({a[0]}) *reinterpret_cast<{VEC_TYPE[size]}*>({arr}) = "
-            f"*reinterpret_cast<const {VEC_TYPE[size]}*>(in{node.arg} + {off});",
+            f"    if ({a[0]}) {load}",
             f"    else {{ for (int u = 0; u < {v}; ++u) ({arr})[u] = ({CTYPE[t.dtype]})0; }}"]
         return f"({arr})[u]"
+
+    def load_hint(self, node: KNode) -> str | None:
+        """A PTX cache qualifier for a 16-byte load of `node` (none: a plain load)."""
+        return None
 
     def vector_store(self, s: int, arr: str, off: str) -> None:
         size = self.k.outputs[s].dtype.itemsize * self.vec

@@ -57,6 +57,7 @@ class _ReductionPrinter(_Printer):
         self.chunks = chunks if vec > 1 else 0  # persistent: each thread's vectors of a row
         self.cache: dict[int, str] = {}          # vector load -> its register array
         self.loaded: set[int] = set()            # cached loads a pass has filled
+        self._invariant: set[int] | None = None  # row-invariant loads (load_hint)
 
     def source(self) -> str:
         k, idx, L, T = self.k, self.idx, self.lines, self.threads
@@ -111,6 +112,16 @@ class _ReductionPrinter(_Printer):
             self._epilogue(rows, row_stores, names, "    ", "lane == 0 && active")
         L.append("  }")
         return self.wrap()
+
+    def load_hint(self, node: KNode) -> str | None:
+        """A persistent kernel streams its rows past L1 (read once, kept in
+        registers) and keeps what every row reads (a layernorm's weight and bias)
+        in L1: rows would otherwise evict them, and each row re-reads them."""
+        if not (self.chunks and LOAD_HINTS):
+            return None
+        if self._invariant is None:
+            self._invariant = row_invariant_loads(self.k)
+        return ".nc.L1::evict_last" if id(node) in self._invariant else ".nc.L1::no_allocate"
 
     def _combine(self, reduces, acc, names, indent: str) -> None:
         """Each accumulator takes in its REDUCE's value at this point."""
@@ -444,6 +455,20 @@ class _OuterPrinter(_ReductionPrinter):
         L.append(f"{indent}  }}")
         L.append(f"{indent}}}")
         L.append(f"{indent}__syncthreads();  // red is reused by the next tile")
+
+
+LOAD_HINTS = True  # cache-eviction hints on persistent kernels' loads (tune_reduction toggles it)
+
+
+def row_invariant_loads(kern: Kernel) -> set[int]:
+    """LOAD nodes of a reduction kernel whose place depends on no kept index
+    (the same for every row: a normalization's weight and bias)."""
+    kept = set(kern.kept)
+    dep: set[int] = set()
+    for n in kern.order:
+        if (n.op == K.INDEX and n.arg in kept) or any(id(x) in dep for x in n.src):
+            dep.add(id(n))
+    return {id(n) for n in kern.order if n.op == K.LOAD and id(n) not in dep}
 
 
 def outer_width(kern: Kernel) -> int:

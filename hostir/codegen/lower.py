@@ -152,6 +152,10 @@ class PointwiseLowering:
     def full_index(self, kept_ix: tuple) -> tuple:
         raise UnsupportedError("a reduction in a pointwise kernel")
 
+    def moves(self, n: KNode) -> bool:
+        """Whether `n` varies along a reduction kernel's rows (never: no rows)."""
+        return False
+
     def reduce(self, op: str, value: KNode) -> KNode:
         raise UnsupportedError("a reduction in a pointwise kernel")
 
@@ -175,6 +179,7 @@ class ReductionLowering(PointwiseLowering):
             if tuple(sorted(v.arg.dims)) != dims or v.src[0].ndim != self.space.ndim:
                 raise UnsupportedError(f"reductions over different dims in one kernel ({v!r}, {r!r})")
         self.k.reduced = dims
+        self._moves: dict[int, bool] = {}
 
     def full_index(self, kept_ix: tuple) -> tuple:
         """The space's index from the kept dims' index `kept_ix` (which must not
@@ -202,6 +207,20 @@ class ReductionLowering(PointwiseLowering):
             nonempty = b.land(nonempty, b.cmp(Op.GT, self.scalar(self.space.logical[d].extent), b.i(0)))
         ix = tuple(b.i(0) if d in self.k.reduced else next(it) for d in range(self.space.ndim))
         return ix, nonempty
+
+    def moves(self, n: KNode) -> bool:
+        """Whether `n` takes a different value along the reduced dims (a row's
+        points); False for what is one value per row (a REDUCE's result)."""
+        got = self._moves.get(id(n))
+        if got is None:
+            if n.op == K.INDEX:
+                got = n.arg in self.k.reduced
+            elif n.op == K.REDUCE:
+                got = False
+            else:
+                got = any(self.moves(s) for s in n.src)
+            self._moves[id(n)] = got
+        return got
 
     def reduce(self, op: str, value: KNode) -> KNode:
         if value.dtype is DataType.Bool:

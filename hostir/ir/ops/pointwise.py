@@ -239,6 +239,20 @@ def _mul_kernel(v: Val, ix, pred, L):
     return _kernel(v, ix, pred, L)
 
 
+def _div_kernel(v: Val, ix, pred, L):
+    """A float division of what varies along a row by what is one value per row
+    (a softmax's sum) multiplies by the row's reciprocal: one IEEE division a
+    row instead of one a point (within an ulp of dividing; the arithmetic, not
+    memory, bounds such kernels)."""
+    c = compute_type(v)
+    if c.is_float:
+        a, b = (L.cast(L.operand(s, v, ix, pred), c) for s in v.src)
+        if L.moves(a) and not L.moves(b) and not L.b.is_const(b):
+            recip = L.b.mk(Op.TRUEDIV, c, (L.b.const(1.0, c), b))
+            return L.rounded(L.b.mk(Op.MUL, c, (a, recip)), v.dtype)
+    return _kernel(v, ix, pred, L)
+
+
 def _pow_kernel(v: Val, ix, pred, L):
     """Small integral exponents as multiplications (as torch does for 2 and 3)."""
     e, c = v.src[1].const, compute_type(v)
@@ -271,7 +285,7 @@ def operand_agreement(v: Val):
 
 
 def _define_table(table: dict, arity: tuple) -> None:
-    kernels = {Op.MUL: _mul_kernel, Op.POW: _pow_kernel}
+    kernels = {Op.MUL: _mul_kernel, Op.POW: _pow_kernel, Op.DIV: _div_kernel}
     for op, (kind, py, fn, cuda, sym, *cuda_def) in table.items():
         build = partial(pointwise, op)
         define(OpDef(op, Family.POINTWISE, arity, build=build,
