@@ -264,6 +264,24 @@ def test_nan_propagates():
         check(out, ref, kind="reduction", rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("n", [40000, 1 << 16])
+def test_every_call_of_a_long_row(n):
+    """A long row's scan (on a GPU: tiles chained through flags that must start
+    at zero) is right on every call of one fusion: the first (planning), the
+    second and later (the direct runner), and a replayed graph."""
+    from hostir import FusionDefinition
+    from ops_util import TEST_DEVICE
+    with FusionDefinition() as fd:
+        t = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        fd.add_output(fd.ops.cumsum(t, 1))
+    calls = 5 if TEST_DEVICE != "cpu" else 2
+    same = torch.randn(1, n).to(TEST_DEVICE)  # one tensor called again: replayed once captured
+    for x in [torch.randn(1, n).to(TEST_DEVICE) for _ in range(calls)] + [same] * calls:
+        (out,) = fd.execute([x])
+        check(out.cpu(), torch.cumsum(x.cpu().double(), 1).float(), kind="reduction",
+              rtol=1e-4, atol=1e-3)
+
+
 def test_deterministic():
     x = rand((3, 5000), D.Float)
     with_fd = []

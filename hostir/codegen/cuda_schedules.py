@@ -457,7 +457,7 @@ class _OuterPrinter(_ReductionPrinter):
         L.append(f"{indent}__syncthreads();  // red is reused by the next tile")
 
 
-LOAD_HINTS = True  # cache-eviction hints on persistent kernels' loads (tune_reduction toggles it)
+LOAD_HINTS = False  # cache-eviction hints on persistent kernels' loads: measured slower (tune_reduction)
 
 
 def row_invariant_loads(kern: Kernel) -> set[int]:

@@ -158,7 +158,10 @@ def _one_kernel(step: _Step, results: list[int], device):
     """The runner of a plan that is one kernel: everything it touches is bound
     here, so a call is a few attribute-free steps (the hottest path of execute)."""
     prep = step.prep
-    if isinstance(prep, CudaLaunch) and prep.launcher is not None:
+    if (isinstance(prep, CudaLaunch) and prep.launcher is not None
+            and (prep.scratch is None or prep.scratch_reusable)):
+        # (a launch that needs freshly zeroed scratch each time, a chained scan's
+        # flags, takes CudaLaunch.run, which makes them)
         return _one_cuda_kernel(step, results, device)
     return _many_kernels([step], len(step.outs), results, device)
 
