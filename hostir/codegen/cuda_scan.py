@@ -387,11 +387,13 @@ class _ChainedScanPrinter(_RowScanPrinter):
         return self.wrap()
 
     def _look_back(self, carry, shared_pre) -> None:
-        """Thread 0 publishes the tile's total, finds what precedes the tile
-        and publishes its inclusive prefix; the block reads the prefix from
-        shared memory (`shared_pre`; the identity for a row's first tile)."""
-        L = self.lines
-        L.append("  if (threadIdx.x == 0) {")
+        """The first warp publishes the tile's total, finds the nearest earlier
+        tile of the row whose inclusive prefix is known (32 flags at a time),
+        then folds the totals after it forward in tile order (shuffled from the
+        lanes that loaded them) and publishes the tile's inclusive prefix; the
+        block reads its exclusive prefix from shared memory (`shared_pre`)."""
+        L, ix = self.lines, self.idx
+        L.append("  if (threadIdx.x < 32) {")
         arrays = []
         for j, n in enumerate(self.scans):
             ct = CTYPE[n.dtype]
@@ -399,28 +401,38 @@ class _ChainedScanPrinter(_RowScanPrinter):
             arrays.append((agg, inc))
             L.append(f"    volatile {ct}* {agg} = reinterpret_cast<volatile {ct}*>(ws + (size_t){2 * j} * ntiles * 8);")
             L.append(f"    volatile {ct}* {inc} = reinterpret_cast<volatile {ct}*>(ws + (size_t){2 * j + 1} * ntiles * 8);")
-            L.append(f"    {agg}[slot] = {carry[j]};")
-        L.append("    __threadfence();")
-        L.append("    flags[slot] = tile == 0 ? 2 : 1;  // a row's first tile: its total is its prefix")
-        for n, (agg, inc), p in zip(self.scans, arrays, shared_pre):
-            L.append(f"    {p} = {_reduce_init(n.arg, n.dtype)};")
+        L.append("    if (wl == 0) {")
+        for j, (agg, _) in enumerate(arrays):
+            L.append(f"      {agg}[slot] = {carry[j]};")
+        L.append("      __threadfence();")
+        L.append("      flags[slot] = tile == 0 ? 2 : 1;  // a row's first tile: its total is its prefix")
+        L.append("    }")
+        for n, p in zip(self.scans, shared_pre):
+            L.append(f"    if (wl == 0) {p} = {_reduce_init(n.arg, n.dtype)};")
         L.append("    if (tile > 0) {")
-        L.append(f"      {self.idx} j = slot - 1;")
-        L.append("      int f;")
+        L.append(f"      const {ix} first = slot - tile;")
+        L.append(f"      {ix} hi = slot, j = first;")
         L.append("      for (;;) {  // back to the nearest known prefix (a row's first tile has one)")
-        L.append("        while ((f = flags[j]) == 0) {}")
-        L.append("        if (f == 2) break;")
-        L.append("        --j;")
+        L.append(f"        const {ix} lo = hi - 32 > first ? hi - 32 : first, q = lo + wl;")
+        L.append("        int f = 0;")
+        L.append("        if (q < hi) { while ((f = flags[q]) == 0) {} }")
+        L.append("        const unsigned two = __ballot_sync(0xffffffffu, q < hi && f == 2);")
+        L.append("        if (two) { j = lo + 31 - __clz(two); break; }")
+        L.append("        hi = lo;")
         L.append("      }")
         L.append("      __threadfence();")
         for n, (agg, inc), p, c in zip(self.scans, arrays, shared_pre, carry):
             ct = CTYPE[n.dtype]
-            L.append(f"      {{ {ct} acc = j == slot - tile ? {agg}[j] : {inc}[j];")
-            L.append(f"        for ({self.idx} q = j + 1; q < slot; ++q) acc = {self.combine(n, 'acc', f'{agg}[q]')};")
-            L.append(f"        {p} = acc;")
-            L.append(f"        {inc}[slot] = {self.combine(n, 'acc', c)}; }}")
+            L.append(f"      {{ {ct} acc = j == first ? {agg}[j] : {inc}[j];")
+            L.append(f"        for ({ix} b = j + 1; b < slot; b += 32) {{  // in tile order: deterministic")
+            L.append(f"          const {ct} mine = b + wl < slot ? {agg}[b + wl] : acc;")
+            L.append(f"          const int cnt = slot - b < 32 ? (int)(slot - b) : 32;")
+            L.append(f"          for (int t = 0; t < cnt; ++t) {{ const {ct} y_ = __shfl_sync(0xffffffffu, mine, t); "
+                     f"acc = {self.combine(n, 'acc', 'y_')}; }}")
+            L.append("        }")
+            L.append(f"        if (wl == 0) {{ {p} = acc; {inc}[slot] = {self.combine(n, 'acc', c)}; }} }}")
         L.append("      __threadfence();")
-        L.append("      flags[slot] = 2;")
+        L.append("      if (wl == 0) flags[slot] = 2;")
         L.append("    }")
         L.append("  }")
         L.append("  __syncthreads();")
