@@ -350,6 +350,7 @@ def test_launch_rule_picks_the_schedule():
     """Many rows: a warp (or less) per row; few long rows (a 1-D tensor): a
     block per tile chained by look-back, with its workspace; an outer dim: columns."""
     from hostir.codegen import spec as S
+    from hostir.codegen.scan import CHAIN_CHUNKS
     made = []
     S.observers.append(made.append)
     try:
@@ -368,7 +369,7 @@ def test_launch_rule_picks_the_schedule():
     assert (many.threads, many.vec, many.chained) == (32, 4, False)
     assert (short.threads, short.vec) == (1, 4)      # a row of two vectors: one thread
     assert one.chained and one.vec == 4
-    assert rows.split(one, [1, 1 << 26], 132) == (1 << 26) // (256 * 4 * 4)
+    assert rows.split(one, [1, 1 << 26], 132) == (1 << 26) // (256 * CHAIN_CHUNKS * 4)
     assert rows.grid(one, 1, 132, rows.split(one, [1, 1 << 26], 132)) == 16384
     assert rows.scratch_size(k, 1, 16384) == (16 * 16384, 16385)
     assert "flags[slot] = 2" in one.source and "atomicAdd" in one.source

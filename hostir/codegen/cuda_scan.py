@@ -427,6 +427,7 @@ class _ChainedScanPrinter(_RowScanPrinter):
             L.append(f"        for ({ix} b = j + 1; b < slot; b += 32) {{  // in tile order: deterministic")
             L.append(f"          const {ct} mine = b + wl < slot ? {agg}[b + wl] : acc;")
             L.append(f"          const int cnt = slot - b < 32 ? (int)(slot - b) : 32;")
+            L.append("          #pragma unroll 8")
             L.append(f"          for (int t = 0; t < cnt; ++t) {{ const {ct} y_ = __shfl_sync(0xffffffffu, mine, t); "
                      f"acc = {self.combine(n, 'acc', 'y_')}; }}")
             L.append("        }")

@@ -75,6 +75,7 @@ SCAN_CHUNKS = 4
 """Vectors of a row each thread of a row scan loads before scanning them (a
 tile of the row is threads x chunks vectors): 64 bytes in flight per thread."""
 SCAN_BLOCK = 256
+CHAIN_CHUNKS = 8  # vectors a thread keeps of a chained tile (larger tiles: fewer look-backs)
 CHAIN_ROWS = 4096  # fewer rows than this, each longer than two block tiles: a block per tile
 COLUMN_WARPS = 16  # an outer scan's block: 32 column points x 16 warps along the scanned dim
 COLUMN_ROWS = 16   # ... each thread holding 16 consecutive points of its column per tile (64 bytes
@@ -132,7 +133,7 @@ class ScanSpec(KernelSpec):
             vec = 1
         rows, length = self.count(kernel, extents, vec), extents[-1]
         if rows < CHAIN_ROWS and length > 2 * SCAN_BLOCK * SCAN_CHUNKS * vec:
-            return self.variant(kernel, vec, idx, SCAN_BLOCK, SCAN_CHUNKS)
+            return self.variant(kernel, vec, idx, SCAN_BLOCK, CHAIN_CHUNKS)
         return self.variant(kernel, vec, idx, scan_threads(-(-length // vec)), SCAN_CHUNKS)
 
     @staticmethod
@@ -186,8 +187,8 @@ class ScanSpec(KernelSpec):
                 self.variant(k, vec, "int", 32, SCAN_CHUNKS),
                 self.variant(k, vec, "int", 4, SCAN_CHUNKS),
                 self.variant(k, 1, "int", 1, SCAN_CHUNKS),
-                self.variant(k, vec, "int", SCAN_BLOCK, SCAN_CHUNKS),
-                self.variant(k, 1, "long long", SCAN_BLOCK, SCAN_CHUNKS)]
+                self.variant(k, vec, "int", SCAN_BLOCK, CHAIN_CHUNKS),
+                self.variant(k, 1, "long long", SCAN_BLOCK, CHAIN_CHUNKS)]
 
     @property
     def source(self) -> str:
