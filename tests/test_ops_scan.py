@@ -370,7 +370,7 @@ def test_launch_rule_picks_the_schedule():
     assert (short.threads, short.vec) == (1, 4)      # a row of two vectors: one thread
     assert one.chained and one.vec == 4
     assert rows.split(one, [1, 1 << 26], 132) == (1 << 26) // (256 * CHAIN_CHUNKS * 4)
-    assert rows.grid(one, 1, 132, rows.split(one, [1, 1 << 26], 132)) == 16384
+    assert rows.grid(one, 1, 132, rows.split(one, [1, 1 << 26], 132)) == (1 << 26) // (256 * CHAIN_CHUNKS * 4)
     assert rows.scratch_size(k, 1, 16384) == (16 * 16384, 16385)
     assert "flags[slot] = 2" in one.source and "atomicAdd" in one.source
     odd = pick((2, 100003))                          # no vectors: scalar loads, still chained
