@@ -396,13 +396,47 @@ class HostProgram:
         self._started[-1].append(comm)
         return comm
 
+    def reduce_scatter_blocks(self, shape, dtype, op: str = "sum", team=None, blocks_of: Val | None = None,
+                              dim: int = 0) -> H.Communication:
+        """Start a reduce-scatter computed block by block: returns a handle;
+        `peer_block(handle, r)` is the buffer this rank writes its contribution
+        to rank r's block into, `push_block(handle, r)` sends it once written
+        (over peer memory with copy engines on GPUs that allow it, else one
+        reduce-scatter at the end), and after `wait(handle)`, `handle.output`
+        (shape `shape`) is the sum of every rank's contribution to this rank's
+        block. Writing the blocks of the other ranks first, this rank's last,
+        overlaps the transfers with the compute. `blocks_of`: the tensor whose
+        blocks along `dim` the contributions are computed from (the start checks
+        that the ranks divide it, as a reduce_scatter checks its input)."""
+        out = self._tensor(dtype, [_scalar_arg(e, "reduce_scatter_blocks shape") for e in shape])
+        src = None
+        if blocks_of is not None:
+            src = self._use(blocks_of, "reduce_scatter_blocks")
+            dim = self._dim(src, dim, "reduce_scatter_blocks")
+        comm = H.Communication("reduce_scatter_blocks", src, out, dim=dim, op=op, team=team)
+        self._start(comm)
+        return comm
+
     def peer_block(self, handle: H.Communication, index) -> Val:
-        if not isinstance(handle, H.Communication) or handle.kind != "allgather_blocks":
-            raise DefinitionError(f"peer_block: expected the handle allgather_blocks returns, got {handle!r}")
-        t = handle.input
+        """Block `index` of a blocks communication: rank `index`'s block of an
+        allgather_blocks once it is here, or the buffer for this rank's
+        contribution to rank `index`'s block of a reduce_scatter_blocks."""
+        if not isinstance(handle, H.Communication) or handle.kind not in (
+                "allgather_blocks", "reduce_scatter_blocks"):
+            raise DefinitionError(f"peer_block: expected the handle allgather_blocks or "
+                                  f"reduce_scatter_blocks returns, got {handle!r}")
+        t = handle.input if handle.kind == "allgather_blocks" else handle.output
         out = self._tensor(t.dtype, [a.extent for a in t.logical])
         self._emit(H.PeerBlock(out, handle, _scalar_arg(index, "peer_block")))
         return out
+
+    def push_block(self, handle: H.Communication, index) -> None:
+        """Send this rank's contribution to rank `index`'s block (written into
+        `peer_block(handle, index)`) of a reduce_scatter_blocks."""
+        if not isinstance(handle, H.Communication) or handle.kind != "reduce_scatter_blocks":
+            raise DefinitionError(f"push_block: expected the handle reduce_scatter_blocks returns, "
+                                  f"got {handle!r}")
+        self._emit(H.PushBlock(handle, _scalar_arg(index, "push_block")))
 
     def send_recv(self, sends=(), recvs=()) -> list[Val]:
         """Point-to-point transfers started together and waited for together (a

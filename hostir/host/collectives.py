@@ -44,6 +44,12 @@ def start_collective(s, env, peer=None, recv_shapes=None) -> None:
     if s.kind == "allgather_blocks":
         env[_key(s)] = _start_blocks(s, env, comm)
         return
+    if s.kind == "reduce_scatter_blocks":
+        check_op(s.op)
+        if s.input is not None:
+            _blocks(s, env[s.input], _team(s, comm)[1])
+        env[_key(s)] = _start_reduce_blocks(s, env, comm, tuple(recv_shapes[0]))
+        return
     check_op(s.op)
     x = env[s.input]
     team, size = _team(s, comm)
@@ -149,6 +155,9 @@ def wait_collective(s, env) -> None:
     pending = env.pop(_key(s), None)
     if pending is None:
         return
+    if isinstance(pending, _ReduceBlocks):
+        env[s.output] = pending.finish()
+        return
     if isinstance(pending, _Blocks):
         pending.finish()
         return
@@ -240,9 +249,10 @@ _symm_buffers: dict = {}   # (shape, dtype, device) -> (buffer, handle): reused 
 _copy_streams: dict = {}   # device -> the stream peer copies run on
 
 
-def _symmetric(shape, dtype, device):
-    """A symmetric-memory buffer (every rank's, rendezvoused once) of this shape."""
-    key = (tuple(shape), dtype, device)
+def _symmetric(shape, dtype, device, use: str = "allgather_blocks"):
+    """A symmetric-memory buffer (every rank's, rendezvoused once) of this shape,
+    for one use (an allgather's and a reduce-scatter's never share one)."""
+    key = (tuple(shape), dtype, device, use)
     got = _symm_buffers.get(key)
     if got is None:
         import torch.distributed as dist
@@ -250,7 +260,7 @@ def _symmetric(shape, dtype, device):
         buf = symm.empty(tuple(shape), dtype=dtype, device=device)
         got = _symm_buffers[key] = (buf, symm.rendezvous(buf, dist.group.WORLD.group_name))
         config.log("dist", f"symmetric-memory buffer {list(shape)} {dtype} on {device} "
-                   f"rendezvoused (peer copies for allgather_blocks)")
+                   f"rendezvoused (peer copies for {use})")
     return got
 
 
@@ -308,11 +318,127 @@ def _start_blocks(s, env, comm: Communicator) -> _Blocks:
     return _GatheredBlocks(x, size, coord, comm, team)
 
 
+# ---------------------------------------------------------------- reduce-scatter, block by block
+
+class _ReduceBlocks:
+    """A running reduce_scatter_blocks: this rank's contribution to each rank's
+    block (written into `block(r)`, sent by `push(r)`); `finish` returns the sum
+    of every rank's contribution to this rank's block."""
+
+    def __init__(self, shape, dtype, device, size: int, coord: int, op: str):
+        self.shape, self.dtype, self.device = shape, dtype, device
+        self.size, self.coord, self.op = size, coord, op
+
+    def block(self, index: int):
+        raise NotImplementedError
+
+    def push(self, index: int) -> None:
+        pass
+
+    def finish(self):
+        raise NotImplementedError
+
+
+class _ScatteredBlocks(_ReduceBlocks):
+    """Fallback: the blocks are written into one local buffer, reduce-scattered
+    at the end by the collective."""
+
+    def __init__(self, shape, dtype, device, size, coord, op, comm, team):
+        super().__init__(shape, dtype, device, size, coord, op)
+        self.comm, self.team = comm, team
+        self.full = torch.empty((size * shape[0], *shape[1:]), dtype=dtype, device=device)
+
+    def block(self, index: int):
+        return self.full.chunk(self.size, 0)[index]
+
+    def finish(self):
+        out = torch.empty(self.shape, dtype=self.dtype, device=self.device)
+        self.comm.reduce_scatter(out, self.full, self.op, self.team).wait()
+        return out
+
+
+_stage_buffers: dict = {}  # (shape, dtype, device, peer) -> a reduce_scatter_blocks staging buffer
+
+
+class _PeerReduceBlocks(_ReduceBlocks):
+    """Contributions pushed over peer memory: every rank's receive buffer is
+    symmetric memory with a slot per sending rank; a contribution to a peer is
+    computed into a staging buffer and written by the copy engines into the
+    peer's slot for this rank, on a copy stream, while the current stream
+    computes the next; this rank's own contribution is computed into its own
+    slot. At the end a device barrier (every rank's pushes are done) and the
+    sum over the slots. A barrier before the first write keeps a rank from
+    overwriting slots its peer is still summing from the last call."""
+
+    def __init__(self, shape, dtype, device, size, coord, op):
+        super().__init__(shape, dtype, device, size, coord, op)
+        full = (size * shape[0], *shape[1:])
+        self.full_shape = full
+        self.slots, self.handle = _symmetric(full, dtype, device, "reduce_scatter_blocks")
+        copy = _copy_streams.get(device)
+        if copy is None:
+            copy = _copy_streams[device] = torch.cuda.Stream(device)
+        self.copy, self.main = copy, torch.cuda.current_stream(device)
+        copy.wait_stream(self.main)  # this rank is done summing its slots
+        with torch.cuda.stream(copy):
+            self.handle.barrier(channel=0)  # ... and so is every peer
+
+    def block(self, index: int):
+        if index == self.coord:
+            return self.slots.chunk(self.size, 0)[index]
+        key = (self.shape, self.dtype, self.device, index)
+        buf = _stage_buffers.get(key)
+        if buf is None:  # (reused: the last call's copies ended before its sum, which this call follows)
+            buf = _stage_buffers[key] = torch.empty(self.shape, dtype=self.dtype, device=self.device)
+        return buf
+
+    def push(self, index: int) -> None:
+        if index == self.coord:
+            return
+        src = self.block(index)
+        self.copy.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(self.copy):
+            dst = self.handle.get_buffer(index, self.full_shape, self.dtype)
+            dst.chunk(self.size, 0)[self.coord].copy_(src)
+
+    def finish(self):
+        with torch.cuda.stream(self.copy):
+            self.handle.barrier(channel=1)  # every rank's pushes into every slot are done
+        main = torch.cuda.current_stream(self.device)
+        main.wait_stream(self.copy)
+        return self.slots.view(self.size, *self.shape).sum(0)
+
+
+def _start_reduce_blocks(s, env, comm: Communicator, shape) -> _ReduceBlocks:
+    team, size = _team(s, comm)
+    coord = comm.rank() if team is None else s.team[0].coordinates(comm.rank())[s.team[1]]
+    dtype, device = s.output.dtype.torch, env.device
+    if (device.type == "cuda" and team is None and size > 1 and comm.name == "nccl"
+            and s.op == "sum" and not config.disabled("peer_copies")):
+        try:
+            return _PeerReduceBlocks(shape, dtype, device, size, coord, s.op)
+        except Exception as e:  # no symmetric memory here: the collective does it
+            config.note_once("peer_copies_rs", f"peer-memory copies unavailable ({type(e).__name__}: "
+                                               f"{e}); reduce_scatter_blocks uses the collective")
+    return _ScatteredBlocks(shape, dtype, device, size, coord, s.op, comm, team)
+
+
+def push_block(s, env, index: int) -> None:
+    """Send this rank's contribution to block `index` of the running
+    reduce_scatter_blocks `s`."""
+    state = env.get(_key(s))
+    if state is None:
+        raise ExecutionError(f"push_block: the {s.kind} is not running")
+    if not 0 <= index < state.size:
+        raise ExecutionError(f"push_block: index {index} is not a rank of {state.size}")
+    state.push(index)
+
+
 def peer_block(s, env, index: int):
     """Block `index` of the running allgather_blocks `s` (waits for that block only)."""
     state = env.get(_key(s))
     if state is None:
-        raise ExecutionError(f"peer_block: the {s.kind} of {s.input!r} is not running")
+        raise ExecutionError(f"peer_block: the {s.kind} is not running")
     if not 0 <= index < state.size:
         raise ExecutionError(f"peer_block: index {index} is not a rank of {state.size}")
     return state.block(index)

@@ -214,8 +214,13 @@ class DistributedFusion:
             target = PieceLaunch(piece, f"{name}_piece{level}")
             self.pieces.append(target)
             ring = self._ring_input(piece) if dests is None else None
+            scatter = self._scatter_ring(piece) if dests is None and ring is None else None
             if ring is not None:
                 outs = self._launch_ring(piece, target, *ring)
+            elif scatter is not None:
+                out, want = self._launch_scatter_ring(piece, target, *scatter)
+                self.avail[(id(piece.outputs[0][0]), want)] = out
+                continue
             else:
                 outs = self._launch(piece, target)
             for key, o in zip(piece.outputs, outs):
@@ -363,6 +368,54 @@ class DistributedFusion:
             hp.launch(target, args, outputs=[hp.chunk(b, d, p, n) for b, d in zip(bufs, out_dims)])
         hp.wait(handle)
         return bufs
+
+    def _scatter_ring(self, piece: Piece):
+        """(input slot, its dim, the output dim, op, the output's sharding) when
+        the piece's one output is a fusion output reduce-scattered along a dim
+        that some input's dim goes straight through to (a row-parallel linear's
+        rows): then each rank's block is computed from that input's block, the
+        other ranks' first, each sent as soon as it is computed. Else None."""
+        mesh = self.prop.mesh
+        if piece.scalar_inputs or mesh is None or mesh.ndim != 1 or len(piece.outputs) != 1:
+            return None
+        g, computed = piece.outputs[0]
+        wants = {sh for o, sh in zip(self.fusion.outputs, self.prop.outputs) if o.val is g}
+        wants |= {sh for (v, k), sh in self.prop.needs.items() if v.src[k] is g}
+        if len(wants) != 1:  # (one consumer in the piece itself wants it unscattered: no ring)
+            return None
+        wants = list(wants)
+        steps = reshard_steps(computed, wants[0])
+        if [st[0] for st in steps] != ["reduce_scatter"]:
+            return None
+        _, _, d, op = steps[0]
+        for slot, (gi, need) in enumerate(piece.tensor_inputs):
+            for din in range(gi.ndim):
+                if any(dd == din for dd, _ in need.dims):
+                    continue  # a dim sharded over ranks has no blocks of the output here
+                if _through(piece, slot, din) == [d]:
+                    return slot, din, d, op, wants[0]
+        return None
+
+    def _launch_scatter_ring(self, piece: Piece, target: PieceLaunch, slot: int, din: int, d: int,
+                             op: str, want: Sharding):
+        hp, mesh = self.hp, self.prop.mesh
+        n = mesh.shape[0]
+        self._rings += 1
+        args = self._piece_args(piece)
+        x = args[next(k for k, (kind, i) in enumerate(piece.input_order)
+                      if kind == "tensor" and i == slot)]
+        spec = piece.fusion.outputs[0].val
+        ext = _output_extents(spec, piece.fusion, args)
+        ext[d] = S.floordiv(ext[d], n)
+        handle = hp.reduce_scatter_blocks(ext, spec.dtype, op=op, team=(mesh, 0), blocks_of=x, dim=din)
+        coord = _coordinate(mesh, 0, hp.rank)
+        for j in range(1, n + 1):  # the next rank's block first, ..., this rank's own last
+            p = S.scalar_op(Op.REMAINDER, S.add(coord, j), n)
+            block_args = self._piece_args(piece, {slot: hp.chunk(x, din, p, n)})
+            hp.launch(target, block_args, outputs=[hp.peer_block(handle, p)])
+            hp.push_block(handle, p)
+        hp.wait(handle)
+        return handle.output, want
 
     # ------------------------------------------------------------ text
     def sharding_text(self) -> str:

@@ -15,7 +15,7 @@ from ..ir.errors import ExecutionError
 from ..ir.node import Op, Val
 from ..ir.scalar import apply_scalar
 from . import ir as H
-from .collectives import peer_block, start_collective, wait_collective
+from .collectives import peer_block, push_block, start_collective, wait_collective
 from .context import RunContext
 from .streams import StreamPool
 
@@ -133,6 +133,10 @@ class Compiler:
             env[out] = peer_block(comm, env, index(env))
         return run
 
+    def _PushBlock(self, s: H.PushBlock) -> Closure:
+        index, comm = compile_scalar(s.index), s.comm
+        return lambda env: push_block(comm, env, index(env))
+
     def _Select(self, s: H.Select) -> Closure:
         idx, out, src, dim = compile_scalar(s.index), s.out, s.src, s.dim
 
@@ -174,6 +178,8 @@ class Compiler:
     def _Communication(self, s: H.Communication) -> Closure:
         peer = compile_scalar(s.peer) if s.peer is not None else (lambda env: None)
         shapes = [_shape(out) for out, _ in s.recvs]
+        if s.kind == "reduce_scatter_blocks":
+            shapes = [_shape(s.output)]
         return lambda env: start_collective(s, env, peer(env), [f(env) for f in shapes])
 
     def _Wait(self, s: H.Wait) -> Closure:

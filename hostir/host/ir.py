@@ -60,7 +60,10 @@ class Communication(Stmt):
     kind: allgather | allreduce | reduce_scatter | broadcast | all_to_all (on
     `input`, giving `output`), allgather_blocks (every rank's `input`, read
     block by block with PeerBlock as each arrives: over peer memory with copy
-    engines where it can), or send_recv (a group of point-to-point
+    engines where it can), reduce_scatter_blocks (the reverse: this rank writes
+    its contribution to rank r's block into PeerBlock r and sends it with
+    PushBlock r as soon as it is computed; `output`, this rank's block of the
+    sum, is ready after the Wait), or send_recv (a group of point-to-point
     transfers started together: `sends` are (tensor, peer rank) pairs, `recvs`
     (output tensor, peer rank) pairs)."""
 
@@ -91,6 +94,16 @@ class PeerBlock(Stmt):
     arrived (the current stream waits for that block alone): a view."""
 
     out: Val
+    comm: "Communication"
+    index: Val
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PushBlock(Stmt):
+    """This rank's contribution to block `index` of the "reduce_scatter_blocks"
+    communication `comm` (written into its PeerBlock) is complete: send it to
+    rank `index` once the current stream's work so far is done."""
+
     comm: "Communication"
     index: Val
 
@@ -169,8 +182,10 @@ def stmt_lines(stmt: Stmt, namer: Namer, indent: str) -> list[str]:
         targets = stmt.comm.outputs or tuple(t for t, _ in stmt.comm.sends) or (stmt.comm.input,)
         return [f"{indent}wait {stmt.comm.kind} -> {', '.join(n(t) for t in targets)}"]
     if isinstance(stmt, PeerBlock):
-        return [f"{indent}{n(stmt.out)} {type_text(stmt.out, n)} = peer_block({stmt.comm.kind} of "
-                f"{n(stmt.comm.input)}, index={_s(stmt.index, n)})"]
+        return [f"{indent}{n(stmt.out)} {type_text(stmt.out, n)} = peer_block({_comm_name(stmt.comm, n)}, "
+                f"index={_s(stmt.index, n)})"]
+    if isinstance(stmt, PushBlock):
+        return [f"{indent}push_block({_comm_name(stmt.comm, n)}, index={_s(stmt.index, n)})"]
     if isinstance(stmt, Select):
         return [f"{indent}{n(stmt.out)} {type_text(stmt.out, n)} = select({n(stmt.src)}, "
                 f"dim={stmt.dim}, index={_s(stmt.index, n)})"]
@@ -183,21 +198,28 @@ def stmt_lines(stmt: Stmt, namer: Namer, indent: str) -> list[str]:
     raise TypeError(f"unknown host statement {stmt!r}")
 
 
+def _comm_name(c: Communication, n) -> str:
+    """A blocks communication named by what it gathers or gives."""
+    return f"{c.kind} of {n(c.input)}" if c.kind == "allgather_blocks" else f"{c.kind} -> {n(c.output)}"
+
+
 def _comm_text(c: Communication, n) -> str:
     if c.kind == "send_recv":
         sends = ", ".join(f"{n(t)} to {_s(p, n)}" for t, p in c.sends)
         recvs = ", ".join(f"{n(o)} {type_text(o, n)} from {_s(p, n)}" for o, p in c.recvs)
         return f"start send_recv(send [{sends}], recv [{recvs}])"
     extra = []
-    if c.kind in ("allgather", "reduce_scatter", "all_to_all"):
+    if c.kind in ("allgather", "reduce_scatter", "all_to_all") or (
+            c.kind == "reduce_scatter_blocks" and c.input is not None):
         extra.append(f"dim={c.dim}")
-    if c.kind in ("allreduce", "reduce_scatter"):
+    if c.kind in ("allreduce", "reduce_scatter", "reduce_scatter_blocks"):
         extra.append(f"op={c.op}")
     if c.peer is not None:
         extra.append(f"root={_s(c.peer, n)}")
     if c.team is not None:
         extra.append(f"team={c.team[0]!r}[dim {c.team[1]}]")
-    args = ", ".join([n(c.input)] + extra)
+    args = ", ".join(([f"blocks of {n(c.input)}" if c.kind == "reduce_scatter_blocks" else n(c.input)]
+                      if c.input is not None else []) + extra)
     if c.into:
         return f"start {c.kind}({args}) -> into {n(c.output)} {type_text(c.output, n)}"
     lhs = f"{n(c.output)} {type_text(c.output, n)} = " if c.output is not None else ""

@@ -103,6 +103,10 @@ def _stmt(s, scope: _Scope) -> None:
             scope.fail(s, f"reads a block of a {s.comm.kind} that is not running")
         scope.use(s, s.index)
         scope.define(s.out)
+    elif isinstance(s, H.PushBlock):
+        if id(s.comm) not in scope.started:
+            scope.fail(s, f"pushes a block of a {s.comm.kind} that is not running")
+        scope.use(s, s.index)
     elif isinstance(s, H.Wait):
         if id(s.comm) not in scope.started:
             scope.fail(s, f"waits for a {s.comm.kind} that was not started before it")
@@ -130,6 +134,9 @@ def _start(s: H.Communication, scope: _Scope) -> None:
     for out, peer in s.recvs:
         scope.use(s, peer)
         for a in out.axes:
+            scope.use(s, a.extent)
+    if s.kind == "reduce_scatter_blocks":
+        for a in s.output.axes:
             scope.use(s, a.extent)
     scope.started.add(id(s))
     for out in s.outputs:

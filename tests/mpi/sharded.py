@@ -138,7 +138,8 @@ x, w, bb = (full(*shape).mul(2).round().clamp(-2, 2).to(torch.bfloat16)
 (out,) = fd.execute([shard(x, -1), shard(w, -1), bb])
 check("linear + reduce_scatter", out, shard(F.linear(x, w, bb), 1))
 text = str(fd._dist.program)
-assert text.count("start reduce_scatter") == 1 and "allreduce" not in text, text
+assert text.count("start reduce_scatter_blocks") == 1 and "allreduce" not in text, text
+assert text.count("push_block") == d, text  # a ring: each rank's block computed, then sent
 
 # column-parallel matmul, the output annotated (its domain counts the reduction axis)
 with FusionDefinition() as fd:
