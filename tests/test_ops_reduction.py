@@ -467,3 +467,24 @@ def test_welford(shape, dims, dtype):
     check(mean, m.to(mean.dtype), kind="reduction")
     check(var_sum, (v * count).to(var_sum.dtype), kind="reduction")
     assert n.dtype == torch.int64 and bool((n.cpu() == count).all())
+
+
+@pytest.mark.parametrize("n,width", [(2, 3), (5, 1), (1, 4), (33, 7)])
+def test_normalization_over_an_expanded_dim_stores_every_point(n, width):
+    """A softmax-like normalization over a dim that is an expanded broadcast
+    (every value along it equal): its output keeps that dim's full extent, so
+    every point is stored, not only the first (a keepdim output's one)."""
+    x = rand((n,), DataType.Float)
+
+    def build(fd):
+        t = declare(fd, x)
+        s = fd.ops.sum(t, dims=[0], keepdim=True)
+        y = fd.ops.mul(t, s)
+        e = fd.ops.expand(fd.ops.broadcast(y, [False, True]), [t.shape()[0], width])
+        m = fd.ops.max(e, dims=[1], keepdim=True)
+        fd.add_output(fd.ops.exp(fd.ops.sub(e, m)))
+        fd.add_output(fd.ops.mul(e, fd.ops.sum(e, dims=[1], keepdim=True)))
+    out, out2 = run(build, [x])
+    y = (x * x.sum()).unsqueeze(1).expand(n, width)
+    check(out, torch.exp(y - y.amax(1, keepdim=True)), kind="reduction")
+    check(out2, y * y.sum(1, keepdim=True), kind="reduction")

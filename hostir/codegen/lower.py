@@ -242,7 +242,8 @@ class ReductionLowering(PointwiseLowering):
         kept = tuple(ix[d] for d in k.kept)
         for slot, o in enumerate(seg.outputs):
             k.outputs.append(TensorParam(o, o.ndim, o.dtype))
-            if o.ndim == len(space) and all(o.logical[d].is_broadcast for d in k.reduced):
+            if o.ndim == len(space) and all(o.logical[d].is_broadcast and not o.logical[d].is_expanded
+                                            for d in k.reduced):
                 at = tuple(b.i(0) if d in k.reduced else i for d, i in enumerate(ix))  # keepdim
             elif o.ndim == len(space):
                 at = ix
