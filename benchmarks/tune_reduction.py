@@ -1,6 +1,7 @@
 """Tuning sweep for generated normalization kernels: how many vectors of a row
-each thread keeps in registers (spec.PERSISTENT_CHUNKS, which sets the threads
-per row) and the block size, beside torch.compile, in one run. Each setting
+each thread keeps in registers (spec.PERSISTENT_POINTS, which sets the threads
+per row) with and without asking for a full SM (cuda_schedules.FULL_OCCUPANCY),
+beside torch.compile, in one run. Each setting
 plans its own FusionDefinitions (specs read the knob when a launch picks its
 variant).
 
@@ -9,7 +10,6 @@ variant).
 from __future__ import annotations
 
 import argparse
-import itertools
 import sys
 from pathlib import Path
 
@@ -62,27 +62,19 @@ def main(argv=None):
         name, fd0, eager, make_inputs, nbytes = make()
         inputs = make_inputs(dev)
         fns, labels = [], []
-        for chunks, block in itertools.product((2, 4, 8), (256,)):
-            spec.PERSISTENT_CHUNKS = chunks
-            with config.override(block=block):
-                fd = make()[1]
-                fd.execute(inputs)
+        for points, full in ((8, True), (16, True), (32, True), (16, False)):
+            spec.PERSISTENT_POINTS, cuda_schedules.FULL_OCCUPANCY = points, full
+            fd = make()[1]
+            fd.execute(inputs)
             fns.append(lambda fd=fd: fd.execute(inputs))
-            labels.append(f"chunks {chunks}, block {block}")
-        spec.PERSISTENT_CHUNKS = 4
-        # the cache-eviction hints on persistent kernels' loads, off (on above)
-        cuda_schedules.LOAD_HINTS = False
-        fd = make()[1]
-        fd.execute(inputs)
-        cuda_schedules.LOAD_HINTS = True
-        fns.append(lambda fd=fd: fd.execute(inputs))
-        labels.append("chunks 4, no load hints")
+            labels.append(f"{points} points{'' if full else ', occupancy not asked'}")
+        spec.PERSISTENT_POINTS, cuda_schedules.FULL_OCCUPANCY = 16, True
         # HOSTIR_ENABLE=fast_math (off by default): is the kernel bound by arithmetic?
         with config.override(enable=config.get().enable | {"fast_math"}):
             fd = make()[1]
             fd.execute(inputs)
         fns.append(lambda fd=fd: fd.execute(inputs))
-        labels.append("chunks 4, fast_math")
+        labels.append("fast_math")
         try:
             compiled = torch.compile(eager)
             compiled(*inputs)

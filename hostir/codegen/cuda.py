@@ -308,9 +308,14 @@ class _Printer:
             self.lines.append(f"    *reinterpret_cast<{VEC_TYPE[size]}*>(out{s} + {off}) = "
                               f"*reinterpret_cast<const {VEC_TYPE[size]}*>({arr});")
 
+    def bounds(self) -> str:
+        """`__launch_bounds__` arguments: the block size (and, where a schedule
+        asks, the blocks an SM must hold, which caps the registers)."""
+        return str(self.block)
+
     def wrap(self) -> str:
         head = ['#include "hostir.cuh"', *_op_definitions(self.k),
-                f'extern "C" __global__ void __launch_bounds__({self.block}) {self.name}(',
+                f'extern "C" __global__ void __launch_bounds__({self.bounds()}) {self.name}(',
                 "    " + ",\n    ".join(self.params()) + ") {"]
         return "\n".join(head + self.lines + ["}"]) + "\n"
 

@@ -113,6 +113,15 @@ class _ReductionPrinter(_Printer):
         L.append("  }")
         return self.wrap()
 
+    def bounds(self) -> str:
+        """A persistent kernel whose threads keep at most 16 points of the row
+        asks for a full SM (2048 threads: 32 registers a thread); the latency of
+        its row's loads is hidden by other blocks' rows, and at fewer resident
+        threads normalizations ran at 60-75 % occupancy and short of copy speed."""
+        if FULL_OCCUPANCY and self.chunks and self.chunks * self.vec <= 16 and self.block <= 1024:
+            return f"{self.block}, {2048 // self.block}"
+        return str(self.block)
+
     def load_hint(self, node: KNode) -> str | None:
         """A persistent kernel streams its rows past L1 (read once, kept in
         registers) and keeps what every row reads (a layernorm's weight and bias)
@@ -457,6 +466,7 @@ class _OuterPrinter(_ReductionPrinter):
         L.append(f"{indent}__syncthreads();  // red is reused by the next tile")
 
 
+FULL_OCCUPANCY = True  # persistent kernels ask for 2048 threads an SM (tune_reduction toggles it)
 LOAD_HINTS = False  # cache-eviction hints on persistent kernels' loads: measured slower (tune_reduction)
 
 

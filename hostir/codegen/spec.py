@@ -215,19 +215,22 @@ class KernelSpec:
 
     def _row_schedule(self, kernel: Kernel, vectors: int) -> tuple[int, int]:
         """(threads, chunks) for rows of `vectors` vectors: a kernel that makes
-        several passes keeps the row in registers when each thread's share is at
-        most PERSISTENT_CHUNKS vectors with ROW_THREADS[-1] threads; else a loop."""
+        several passes keeps the row in registers, PERSISTENT_POINTS points a
+        thread (more for rows longer than ROW_THREADS[-1] threads' worth, up to
+        PERSISTENT_MAX_CHUNKS vectors); else a loop over the row."""
         key = (id(kernel), "passes")
         got = self._positions.get(key)
         if got is None:
             level = levels(kernel)
             per_pass = [sum(1 for n in kernel.order if n.op == K.REDUCE and level[id(n.src[0])] == p)
                         for p in passes(kernel)]
-            got = self._positions[key] = (len(per_pass) > 1, max(per_pass, default=0) > 1)
-        several, shared = got
-        # long rows reduced once per pass take twice the threads (cheap to combine)
-        chunks = PERSISTENT_CHUNKS if vectors <= 512 or shared else max(1, PERSISTENT_CHUNKS // 2)
-        if self._vec[id(kernel)] > 1 and several and vectors <= chunks * ROW_THREADS[-1]:
+            got = self._positions[key] = len(per_pass) > 1
+        several = got
+        vec = self._vec[id(kernel)]
+        chunks = max(1, PERSISTENT_POINTS // vec)
+        if vectors > chunks * ROW_THREADS[-1]:  # a long row: more a thread
+            chunks = min(PERSISTENT_MAX_CHUNKS, -(-vectors // ROW_THREADS[-1]))
+        if vec > 1 and several and vectors <= chunks * ROW_THREADS[-1]:
             t = next(t for t in ROW_THREADS if vectors <= chunks * t)
             return t, max(1, -(-vectors // t))
         return row_threads(vectors), 0
@@ -316,12 +319,15 @@ class KernelSpec:
 
 
 ROW_THREADS = (32, 64, 128, 256, 512, 1024)
-PERSISTENT_CHUNKS = 4
-"""Vectors of a row each thread of a persistent normalization holds: 4, or half
-that for rows of more than 512 vectors with one reduction per pass (an H100
-sweep, benchmarks/tune_reduction.py: softmax of 4096-element rows best at 4,
-rmsnorm of 8192 at 2, layernorm of 8192, three reductions in its first pass,
-at 4: combining across more threads costs more than it gains)."""
+PERSISTENT_POINTS = 16
+"""Points of a row each thread of a persistent normalization keeps in registers
+(PERSISTENT_POINTS // vector width vectors): 16 fit in 32 registers, so an SM
+holds 2048 threads (cuda_schedules.FULL_OCCUPANCY asks the compiler for that).
+Measured on an H100 (tune_reduction.py): layernorm bf16 16384x8192 ran at 88 %
+of copy with 32 points a thread at 62 % occupancy; torch.compile's kernel keeps
+16 at 100 %. Rows longer than 1024 threads' worth take more a thread, up to
+PERSISTENT_MAX_CHUNKS vectors; longer rows than that loop over the row."""
+PERSISTENT_MAX_CHUNKS = 8
 
 
 def row_threads(reduced: int) -> int:
