@@ -144,6 +144,10 @@ def _kernel(combine: str, mean: bool = False):
     REDUCE node in the compute type; a mean divides by the count."""
     def rule(v: Val, ix, pred, L):
         c = compute_dtype(v.dtype)
+        if mean and _has_var_beside(v, L):  # var_mean: the mean from the var's shifted sum
+            c, k, n, s1, _ = _shifted_sums(v, ix, L)
+            out = L.b.mk(Op.ADD, c, (k, L.b.mk(Op.DIV, c, (s1, n))))
+            return L.rounded(out, v.dtype)
         x = L.cast(L.value(v.src[0], L.full_index(ix), None), c)
         acc = L.reduce(combine, x)
         if mean:
@@ -152,11 +156,17 @@ def _kernel(combine: str, mean: bool = False):
     return rule
 
 
-def _var_kernel(v: Val, ix, pred, L):
-    """One pass over shifted data: with k the row's first value, the sums of
-    d = x - k and of d * d give var = (sum d^2 - (sum d)^2 / n) / max(0, n -
-    correction). The shift keeps d on the scale of the deviations, so the
-    subtraction does not cancel as the unshifted E[x^2] - E[x]^2 does."""
+def _has_var_beside(v: Val, L) -> bool:
+    """Whether the kernel's segment also takes the variance of v's source over
+    v's dims (var_mean): then the mean shares its shifted sum."""
+    seg = getattr(L, "seg", None)
+    return seg is not None and any(e.op is Op.VAR and e.src[0] is v.src[0] and e.arg.dims == v.arg.dims
+                                   for e in seg.exprs)
+
+
+def _shifted_sums(v: Val, ix, L):
+    """(compute type, k, n, sum of d, sum of d * d) with k the row's first value
+    and d = x - k (nodes are interned: a var and a mean of one source share them)."""
     c = compute_dtype(v.dtype)
     b = L.b
     x = L.cast(L.value(v.src[0], L.full_index(ix), None), c)
@@ -166,6 +176,17 @@ def _var_kernel(v: Val, ix, pred, L):
     n = L.cast(L.reduced_count(), c)
     s1 = L.cast(L.reduce("sum", d), c)
     s2 = L.cast(L.reduce("sum", b.mk(Op.MUL, c, (d, d))), c)
+    return c, k, n, s1, s2
+
+
+def _var_kernel(v: Val, ix, pred, L):
+    """One pass over shifted data: with k the row's first value, the sums of
+    d = x - k and of d * d give var = (sum d^2 - (sum d)^2 / n) / max(0, n -
+    correction), and var_mean's mean is k + (sum d) / n. The shift keeps d on
+    the scale of the deviations, so the subtraction does not cancel as the
+    unshifted E[x^2] - E[x]^2 does."""
+    b = L.b
+    c, k, n, s1, s2 = _shifted_sums(v, ix, L)
     ss = b.mk(Op.SUB, c, (s2, b.mk(Op.DIV, c, (b.mk(Op.MUL, c, (s1, s1)), n))))
     ss = b.mk(Op.MAXIMUM, c, (ss, b.const(0, c)))  # rounding may leave it a hair below 0
     dof = b.mk(Op.MAXIMUM, c, (b.mk(Op.SUB, c, (n, b.const(v.arg.correction, c))), b.const(0, c)))
