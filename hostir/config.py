@@ -35,6 +35,12 @@ HOSTIR_LOGS      comma list of subsystems whose log lines are printed (rank-tagg
                  kernel compile: cold, disk or memory hit, time), dist (process groups and
                  communicators set up), cache (plans made and why a fusion recompiles)
 HOSTIR_LOG_RANKS comma list of ranks whose log lines are printed, or "all" (default: 0)
+HOSTIR_TRACE     path of a Chrome/Perfetto trace (JSON) of host program execution: one
+                 track per stream, spans for kernel launches, collectives (start to
+                 completion) and waits, timed with CUDA events on GPUs; written at exit,
+                 one file per rank (".rankN" before the suffix) when there are several;
+                 `hostir trace merge` joins them, `hostir trace plot` draws a timeline.
+                 Tracing turns CUDA-graph replay off (each launch is its own span)
 
 Launchers tell a process its rank, world size and local rank; they are read in
 this order: Open MPI (OMPI_COMM_WORLD_*), MPICH/Hydra and Intel MPI (PMI_RANK,
@@ -76,6 +82,7 @@ class Config:
     check_program: bool = False
     log_ranks: str = "0"
     logs: frozenset[str] = field(default_factory=frozenset)
+    trace: str = ""
 
     @classmethod
     def from_env(cls) -> "Config":
@@ -101,6 +108,7 @@ class Config:
             check_program=os.environ.get("HOSTIR_CHECK_PROGRAM", "0") not in ("", "0"),
             log_ranks=os.environ.get("HOSTIR_LOG_RANKS", "0"),
             logs=logs & LOG_SUBSYSTEMS,
+            trace=os.environ.get("HOSTIR_TRACE", "").strip(),
         )
 
 

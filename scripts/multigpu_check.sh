@@ -23,5 +23,11 @@ run sharded_nccl scripts/mpirun.sh "$N" "$HOSTIR_PYTHON" tests/mpi/sharded.py
 for p in mlp allgather_linear linear_reduce_scatter; do
   run "launch_$p" scripts/mpirun.sh "$N" "$HOSTIR_PYTHON" "launch/$p.py"
 done
+# a trace of the pipelined allgather + linear (HOSTIR_TRACE), every rank in one file, and its timeline
+run trace_allgather_linear env HOSTIR_TRACE="$OUTDIR/trace_ag_linear.json" \
+  scripts/mpirun.sh "$N" "$HOSTIR_PYTHON" launch/allgather_linear.py --steps 3
+"$HOSTIR_PYTHON" -m hostir trace merge "$OUTDIR/trace_ag_linear_all.json" "$OUTDIR"/trace_ag_linear.rank*.json \
+  && "$HOSTIR_PYTHON" -m hostir trace plot "$OUTDIR/trace_ag_linear_all.json" "$OUTDIR/trace_ag_linear.png" \
+  || { status=1; echo "FAILED: trace merge/plot"; }
 run torchrun_mlp "$HOSTIR_PYTHON" -m torch.distributed.run --nproc_per_node="$N" launch/mlp.py
 exit $status

@@ -4,6 +4,7 @@
     hostir dump SCRIPT --stage fusion|preseg|segments|host_ir|kernels[,...] [--ranks N] [-- ARGS]
     hostir bench [SUITE ...] [--plot] [--out DIR] [--tiny]
     hostir cache info|clear
+    hostir trace merge OUT.json IN.json ...  |  hostir trace plot TRACE.json OUT.png
 
 Everything after `--` goes to the script.
 """
@@ -62,6 +63,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--benchmarks", help="the benchmarks/ folder (default: the checkout's)")
     p = sub.add_parser("cache", help="the disk cache of compiled kernels (HOSTIR_CACHE_DIR)")
     p.add_argument("action", choices=("info", "clear"))
+    p = sub.add_parser("trace", help="HOSTIR_TRACE files: merge ranks' files, plot a timeline",
+                       description="merge OUT.json IN.json...: every rank's trace in one file (a "
+                       "process per rank). plot TRACE.json OUT.png: a timeline, a row per rank "
+                       "and stream, launches, collectives and waits coloured (needs matplotlib).")
+    p.add_argument("action", choices=("merge", "plot"))
+    p.add_argument("files", nargs="+")
     return ap
 
 
@@ -91,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "cache":
         from .cache import cache_command
         return cache_command(args.action)
+    if args.command == "trace":
+        from .trace import trace_command
+        return trace_command(args)
     return 2
 
 

@@ -15,6 +15,7 @@ from ..ir.errors import ExecutionError
 from ..ir.node import Op, Val
 from ..ir.scalar import apply_scalar
 from . import ir as H
+from . import tracing
 from .collectives import peer_block, push_block, start_collective, wait_collective
 from .context import RunContext
 from .streams import StreamPool
@@ -61,12 +62,16 @@ class Compiler:
 
     def __init__(self):
         self.nvtx = config.enabled("nvtx")
+        self.tracer = tracing.tracer()
 
     def stmt(self, s) -> Closure:
         method = getattr(self, "_" + type(s).__name__)
         run = method(s)
         if self.nvtx and isinstance(s, (H.LaunchKernel, H.Communication, H.Wait)):
-            return _nvtx_range(_range_name(s), run)
+            run = _nvtx_range(_range_name(s), run)
+        if self.tracer is not None and isinstance(s, (H.LaunchKernel, H.Communication, H.Wait,
+                                                      H.PushBlock)):
+            run = _traced(self.tracer, s, run)
         return run
 
     def _Allocate(self, s: H.Allocate) -> Closure:
@@ -192,6 +197,31 @@ def _range_name(s) -> str:
     if isinstance(s, H.Communication):
         return f"hostir: {s.kind} start"
     return f"hostir: wait {s.comm.kind}"
+
+
+def _traced(tracer, s, run: Closure) -> Closure:
+    """`run` recorded in the HOSTIR_TRACE trace: a launch or a wait as a span on
+    its stream's track; a collective from its start to the wait that ends it,
+    on the rank's communication track."""
+    if isinstance(s, H.LaunchKernel):
+        name, cat = getattr(s.target, "name", type(s.target).__name__), "launch"
+    elif isinstance(s, H.Communication):
+        key, kind = ("comm", id(s)), s.kind
+
+        def started(env):
+            tracer.begin(key, kind, "collective", "communication", env.device)
+            run(env)
+        return started
+    elif isinstance(s, H.PushBlock):
+        name, cat = f"push_block {s.comm.kind}", "collective"
+    else:
+        key, name, cat = ("comm", id(s.comm)), f"wait {s.comm.kind}", "wait"
+
+        def waited(env):
+            tracer.span(name, cat, f"stream {env.pool.current}", env.device, run, env)
+            tracer.end(key, env.device)
+        return waited
+    return lambda env: tracer.span(name, cat, f"stream {env.pool.current}", env.device, run, env)
 
 
 def _nvtx_range(name: str, run: Closure) -> Closure:

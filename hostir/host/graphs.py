@@ -30,6 +30,7 @@ from .. import config
 from ..dist.communicator import Communicator
 from ..ir.node import Op
 from . import ir as H
+from . import tracing
 
 CAPTURE_AFTER = 2   # eager runs of a key before its next call is captured
 MAX_GRAPHS = 4      # graphs kept per program (each holds its memory pool)
@@ -81,7 +82,8 @@ def work_items(body) -> int:
 class GraphCache:
     def __init__(self, body):
         # one launch or collective: a replay saves no host time, yet copies the output
-        self.enabled = capturable(body) and work_items(body) > 1
+        # (and under HOSTIR_TRACE each launch is traced as it runs: no replay)
+        self.enabled = capturable(body) and work_items(body) > 1 and tracing.tracer() is None
         self.nvtx = config.enabled("nvtx")
         self.error: BaseException | None = None
         self.seen: dict[tuple, int] = {}

@@ -21,6 +21,7 @@ from ..runtime.backend import CudaLaunch
 from ..runtime.launch import current_stream_handle, raw_stream_handle
 from ..segment import SegmentedFusion
 from . import ir as H
+from . import tracing
 from .context import RunContext
 from .evaluator import run_block
 from .steps import KernelStep
@@ -60,6 +61,8 @@ class BoundPlan:
         """The direct runner of this signature, or None where the program is not
         straight-line launches of prepared kernel steps."""
         self.tried = True
+        if tracing.tracer() is not None:  # every launch through the evaluator, traced
+            return None
         steps = _direct_steps(self.plan.program, self.prepared)
         if steps is None:
             return None
