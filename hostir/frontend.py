@@ -9,7 +9,9 @@ import torch
 from . import config
 from .dist.mesh import Replicate
 from .dist.sharding import LoopDomain, Sharding, placements_sharding
+from . import repro
 from .handles import Scalar, Tensor, _Handle
+from .repro import Script, recorded
 from .host.cache import CacheInfo, FusionCache
 from .host.distributed import DistributedFusion
 from .host.ir import program_text
@@ -46,6 +48,7 @@ class FusionDefinition:
         self._placements: dict[int, tuple] = {}       # id(Val) -> (Val, Sharding)
         self._dist = None                             # the DistributedFusion, when sharded
         self.ops = Ops(self)
+        self._script = Script()                       # the definition as Python (repros)
 
     # ------------------------------------------------------------ definition
     def __enter__(self) -> "FusionDefinition":
@@ -120,6 +123,7 @@ class FusionDefinition:
             return Scalar(val, self)
         return Scalar(val.renamed(self._name("S")), self)
 
+    @recorded("fd.define_tensor")
     def define_tensor(self, shape=None, contiguity=None, dtype: DataType = DataType.Float,
                       is_cpu: bool = False, stride_order=None, symbolic_sizes=None,
                       mesh=None, placements=None, *, sizes=None, strides=None,
@@ -265,6 +269,7 @@ class FusionDefinition:
         return self.define_tensor(shape=shape, contiguity=contiguity, dtype=dtype, is_cpu=is_cpu,
                                   stride_order=None if default else stride_order)
 
+    @recorded("fd.define_scalar")
     def define_scalar(self, value=None, dtype: DataType | None = None) -> Scalar:
         """A constant (value given) or a scalar input (value None)."""
         self._check_defining("define_scalar")
@@ -286,6 +291,7 @@ class FusionDefinition:
 
     define_constant = define_scalar
 
+    @recorded("fd.define_vector")
     def define_vector(self, values, dtype: DataType = DataType.Int) -> list:
         """nvFuser's vectors of scalars, used as shapes: from a list of ints and
         Scalars (`define_vector([t.size(0), 1])`), or, given a length n, an input
@@ -329,6 +335,7 @@ class FusionDefinition:
             i += 1
         return flat
 
+    @recorded("fd.add_output")
     def add_output(self, t: Tensor, alias_input: Tensor | None = None, stride_order=None) -> None:
         self._check_defining("add_output")
         if not isinstance(t, Tensor):
@@ -358,7 +365,16 @@ class FusionDefinition:
         """Run the fusion on `inputs` (tensors and Python numbers, in definition order).
         `device` places a fusion without tensor inputs; `out` (one tensor per
         returned output) receives the results, which are returned too. A sharded
-        fusion takes and returns each rank's local shards."""
+        fusion takes and returns each rank's local shards. An error raised here
+        carries a note with a runnable repro (hostir.repro)."""
+        try:
+            return self._execute(inputs, device, out, _enable_options, _disable_options, ignored)
+        except Exception as e:
+            if self._dist is None and not self._placements and not self._domains:
+                repro.attach(self, inputs, e)
+            raise
+
+    def _execute(self, inputs, device, out, _enable_options, _disable_options, ignored):
         if self._vector_inputs and isinstance(inputs, (list, tuple)):
             inputs = self._flatten_inputs(inputs)
         cache = self._fusion_cache
@@ -481,16 +497,21 @@ class Ops:
     def _call(self, opname: str, fn, *args, **kwargs):
         fd = self._fd
         fd._check_defining(f"fd.ops.{opname}")
+        given, given_kw = args, kwargs
         args = [fd._unwrap(a, opname) for a in args]
         kwargs = {k: fd._unwrap(v, opname) for k, v in kwargs.items()}
         out = fn(*args, **kwargs)
-        if isinstance(out, tuple):
-            return tuple(fd._wrap(v) for v in out)
-        return fd._wrap(out)
+        out = tuple(fd._wrap(v) for v in out) if isinstance(out, tuple) else fd._wrap(out)
+        if fd._script.depth == 0:
+            if given and isinstance(given[0], Op):  # _pointwise: the op is the method's name
+                given = given[1:]
+            fd._script.record(f"fd.ops.{opname}", given, given_kw, out)
+        return out
 
     def _pointwise(self, op: Op, *args):
         return self._call(op.value, O.pointwise, op, *args)
 
+    @recorded("fd.ops.size")
     def size(self, t, dim: int):
         self._fd._check_defining("fd.ops.size")
         val = self._fd._unwrap(t, "size")
@@ -498,6 +519,7 @@ class Ops:
             raise DefinitionError(f"size: expected a tensor, got {t!r}")
         return Scalar(val.logical[O.norm_dim("size", val, dim)].extent, self._fd)
 
+    @recorded("fd.ops.shape")
     def shape(self, t) -> list:
         """Every extent of `t`, a vector of Scalars usable as a shape (nvFuser's fd.ops.shape)."""
         self._fd._check_defining("fd.ops.shape")

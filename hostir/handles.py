@@ -11,6 +11,7 @@ from .ir.errors import UnsupportedError
 from .ir.node import Op, Val
 from .ir.printer import type_text
 from .multidevice import IterDomain
+from .repro import recorded
 
 if TYPE_CHECKING:
     from .frontend import FusionDefinition
@@ -83,6 +84,7 @@ class Tensor(_Handle):
     def ndim(self) -> int:
         return self.val.ndim
 
+    @recorded("{self}.shape")
     def shape(self) -> list[Scalar]:
         return [self.fd._scalar_handle(a.extent) for a in self.val.logical]
 
