@@ -35,6 +35,7 @@ HOSTIR_LOGS      comma list of subsystems whose log lines are printed (rank-tagg
                  kernel compile: cold, disk or memory hit, time), dist (process groups and
                  communicators set up), cache (plans made and why a fusion recompiles)
 HOSTIR_LOG_RANKS comma list of ranks whose log lines are printed, or "all" (default: 0)
+HOSTIR_REPRO_DIR where repros of failing fusions too long to print go (default: the temp dir)
 HOSTIR_TRACE     path of a Chrome/Perfetto trace (JSON) of host program execution: one
                  track per stream, spans for kernel launches, collectives (start to
                  completion) and waits, timed with CUDA events on GPUs; written at exit,
@@ -83,6 +84,7 @@ class Config:
     log_ranks: str = "0"
     logs: frozenset[str] = field(default_factory=frozenset)
     trace: str = ""
+    repro_dir: str = ""
 
     @classmethod
     def from_env(cls) -> "Config":
@@ -109,6 +111,7 @@ class Config:
             log_ranks=os.environ.get("HOSTIR_LOG_RANKS", "0"),
             logs=logs & LOG_SUBSYSTEMS,
             trace=os.environ.get("HOSTIR_TRACE", "").strip(),
+            repro_dir=os.environ.get("HOSTIR_REPRO_DIR", "").strip(),
         )
 
 

@@ -167,7 +167,8 @@ def attach(fd, inputs, error: BaseException) -> None:
     if text.count("\n") <= MAX_PRINTED_LINES:
         error.add_note("hostir repro (run it to reproduce this error):\n" + text)
         return
-    folder = Path(os.environ.get("HOSTIR_REPRO_DIR") or tempfile.gettempdir())
+    from . import config
+    folder = Path(config.get().repro_dir or tempfile.gettempdir())
     try:
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"hostir_repro_{time.strftime('%Y%m%d_%H%M%S')}_{os.getpid()}_{id(error) % 10000}.py"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from hostir import DataType, ExecutionError, FusionDefinition, InputError
+from hostir import DataType, ExecutionError, FusionDefinition, InputError, config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,8 +61,7 @@ def test_the_printed_repro_reproduces_the_error(tmp_path):
     assert proc.returncode == 0 and "torch.Size([4])" in proc.stdout, proc.stderr[-2000:]
 
 
-def test_a_long_repro_goes_to_a_file_with_strided_inputs(tmp_path, monkeypatch):
-    monkeypatch.setenv("HOSTIR_REPRO_DIR", str(tmp_path / "repros"))
+def test_a_long_repro_goes_to_a_file_with_strided_inputs(tmp_path):
     with FusionDefinition() as fd:
         t0 = fd.define_tensor(shape=[-1, -1], contiguity=[False, True], dtype=DataType.Float)
         t1 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Half)
@@ -71,7 +70,7 @@ def test_a_long_repro_goes_to_a_file_with_strided_inputs(tmp_path, monkeypatch):
             y = fd.ops.add(fd.ops.mul(y, 1.0 + k / 100), 0.5)
         fd.add_output(fd.ops.add(y, fd.ops.cast(t1, DataType.Float)))
     x = torch.randn(30, 40)[:, :20]  # not contiguous, more than EXACT_VALUES elements
-    with pytest.raises(ExecutionError) as info:
+    with pytest.raises(ExecutionError) as info, config.override(repro_dir=str(tmp_path / "repros")):
         fd.execute([x, torch.randn(30, 7, dtype=torch.half)])
     note = _note(info.value)
     path = re.search(r"hostir repro written to (\S+\.py)", note)
