@@ -21,7 +21,7 @@ from hostir import DataType, FusionDefinition, HostProgram
 with FusionDefinition() as fd:
     t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
     fd.add_output(fd.ops.sum(fd.ops.mul(fd.ops.tanh(t0), 0.5), dims=[1]))
-x = torch.randn(6, 8)
+x = torch.randn(6, 8, device="cuda" if torch.cuda.is_available() else "cpu")
 for _ in range(3):
     (out,) = fd.execute([x])
 torch.testing.assert_close(out, (torch.tanh(x) * 0.5).sum(1))
