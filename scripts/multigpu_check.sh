@@ -27,7 +27,7 @@ done
 run trace_allgather_linear env HOSTIR_TRACE="$OUTDIR/trace_ag_linear.json" \
   scripts/mpirun.sh "$N" "$HOSTIR_PYTHON" launch/allgather_linear.py --steps 3
 "$HOSTIR_PYTHON" -m hostir trace merge "$OUTDIR/trace_ag_linear_all.json" "$OUTDIR"/trace_ag_linear.rank*.json \
-  && "$HOSTIR_PYTHON" -m hostir trace plot "$OUTDIR/trace_ag_linear_all.json" "$OUTDIR/trace_ag_linear.png" \
+  && "$HOSTIR_PYTHON" -m hostir trace plot "$OUTDIR/trace_ag_linear_all.json" "$OUTDIR/trace_ag_linear.png" --last 8 \
   || { status=1; echo "FAILED: trace merge/plot"; }
 run torchrun_mlp "$HOSTIR_PYTHON" -m torch.distributed.run --nproc_per_node="$N" launch/mlp.py
 exit $status

@@ -69,6 +69,8 @@ def _parser() -> argparse.ArgumentParser:
                        "and stream, launches, collectives and waits coloured (needs matplotlib).")
     p.add_argument("action", choices=("merge", "plot"))
     p.add_argument("files", nargs="+")
+    p.add_argument("--last", type=float, metavar="MS", help="plot: only the trace's last MS "
+                   "milliseconds (the steady state, after first-call compiles)")
     return ap
 
 

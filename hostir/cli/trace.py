@@ -38,7 +38,7 @@ def merge(out: Path, inputs: list[Path]) -> Path:
     return out
 
 
-def plot(trace: Path, out: Path, title: str | None = None) -> Path:
+def plot(trace: Path, out: Path, title: str | None = None, last_ms: float | None = None) -> Path:
     """A timeline: a row per (rank, track), a bar per span coloured by kind
     (launches, collectives from start to completion, waits), so that a
     communication overlapping compute on another stream shows at a glance."""
@@ -51,6 +51,9 @@ def plot(trace: Path, out: Path, title: str | None = None) -> Path:
     spans = [e for e in events if e.get("ph") == "X"]
     if not spans:
         raise SystemExit(f"hostir trace plot: {trace} has no spans")
+    if last_ms is not None:  # the steady state: the spans of the trace's last `last_ms`
+        t_end = max(e["ts"] + e["dur"] for e in spans)
+        spans = [e for e in spans if e["ts"] >= t_end - last_ms * 1e3]
     t0 = min(e["ts"] for e in spans)
     rows = sorted({(e["pid"], e["tid"]) for e in spans})
     fig, ax = plt.subplots(figsize=(11, 0.55 * len(rows) + 1.6), dpi=110)
@@ -89,6 +92,6 @@ def trace_command(args) -> int:
     if len(args.files) != 2:
         print("hostir trace plot: TRACE.json OUT.png")
         return 2
-    out = plot(Path(args.files[0]), Path(args.files[1]))
+    out = plot(Path(args.files[0]), Path(args.files[1]), last_ms=args.last)
     print(f"hostir trace plot: {out}")
     return 0

@@ -218,10 +218,10 @@ def _traced(tracer, s, run: Closure) -> Closure:
         key, name, cat = ("comm", id(s.comm)), f"wait {s.comm.kind}", "wait"
 
         def waited(env):
-            tracer.span(name, cat, f"stream {env.pool.current}", env.device, run, env)
+            tracer.span(name, cat, tracer.stream_track(env), env.device, run, env)
             tracer.end(key, env.device)
         return waited
-    return lambda env: tracer.span(name, cat, f"stream {env.pool.current}", env.device, run, env)
+    return lambda env: tracer.span(name, cat, tracer.stream_track(env), env.device, run, env)
 
 
 def _nvtx_range(name: str, run: Closure) -> Closure:

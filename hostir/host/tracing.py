@@ -33,6 +33,7 @@ class _Tracer:
         self.spans: list = []       # (name, cat, track, start, end): floats (us) or CUDA events
         self.open: dict = {}        # key -> (name, cat, track, start) of a span not yet ended
         self.tracks: dict = {}      # track name -> tid
+        self.streams: dict = {}     # CUDA stream handle -> track name
         self.anchor: dict = {}      # device index -> (base CUDA event, wall-clock us at it)
         self.flushed = False
 
@@ -50,6 +51,19 @@ class _Tracer:
         ev = torch.cuda.Event(enable_timing=True)
         ev.record(stream if stream is not None else torch.cuda.current_stream(idx))
         return (idx, ev)
+
+    def stream_track(self, env) -> str:
+        """The track of the stream work goes to now: on CUDA named by the stream
+        itself (in order of first use: a fusion called from a host program's
+        pool stream lands on that stream's track), on CPU by the pool index."""
+        if env.device.type != "cuda":
+            return f"stream {env.pool.current}"
+        handle = torch.cuda.current_stream(env.device).cuda_stream
+        with self.lock:
+            name = self.streams.get(handle)
+            if name is None:
+                name = self.streams[handle] = f"CUDA stream {len(self.streams)}"
+        return name
 
     def _tid(self, track: str) -> int:
         tid = self.tracks.get(track)
