@@ -23,7 +23,9 @@ HOSTIR_DISABLE   comma list of features to turn off: concretize_resize (keep sli
                  without shared-memory tiles)
 HOSTIR_CACHE_DIR where compiled kernels are kept (default ~/.cache/hostir)
 HOSTIR_DEBUG     comma list of debug checks: verify (the fusion verifier around every pass
-                 and stage, re-deriving each node's type; kernel-IR and host-IR checks)
+                 and stage, re-deriving each node's type; kernel-IR and host-IR checks),
+                 indices (generated GPU kernels check every gather index and trap, printing
+                 the op and the value, where one is out of range; CPU runs always check)
 HOSTIR_COMM_BACKEND  how collectives run between ranks: torch (default; torch.distributed,
                  NCCL on GPUs, gloo on CPU) or mpi (mpi4py; CUDA buffers only with a
                  CUDA-aware MPI)

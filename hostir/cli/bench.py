@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .. import progress
 
-FUSION_SUITES = ("pointwise", "reduction")
+FUSION_SUITES = ("pointwise", "reduction", "scan", "indexing")
 SCRIPT_SUITES = ("multigpu", "compile_time", "host_overhead", "planning_time")
 SUITES = FUSION_SUITES + SCRIPT_SUITES
 

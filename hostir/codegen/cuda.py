@@ -164,6 +164,16 @@ class _Printer:
                 names[id(node)] = (str(int(node.arg)) if is_index and self.idx == "int"
                                    else _literal(node.arg, node.dtype))
                 continue
+            if node.op == K.CHECK:  # debug builds check the index; the value is the source's
+                ok, value, index, extent, pred = (names[id(s)] for s in node.src)
+                msg = node.arg.replace("\\", "\\\\").replace('"', "'").replace("%", "%%")
+                self.lines += ["#ifdef HIR_CHECK_INDICES",
+                               f"{indent}if (({pred}) && !({ok})) {{ printf(\"hostir: {msg}: index %lld "
+                               f"is out of range for extent %lld\\n\", (long long)({index}), "
+                               f"(long long)({extent})); __trap(); }}",
+                               "#endif"]
+                names[id(node)] = value
+                continue
             if node.op == K.PARAM and is_index:
                 text = f"({self.idx})p{node.arg}"
             elif is_index and self.idx == "int":

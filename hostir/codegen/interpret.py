@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from ..ir.errors import ExecutionError
 from ..ir.node import OPS, Op
 from .kir import K, Kernel, Slot, row_nodes, split_stores
 
@@ -58,6 +59,14 @@ def _node(n, vals, tensors, strides, params, idx, numel, device):
         flat = _flat(t)
         v = flat[off.expand(numel)] if flat.numel() else torch.zeros(numel, dtype=t.dtype, device=device)
         return torch.where(pred, v, torch.zeros((), dtype=t.dtype, device=device))
+    if op == K.CHECK:
+        ok, value, index, extent, pred = (vals[id(s)] for s in n.src)
+        bad = (pred & ~ok).expand(numel) if numel else torch.zeros(0, dtype=torch.bool)
+        if bool(bad.any()):
+            at = int(bad.nonzero()[0, 0])
+            raise ExecutionError(f"{n.arg}: index {int(index.expand(numel)[at])} is out of range "
+                                 f"for extent {int(extent.expand(numel)[at])}")
+        return value
     if op is Op.CAST:
         return vals[id(n.src[0])].to(n.dtype.torch)
     if op is Op.WHERE:

@@ -27,6 +27,9 @@ class K:
     PARAM = "param"      # arg=k: scalar kernel parameter k (extent, scalar input)
     LOAD = "load"        # arg=k: tensor input k; src=(pred, *indices)
     REDUCE = "reduce"    # arg=op ("sum" | "max" | "min" | "prod"); src=(value,): over the reduced dims
+    CHECK = "check"      # src=(ok, value, index, extent, pred), arg=message: `value` where `pred`
+                         # implies `ok`; else an error naming the index (always on CPU, on GPUs
+                         # when the kernel is built with HIR_CHECK_INDICES)
     SCAN = "scan"        # arg=op (as REDUCE); src=(value,): combined over the points of the
                          # scanned dim up to this one (Kernel.scanned), others fixed
 

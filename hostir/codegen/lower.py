@@ -152,6 +152,14 @@ class PointwiseLowering:
     def full_index(self, kept_ix: tuple) -> tuple:
         raise UnsupportedError("a reduction in a pointwise kernel")
 
+    def check(self, ok: KNode, value: KNode, message: str, index: KNode, extent: KNode,
+              pred: KNode | None = None) -> KNode:
+        """`value`, where an index that `ok` says is in range was used (K.CHECK)."""
+        if self.b.is_const(ok, True):
+            return value
+        p = pred if pred is not None else self.b.const(True, DataType.Bool)
+        return self.b.mk(K.CHECK, value.dtype, (ok, value, index, extent, p), arg=message)
+
     def moves(self, n: KNode) -> bool:
         """Whether `n` varies along a reduction kernel's rows (never: no rows)."""
         return False

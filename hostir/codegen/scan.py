@@ -24,7 +24,7 @@ from ..segment import Segment
 from .cuda import vector_width
 from .kir import K, Kernel
 from .lower import INT, PointwiseLowering
-from .spec import KernelOptions, KernelSpec, Variant, _made, _vector_ok, index_type
+from .spec import KernelOptions, KernelSpec, Variant, _made, _vector_ok, defines, index_type
 
 
 class ScanLowering(PointwiseLowering):
@@ -109,8 +109,9 @@ class ScanVariant(Variant):
     @cached_property
     def source(self) -> str:
         from .cuda_scan import scan_source
-        return scan_source(self.kernel, self.vec, self.idx, self.block, self.options.pdl,
-                           self.name, self.threads, self.chunks, self.outer)
+        return defines(self.options) + scan_source(self.kernel, self.vec, self.idx, self.block,
+                                                   self.options.pdl, self.name, self.threads,
+                                                   self.chunks, self.outer)
 
 
 class ScanSpec(KernelSpec):
@@ -171,7 +172,8 @@ class ScanSpec(KernelSpec):
             o = self.options
             shape = "_outer" if outer else f"_t{threads}_c{chunks}"
             name = (f"{kernel.name}_v{vec}_{'i32' if idx == 'int' else 'i64'}{shape}"
-                    f"{'_pdl' if o.pdl else ''}")
+                    f"{'_pdl' if o.pdl else ''}{'_fm' if o.fast_math else ''}"
+                    f"{'_chk' if o.check_indices else ''}")
             from .cuda import vector_loads
             slots = frozenset(n.arg for n in kernel.order if id(n) in vector_loads(kernel, vec))
             got = self._variants[key] = ScanVariant(kernel, vec, idx, o, name, slots, threads,

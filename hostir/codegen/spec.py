@@ -32,13 +32,14 @@ class KernelOptions:
     grid_stride: bool = False  # cap the grid at 32 blocks per SM and loop
     pairing: bool = True       # paired lanes where they read less
     fast_math: bool = False    # approximate exp, log and float division (HIR_FAST_MATH)
+    check_indices: bool = False  # gathers check their index values (HOSTIR_DEBUG=indices)
 
     @classmethod
     def from_config(cls) -> "KernelOptions":
         c = config.get()
         return cls(block=c.block, streaming=c.streaming, pdl="pdl" not in c.disable,
                    grid_stride="grid_stride" in c.enable, pairing="paired_lanes" not in c.disable,
-                   fast_math="fast_math" in c.enable)
+                   fast_math="fast_math" in c.enable, check_indices="indices" in c.debug)
 
 
 @dataclass(eq=False)
@@ -71,10 +72,16 @@ class Variant:
         o = self.options
         src = kernel_source(self.kernel, self.vec, self.idx, self.block, o.streaming, o.pdl,
                             self.name, self.threads, self.chunks, self.outer, self.tile)
-        return "#define HIR_FAST_MATH 1\n" + src if o.fast_math else src
+        return defines(o) + src
 
     def __str__(self) -> str:
         return self.source
+
+
+def defines(o: KernelOptions) -> str:
+    """The macros a kernel's options set in its source (kernels/hostir.cuh reads them)."""
+    return (("#define HIR_FAST_MATH 1\n" if o.fast_math else "")
+            + ("#define HIR_CHECK_INDICES 1\n" if o.check_indices else ""))
 
 
 def index_type(extents: list[int], ins: list, outs, params: list) -> str:
@@ -277,7 +284,7 @@ class KernelSpec:
         if got is None:
             o = self.options
             tune = (f"_b{o.block}{'cs' if o.streaming else ''}{'_pdl' if o.pdl else ''}"
-                    f"{'_fm' if o.fast_math else ''}")
+                    f"{'_fm' if o.fast_math else ''}{'_chk' if o.check_indices else ''}")
             name = (f"{kernel.name}{'_pair' * len(kernel.pairs)}_v{vec}_"
                     f"{'i32' if idx == 'int' else 'i64'}{f'_t{threads}' if threads else ''}"
                     f"{f'_c{chunks}' if chunks else ''}{'_outer' if outer else ''}"

@@ -61,6 +61,8 @@ class Op(enum.Enum):
     SUM = "sum"; MAX = "max"; MIN = "min"; VAR = "var"; MEAN = "mean"; PROD = "prod"
     # scans: arg=ScanArg (the scanned dim); the result has the input's shape
     CUMSUM = "cumsum"; CUMPROD = "cumprod"; CUMMAX = "cummax"; CUMMIN = "cummin"
+    # indexing: src=(input, index), arg=dim (the input's dim the index values address)
+    INDEX_SELECT = "index_select"; GATHER = "gather"; TAKE_ALONG_AXIS = "take_along_axis"
     # matmul family (reduction axis K last in the output's domain)
     MATMUL = "matmul"
     LINEAR = "linear"            # src=(a, w) or (a, w, bias)
@@ -78,6 +80,7 @@ class Family(enum.Enum):
     RESIZE = "resize"            # slice, pad, cat: bounds concretization may specialize
     REDUCTION = "reduction"
     SCAN = "scan"                # inclusive prefix combine along one dim (cumsum, ...)
+    INDEXING = "indexing"        # reads its input where an index tensor says (gather, ...)
     MATMUL = "matmul"
     FACTORY = "factory"          # makes a tensor from scalars
 

@@ -1,0 +1,200 @@
+"""Indexing: ops that read their input where an index tensor says, as nvFuser's
+`fd.ops.index_select(input, index, dim)`, `gather(input, index, dim)` (torch.gather),
+`take_along_axis(input, index, dim)` (numpy's: the index broadcasts against the
+input on the other dims) and `embedding_fwd` (made from index_select and a
+reshape). Index tensors are Int or Int32; negative values count from the end of
+the dim, as numpy and take_along_dim do (torch.index_select and torch.gather
+reject them; hostir accepts them in all three). A value out of range is an
+ExecutionError naming the op, the tensor, the value and the extent: always on
+CPU (the interpreter checks every index), on GPUs with HOSTIR_DEBUG=indices
+(the kernel checks, prints the offending value and traps); without it a GPU
+kernel reads nothing out of range (the load is predicated, giving 0)."""
+from __future__ import annotations
+
+import torch
+
+from .. import scalar as S
+from ..dtypes import DataType, compute_dtype
+from ..errors import DefinitionError, ExecutionError, UnsupportedError
+from ..node import Axis, AxisKind, Family, Op, OpDef, Val, define
+from .common import describe, extent_agreement, frontend, norm_dim, require_tensor
+from .views import reshape
+
+INDEX_TYPES = (DataType.Int, DataType.Int32)
+
+
+def _index_arg(opname: str, index) -> Val:
+    index = require_tensor(opname, index, "index")
+    if index.dtype not in INDEX_TYPES:
+        raise DefinitionError(f"{opname}: index {describe(index)} must be Int or Int32, "
+                              f"got {index.dtype.short}")
+    return index
+
+
+@frontend("index_select")
+def index_select(input, index, dim: int) -> Val:
+    """Rows (along `dim`) of `input` in the order `index` (1-D) lists them."""
+    input = require_tensor("index_select", input)
+    index = _index_arg("index_select", index)
+    if index.ndim != 1:
+        raise DefinitionError(f"index_select: index {describe(index)} must be 1-D, has {index.ndim} dims")
+    dim = norm_dim("index_select", input, dim)
+    return _raw(Op.INDEX_SELECT, input, index, dim)
+
+
+@frontend("gather")
+def gather(input, index, dim: int) -> Val:
+    """torch.gather: out[..., i_dim, ...] = input[..., index[..., i_dim, ...], ...];
+    the index has the input's rank and, on the other dims, at most its extents."""
+    return _along("gather", Op.GATHER, input, index, dim)
+
+
+@frontend("take_along_axis")
+def take_along_axis(input, index, dim: int) -> Val:
+    """numpy.take_along_axis: as gather, with the index broadcast against the
+    input on the other dims (a size-1 dim of either stretches)."""
+    return _along("take_along_axis", Op.TAKE_ALONG_AXIS, input, index, dim)
+
+
+def _along(opname, op, input, index, dim) -> Val:
+    input = require_tensor(opname, input)
+    index = _index_arg(opname, index)
+    if index.ndim != input.ndim:
+        raise DefinitionError(f"{opname}: index {describe(index)} must have the rank of the input "
+                              f"{describe(input)} ({input.ndim}), has {index.ndim}")
+    dim = norm_dim(opname, input, dim)
+    return _raw(op, input, index, dim)
+
+
+def _raw(op: Op, input: Val, index: Val, dim: int) -> Val:
+    if op is Op.INDEX_SELECT:
+        axes = list(input.logical)
+        ix = index.logical[0]
+        axes[dim] = Axis(ix.extent, AxisKind.BCAST if ix.is_broadcast else AxisKind.ITER)
+    elif op is Op.GATHER:
+        axes = list(index.logical)
+    else:
+        axes = []
+        for d, (a, b) in enumerate(zip(input.logical, index.logical)):
+            if d == dim or not b.is_broadcast or (a.is_broadcast and not a.is_expanded):
+                axes.append(b)
+            else:
+                axes.append(a)
+    return Val(op, input.dtype, (input, index), arg=dim, axes=tuple(axes))
+
+
+def _check_range(v: Val, idx: torch.Tensor, extent: int) -> None:
+    bad = (idx < -extent) | (idx >= extent)
+    if bool(bad.any()):
+        value = int(idx[bad].flatten()[0])
+        raise ExecutionError(f"{v.op.value} -> {v!r}: index {value} in {v.src[1]!r} is out of range "
+                             f"for dim {v.arg} of {v.src[0]!r}, which has extent {extent}")
+
+
+def _reference(v: Val, args, env):
+    x, idx = args
+    dim = v.arg
+    idx = idx.to(torch.int64)
+    _check_range(v, idx, x.shape[dim])
+    idx = torch.where(idx < 0, idx + x.shape[dim], idx)
+    if v.op is Op.INDEX_SELECT:
+        return torch.index_select(x, dim, idx)
+    if v.op is Op.GATHER:
+        for d in range(x.ndim):
+            if d != dim and idx.shape[d] > x.shape[d]:
+                raise ExecutionError(f"gather -> {v!r}: dim {d} of index {v.src[1]!r} has extent "
+                                     f"{idx.shape[d]}, more than the input {v.src[0]!r}'s {x.shape[d]}")
+        return torch.gather(x, dim, idx)
+    return torch.take_along_dim(x, idx, dim)
+
+
+def _kernel(v: Val, ix, pred, L):
+    """The index value at this point (the index's own index: `ix` itself, or its
+    dim alone for index_select), made non-negative and checked against the
+    input's extent; the input read there (the read predicated on the check)."""
+    b, x, index, dim = L.b, v.src[0], v.src[1], v.arg
+    if v.op is Op.INDEX_SELECT:
+        at = (ix[dim],)
+    else:
+        at = tuple(b.i(0) if a.is_broadcast else i for a, i in zip(index.logical, ix))
+    raw = L.cast(L.value(index, at, pred), DataType.Int)
+    n = L.scalar(x.logical[dim].extent)
+    j = b.where(b.cmp(Op.LT, raw, b.i(0)), b.add(raw, n), raw)
+    ok = b.land(b.cmp(Op.GE, j, b.i(0)), b.cmp(Op.LT, j, n))
+    src_ix = tuple(j if d == dim else (b.i(0) if a.is_broadcast else i)
+                   for d, (a, i) in enumerate(zip(x.logical, ix)))
+    val = L.value(x, src_ix, b.land(pred, ok))
+    message = f"{v.op.value} -> {v!r}: a value of {index!r} addressing dim {dim} of {x!r}"
+    return L.check(ok, val, message, raw, n, pred)
+
+
+def _check(v: Val):
+    """gather: the index's other dims within the input's; take_along_axis: they
+    broadcast (equal where neither is a broadcast)."""
+    x, index, dim = v.src[0], v.src[1], v.arg
+    if v.op is Op.TAKE_ALONG_AXIS:
+        per_dim = [(d, [(x, x.logical[d].extent), (index, index.logical[d].extent)])
+                   for d in range(x.ndim) if d != dim and not x.logical[d].is_broadcast
+                   and not index.logical[d].is_broadcast]
+        return extent_agreement(v, per_dim, "take_along_axis")
+    if v.op is Op.GATHER:
+        dims = [d for d in range(x.ndim) if d != dim]
+
+        def check(env):
+            for d in dims:
+                a, b = env.scalar(index.logical[d].extent), env.scalar(x.logical[d].extent)
+                if a > b:
+                    raise ExecutionError(f"gather -> {v!r}: dim {d} of index {index!r} has extent {a}, "
+                                         f"more than the input {x!r}'s {b}")
+        return check if dims else None
+    return None
+
+
+def _text(v: Val, n) -> str:
+    return f"{v.op.value}({n(v.src[0])}, {n(v.src[1])}, dim={v.arg})"
+
+
+def _dims(v: Val, k: int) -> tuple:
+    src = v.src[k]
+    if k == 0:  # the addressed dim has no counterpart; the others go through
+        return tuple(None if d == v.arg else d for d in range(src.ndim))
+    if v.op is Op.INDEX_SELECT:
+        return (v.arg,)
+    return tuple(range(src.ndim))
+
+
+for _op in (Op.INDEX_SELECT, Op.GATHER, Op.TAKE_ALONG_AXIS):
+    define(OpDef(_op, Family.INDEXING, (2, 2), rebuild=lambda v, src: _raw(v.op, src[0], src[1], v.arg),
+                 reference=_reference, text=_text, kernel=_kernel, check=_check, dims=_dims))
+
+
+@frontend("embedding_fwd")
+def embedding_fwd(input, weight, padding_idx=None, max_norm=None, norm_type=None,
+                  scale_grad_by_freq=None, sparse=None) -> Val:
+    """torch.nn.functional.embedding's forward: the rows of `weight` [V, D] that
+    `input` (Int or Int32 of any shape) lists, shaped input's shape + [D].
+    `padding_idx`, `scale_grad_by_freq` and `sparse` only change the backward;
+    `max_norm` (renormalizing the rows in place) is not supported."""
+    input = _index_arg("embedding_fwd", input)
+    weight = require_tensor("embedding_fwd", weight, "weight")
+    if weight.ndim != 2:
+        raise DefinitionError(f"embedding_fwd: weight {describe(weight)} must be 2-D [rows, dim], "
+                              f"has {weight.ndim} dims")
+    if max_norm is not None:
+        raise UnsupportedError("embedding_fwd: max_norm renormalizes weight rows in place; not "
+                               "supported (pass None)")
+    flat = input if input.ndim == 1 else reshape(input, [_numel(input)])
+    rows = _raw(Op.INDEX_SELECT, weight, flat, 0)
+    if input.ndim == 1:
+        return rows
+    return reshape(rows, [a.extent for a in input.logical] + [weight.logical[1].extent])
+
+
+def _numel(t: Val) -> Val:
+    n = S.as_val(1)
+    for a in t.logical:
+        n = S.mul(n, a.extent)
+    return n
+
+
+__all__ = ["embedding_fwd", "gather", "index_select", "take_along_axis"]

@@ -1,0 +1,170 @@
+"""Indexing ops of fd.ops (index_select, gather, take_along_axis, embedding_fwd)
+against torch on random data: many shapes, size-1 and empty dims, Int and Int32
+indices (negative ones count from the end), non-contiguous inputs, the index
+fused with a pointwise prologue and the result with an epilogue; out-of-range
+values are an ExecutionError naming the op, the tensors and the value. The
+kernels run in the interpreter on CPU (and are compiled by the NVRTC sweep)."""
+import pytest
+import torch
+
+from hostir import DataType, DefinitionError, ExecutionError, UnsupportedError
+from ops_util import TORCH, check, declare, rand, relayout, run
+
+D = DataType
+VALUES = [D.Float, D.BFloat16, D.Half, D.Double, D.Int32, D.Bool]
+LAYOUTS = ["sym", "strided", "transposed"]
+
+
+def _indices(shape, extent: int, dtype: D, negative: bool = True) -> torch.Tensor:
+    lo = -extent if negative else 0
+    return torch.randint(lo, max(extent, 1), shape, dtype=TORCH[dtype]) if extent else \
+        torch.zeros(shape, dtype=TORCH[dtype])
+
+
+def _pos(i: torch.Tensor, extent: int) -> torch.Tensor:
+    return torch.where(i < 0, i + extent, i).long()
+
+
+# (input shape, index length, dim)
+SELECT_CASES = [((7, 5), 4, 0), ((7, 5), 9, 1), ((1, 6), 3, 0), ((6, 1), 2, 1), ((4, 3, 5), 6, 1),
+                ((4, 3, 5), 1, -1), ((33,), 40, 0), ((5, 2, 3, 2), 3, 2), ((3, 4), 0, 0)]
+
+
+@pytest.mark.parametrize("dtype", VALUES, ids=lambda d: d.short)
+@pytest.mark.parametrize("case", SELECT_CASES, ids=str)
+@pytest.mark.parametrize("idx_dtype", [D.Int, D.Int32], ids=lambda d: d.short)
+def test_index_select(case, dtype, idx_dtype):
+    shape, n, dim = case
+    x = rand(shape, dtype)
+    idx = _indices((n,), shape[dim], idx_dtype)
+
+    def build(fd):
+        fd.add_output(fd.ops.index_select(declare(fd, x), declare(fd, idx), dim))
+    (out,) = run(build, [x, idx])
+    check(out, torch.index_select(x, dim, _pos(idx, shape[dim])))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_index_select_of_non_contiguous_input_fused(layout):
+    x = relayout(rand((6, 9), D.Float), layout)
+    idx = _indices((11,), 6, D.Int)
+
+    def build(fd):
+        t, i = declare(fd, x, layout), declare(fd, idx)
+        i2 = fd.ops.sub(i, fd.ops.mul(fd.ops.lt(i, 0), 0))       # a prologue on the index
+        y = fd.ops.index_select(fd.ops.exp(t), i2, 0)            # ... and on the input
+        fd.add_output(fd.ops.add(fd.ops.mul(y, 2.0), 1.0))       # an epilogue
+    (out,) = run(build, [x, idx])
+    check(out, torch.exp(x)[_pos(idx, 6)] * 2 + 1)
+
+
+# (input shape, index shape, dim)
+GATHER_CASES = [((5, 7), (5, 3), 1), ((5, 7), (2, 7), 0), ((5, 7), (4, 2), 1), ((3, 4, 5), (3, 2, 5), 1),
+                ((3, 4, 5), (1, 4, 9), 2), ((6,), (10,), 0), ((1, 8), (1, 3), 1), ((4, 1), (4, 5), 1),
+                ((3, 4), (3, 0), 1)]
+
+
+@pytest.mark.parametrize("dtype", VALUES, ids=lambda d: d.short)
+@pytest.mark.parametrize("case", GATHER_CASES, ids=str)
+@pytest.mark.parametrize("idx_dtype", [D.Int, D.Int32], ids=lambda d: d.short)
+def test_gather(case, dtype, idx_dtype):
+    shape, ishape, dim = case
+    x = rand(shape, dtype)
+    idx = _indices(ishape, shape[dim], idx_dtype)
+
+    def build(fd):
+        fd.add_output(fd.ops.gather(declare(fd, x), declare(fd, idx), dim))
+    (out,) = run(build, [x, idx])
+    check(out, torch.gather(x, dim, _pos(idx, shape[dim])))
+
+
+# (input shape, index shape, dim): the index broadcasts against the input on the other dims
+TAKE_CASES = [((5, 7), (5, 3), 1), ((5, 7), (1, 3), 1), ((5, 1), (5, 4), 1), ((5, 7), (9, 7), 0),
+              ((5, 7), (9, 1), 0), ((2, 3, 4), (2, 1, 6), 2), ((2, 3, 4), (1, 3, 4), 0), ((8,), (3,), 0)]
+
+
+@pytest.mark.parametrize("case", TAKE_CASES, ids=str)
+@pytest.mark.parametrize("dtype", [D.Float, D.BFloat16, D.Int32], ids=lambda d: d.short)
+def test_take_along_axis(case, dtype):
+    shape, ishape, dim = case
+    x = rand(shape, dtype)
+    idx = _indices(ishape, shape[dim], D.Int)
+
+    def build(fd):
+        fd.add_output(fd.ops.take_along_axis(declare(fd, x, "bcast"), declare(fd, idx, "bcast"), dim))
+    (out,) = run(build, [x, idx])
+    check(out, torch.take_along_dim(x, _pos(idx, shape[dim]), dim))
+
+
+@pytest.mark.parametrize("ishape", [(5,), (3, 4), (2, 1, 3), (1,)], ids=str)
+@pytest.mark.parametrize("dtype", [D.Float, D.BFloat16], ids=lambda d: d.short)
+def test_embedding_fwd(ishape, dtype):
+    w = rand((10, 8), dtype)
+    idx = _indices(ishape, 10, D.Int, negative=False)
+
+    def build(fd):
+        fd.add_output(fd.ops.embedding_fwd(declare(fd, idx), declare(fd, w), None, None, 2.0, False, False))
+    (out,) = run(build, [idx, w])
+    check(out, torch.nn.functional.embedding(idx, w))
+
+
+@pytest.mark.parametrize("op", ["index_select", "gather", "take_along_axis"])
+@pytest.mark.parametrize("bad", [5, -6, 100])
+def test_out_of_range_is_an_error_naming_the_value(op, bad):
+    x = rand((5, 5), D.Float)
+    idx = torch.tensor([0, bad, 1]) if op == "index_select" else torch.tensor([[0, bad]] * 5)
+
+    def build(fd):
+        fd.add_output(getattr(fd.ops, op)(declare(fd, x), declare(fd, idx), 0 if op == "index_select" else 1))
+    with pytest.raises(ExecutionError, match=rf"{op} -> .*{bad}.* out of range.*5"):
+        run(build, [x, idx])
+
+
+def test_definition_errors():
+    from hostir import FusionDefinition
+    with pytest.raises(DefinitionError, match="index_select: index .* must be Int or Int32"):
+        with FusionDefinition() as fd:
+            x = fd.define_tensor([-1, -1])
+            fd.ops.index_select(x, fd.define_tensor([-1]), 0)
+    with pytest.raises(DefinitionError, match="must be 1-D"):
+        with FusionDefinition() as fd:
+            fd.ops.index_select(fd.define_tensor([-1, -1]), fd.define_tensor([-1, -1], dtype=D.Int), 0)
+    with pytest.raises(DefinitionError, match="gather: index .* rank"):
+        with FusionDefinition() as fd:
+            fd.ops.gather(fd.define_tensor([-1, -1]), fd.define_tensor([-1], dtype=D.Int), 0)
+    with pytest.raises(UnsupportedError, match="max_norm"):
+        with FusionDefinition() as fd:
+            fd.ops.embedding_fwd(fd.define_tensor([-1], dtype=D.Int), fd.define_tensor([-1, -1]),
+                                 None, 1.0, 2.0, False, False)
+    with pytest.raises(DefinitionError, match="dim"):
+        with FusionDefinition() as fd:
+            fd.ops.gather(fd.define_tensor([-1, -1]), fd.define_tensor([-1, -1], dtype=D.Int), 2)
+
+
+def test_gather_index_larger_than_the_input_is_an_error():
+    x, idx = rand((3, 4), D.Float), torch.zeros(5, 2, dtype=torch.int64)
+
+    def build(fd):
+        fd.add_output(fd.ops.gather(declare(fd, x), declare(fd, idx), 1))
+    with pytest.raises(ExecutionError, match="gather .* dim 0 of index .* 5, more than"):
+        run(build, [x, idx])
+
+
+def test_debug_builds_check_indices_on_gpus():
+    """HOSTIR_DEBUG=indices builds the gathers' device-side check (the session's
+    NVRTC sweep compiles those variants; on CPU every index is checked anyway)."""
+    from hostir import FusionDefinition, config
+    from hostir.codegen import spec as S
+    made = []
+    S.observers.append(made.append)
+    try:
+        with config.override(debug=config.get().debug | {"indices"}):
+            x, idx = rand((6, 4), D.Float), torch.tensor([5, -6, 2])
+            with FusionDefinition() as fd:
+                fd.add_output(fd.ops.index_select(declare(fd, x), declare(fd, idx), 0))
+            (out,) = fd.execute([x, idx])
+    finally:
+        S.observers.remove(made.append)
+    check(out, x[_pos(idx, 6)])
+    sources = [v.source for sp in made for v in sp.typical_variants()]
+    assert sources and all("#define HIR_CHECK_INDICES 1" in s and "__trap()" in s for s in sources)
