@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from hostir import DataType, DefinitionError, ExecutionError, UnsupportedError
-from ops_util import TORCH, check, declare, rand, relayout, run
+from ops_util import TEST_DEVICE, TORCH, check, declare, rand, relayout, run
 
 D = DataType
 VALUES = [D.Float, D.BFloat16, D.Half, D.Double, D.Int32, D.Bool]
@@ -108,6 +108,8 @@ def test_embedding_fwd(ishape, dtype):
     check(out, torch.nn.functional.embedding(idx, w))
 
 
+@pytest.mark.skipif(TEST_DEVICE != "cpu", reason="GPUs check indices only with HOSTIR_DEBUG=indices "
+                    "(test_a_debug_gpu_kernel_traps_on_a_bad_index)")
 @pytest.mark.parametrize("op", ["index_select", "gather", "take_along_axis"])
 @pytest.mark.parametrize("bad", [5, -6, 100])
 def test_out_of_range_is_an_error_naming_the_value(op, bad):
@@ -168,3 +170,39 @@ def test_debug_builds_check_indices_on_gpus():
     check(out, x[_pos(idx, 6)])
     sources = [v.source for sp in made for v in sp.typical_variants()]
     assert sources and all("#define HIR_CHECK_INDICES 1" in s and "__trap()" in s for s in sources)
+
+
+TRAP = """
+import torch
+from hostir import DataType, FusionDefinition
+with FusionDefinition() as fd:
+    x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+    i = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Int)
+    fd.add_output(fd.ops.index_select(x, i, 0))
+x = torch.randn(5, 8, device="cuda")
+(out,) = fd.execute([x, torch.tensor([1, -1, 4], device="cuda")])
+assert torch.equal(out, x[[1, 4, 4]])
+(out,) = fd.execute([x, torch.tensor([1, 7, 4], device="cuda")])
+torch.cuda.synchronize()
+print("not trapped", out[1].abs().sum().item())
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("debug", [True, False])
+def test_a_debug_gpu_kernel_traps_on_a_bad_index(debug, tmp_path):
+    """With HOSTIR_DEBUG=indices the kernel prints the op and the value and
+    traps (the process fails); without it the read is predicated off (zeros)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]),
+               HOSTIR_DEBUG="indices" if debug else "")
+    proc = subprocess.run([sys.executable, "-c", TRAP], capture_output=True, text=True, env=env,
+                          timeout=300, cwd=tmp_path)
+    if debug:
+        assert proc.returncode != 0, proc.stdout
+        assert "hostir: index_select" in proc.stdout + proc.stderr and "index 7" in proc.stdout + proc.stderr
+    else:
+        assert proc.returncode == 0 and "not trapped 0.0" in proc.stdout, proc.stderr[-2000:]

@@ -390,12 +390,17 @@ def _closure(roots, dep) -> list:
 def vector_width(kern: Kernel) -> int:
     """Elements per thread group: 16 bytes of the widest element type, or 1
     when a store is not at an aligned, innermost-contiguous position."""
-    sizes = [t.dtype.itemsize for t in kern.inputs + kern.outputs] or [4]
-    v = max(1, 16 // max(sizes))
     n = len(kern.extent_vals)
-    if v == 1 or n == 0 or (kern.reduced and n - 1 not in kern.reduced):
+    if n == 0 or (kern.reduced and n - 1 not in kern.reduced):
         return 1  # a reduction kernel's vectors run along its innermost dim, when it reduces it
     dep = _inner_deps(kern, n - 1)
+    # inputs read once per vector (a gather's index, a row's scale) do not bound it
+    moving = {node.arg for node in kern.order if node.op == K.LOAD and id(node) in dep}
+    sizes = [t.dtype.itemsize for k, t in enumerate(kern.inputs) if k in moving]
+    sizes += [t.dtype.itemsize for t in kern.outputs]
+    v = max(1, 16 // max(sizes or [4]))
+    if v == 1:
+        return 1
     for _, _, ix in kern.stores:
         if kern.reduced and not any(id(i) in dep for i in ix):
             continue  # a store of the kept dims: one per row
