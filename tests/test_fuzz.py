@@ -28,7 +28,7 @@ UNARY = {
 }
 BINARY = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "maximum": torch.maximum}
 OPS = ["unary", "binary", "scalar", "cast", "broadcast", "squeeze", "reshape", "permute",
-       "slice", "pad", "cat", "reduce", "normalize", "scan"]
+       "slice", "pad", "cat", "reduce", "normalize", "scan", "gather"]
 
 
 class Item:
@@ -207,6 +207,17 @@ def apply_op(fd, data, items: list[Item], kind: str) -> Item | None:
         if draw(st.booleans(), label="cumsum"):
             return Item(fd.ops.cumsum(it.h, d), it.t.double().cumsum(d).float())
         return Item(fd.ops.cummax(it.h, d), it.t.cummax(d).values)
+    if kind == "gather":  # the tensor read at indices computed from its own values
+        if n == 0 or 0 in it.shape:
+            return None
+        d = draw(st.integers(-n, n - 1), label="gather dim")
+        e = it.shape[d]
+        k = fd.ops.cast(fd.ops.remainder(fd.ops.abs(fd.ops.floor(fd.ops.mul(it.h, 7.0))),
+                                         fd.ops.size(it.h, d)), DataType.Int)
+        ref_k = (it.t * 7).floor().abs().remainder(e).long()
+        if draw(st.booleans(), label="gather or take_along_axis"):
+            return Item(fd.ops.gather(it.h, k, d), it.t.gather(d, ref_k))
+        return Item(fd.ops.take_along_axis(it.h, k, d), torch.take_along_dim(it.t, ref_k, d))
     raise AssertionError(kind)
 
 
