@@ -745,3 +745,20 @@ def test_transpose_with_an_epilogue(shape, perm, dtype):
         fd.add_output(fd.ops.add(fd.ops.mul(t, 2.0), declare(fd, y)))
     (out,) = run(build, [x, y])
     check(out, (x.permute(*perm).double() * 2 + y.double()).to(x.dtype))
+
+
+@pytest.mark.parametrize("static_first", [True, False])
+def test_cat_of_a_static_and_a_symbolic_extent_that_disagree_is_an_error(static_first):
+    """A static extent beside a symbolic one on a dim cat does not join is
+    compared per call: a mismatch names the op, the tensors and both extents
+    (it read the wrong columns before)."""
+    from hostir import ExecutionError, FusionDefinition
+    with FusionDefinition() as fd:
+        a = fd.define_tensor(shape=[3, 4], contiguity=[True, True], dtype=DataType.Float)
+        b = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        fd.add_output(fd.ops.cat([a, b] if static_first else [b, a], 0))
+    x, y = torch.randn(3, 4), torch.randn(2, 4)
+    (out,) = fd.execute([x, y])
+    torch.testing.assert_close(out, torch.cat([x, y] if static_first else [y, x], 0))
+    with pytest.raises(ExecutionError, match=r"cat -> .*dim 1.* extent 4.* extent 5|cat -> .*dim 1.* extent 5.* extent 4"):
+        fd.execute([x, torch.randn(2, 5)])

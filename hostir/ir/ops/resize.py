@@ -14,7 +14,7 @@ from ..dtypes import compute_dtype, promote
 from ..errors import DefinitionError, ExecutionError, UnsupportedError
 from ..node import ZERO, AxisKind, Family, Op, OpDef, Val, define
 from ..printer import scalar_text
-from .common import (bound_arg, check_same_extent, describe, extent_text, frontend, iter_axis,
+from .common import (bound_arg, check_same_extent, describe, extent_agreement, extent_text, frontend, iter_axis,
                      norm_dim, require_tensor, same_extent, scalars)
 from .pointwise import cast
 
@@ -260,6 +260,14 @@ def _cat_axis(tensors, i: int):
     return ref.logical[i]
 
 
+def _cat_check(v: Val):
+    """The inputs agree on every dim but the cat dim at run time too (a static
+    extent beside a symbolic one is compared per call)."""
+    per_dim = [(i, [(s, s.logical[i].extent) for s in v.src if s.logical[i].kind is AxisKind.ITER])
+               for i in range(v.ndim) if i != v.arg]
+    return extent_agreement(v, per_dim, "cat")
+
+
 def _cat_reference(v: Val, args, env):
     return torch.cat(args, dim=v.arg)
 
@@ -290,4 +298,4 @@ define(OpDef(Op.CAT, Family.RESIZE, (1, None), build=cat,
              text=lambda v, n: f"cat({', '.join(n(s) for s in v.src)}, dim={v.arg})",
              kernel=_cat_kernel, identity=lambda v: len(v.src) == 1,
              dims=lambda v, k: tuple(None if d == v.arg else d for d in range(v.ndim)),
-             bounds=lambda v: tuple(s.logical[v.arg].extent for s in v.src)))
+             bounds=lambda v: tuple(s.logical[v.arg].extent for s in v.src), check=_cat_check))
