@@ -49,6 +49,10 @@ class FusionDefinition:
         self._dist = None                             # the DistributedFusion, when sharded
         self.ops = Ops(self)
         self._script = Script()                       # the definition as Python (repros)
+        self._rng_position: int | None = None         # where the implicit rng seed, offset inputs sit
+        self._rng_streams = 0                         # random ops drawing from them so far
+        self._rng_seed: int | None = None             # drawn from torch's generator on first call
+        self._rng_calls = 0                           # the offset of the next call
 
     # ------------------------------------------------------------ definition
     def __enter__(self) -> "FusionDefinition":
@@ -374,9 +378,36 @@ class FusionDefinition:
                 repro.attach(self, inputs, e)
             raise
 
+    def _rng_inputs(self) -> tuple[Val, Val, int]:
+        """The implicit (seed, offset) scalar inputs of random ops given no
+        rng_seed/rng_offset, made on first use, and a new stream number (two such
+        ops draw different numbers). `execute` supplies their values."""
+        if self._rng_position is None:
+            self._rng_position = len(self._inputs)
+            for k, name in enumerate(("rng_seed", "rng_offset")):
+                self._inputs.append(Val(Op.SCALAR_INPUT, DataType.Int, arg=self._rng_position + k,
+                                        name=name))
+        seed, offset = self._inputs[self._rng_position:self._rng_position + 2]
+        self._rng_streams += 1
+        return seed, offset, self._rng_streams
+
+    def _with_rng(self, inputs) -> list:
+        """The caller's inputs with the implicit rng seed and offset put in: the
+        seed drawn from torch's default generator on the first call (so
+        torch.manual_seed makes runs repeatable), the offset one more every call."""
+        if self._rng_seed is None:
+            self._rng_seed = int(torch.randint(0, 2 ** 62, (1,)).item())
+        inputs = list(inputs)
+        pos = self._rng_position
+        inputs[pos:pos] = [self._rng_seed, self._rng_calls]
+        self._rng_calls += 1
+        return inputs
+
     def _execute(self, inputs, device, out, _enable_options, _disable_options, ignored):
         if self._vector_inputs and isinstance(inputs, (list, tuple)):
             inputs = self._flatten_inputs(inputs)
+        if self._rng_position is not None and isinstance(inputs, (list, tuple)):
+            inputs = self._with_rng(inputs)
         cache = self._fusion_cache
         if cache is not None and isinstance(inputs, (list, tuple)):  # the common, repeated call
             return cache.execute(inputs, device, out)
@@ -510,6 +541,41 @@ class Ops:
 
     def _pointwise(self, op: Op, *args):
         return self._call(op.value, O.pointwise, op, *args)
+
+    def _random(self, op: Op, name: str, a, b, shape, dtype, rng_seed, rng_offset):
+        fd = self._fd
+        if rng_seed is None and rng_offset is None:
+            fd._check_defining(f"fd.ops.{name}")
+            seed, offset, stream = fd._rng_inputs()
+
+            def make(a_, b_, shape_, dtype_, _s, _o):
+                return O.random(op, a_, b_, shape_, dtype_, seed, offset, stream)
+        else:
+            def make(a_, b_, shape_, dtype_, s_, o_):
+                return O.random(op, a_, b_, shape_, dtype_, s_, o_)
+        return self._call(name, make, a, b, shape, dtype, rng_seed, rng_offset)
+
+    def uniform(self, minval, maxval, shape, dtype: DataType = DataType.Float, rng_seed=None,
+                rng_offset=None):
+        """Uniform random numbers in [minval, maxval) of `shape` (hostir.ir.ops.random)."""
+        return self._random(Op.UNIFORM, "uniform", minval, maxval, shape, dtype, rng_seed, rng_offset)
+
+    def normal(self, mean, std, shape, dtype: DataType = DataType.Float, rng_seed=None,
+               rng_offset=None):
+        """Normal random numbers of `mean` and `std` of `shape` (hostir.ir.ops.random)."""
+        return self._random(Op.NORMAL, "normal", mean, std, shape, dtype, rng_seed, rng_offset)
+
+    def rand_like(self, t, rng_seed=None, rng_offset=None):
+        """uniform(0, 1) of t's shape and dtype."""
+        val = self._fd._unwrap(t, "rand_like")
+        return self.uniform(0.0, 1.0, self.shape(t) if isinstance(val, Val) and val.is_tensor else t,
+                            val.dtype if isinstance(val, Val) else DataType.Float, rng_seed, rng_offset)
+
+    def randn_like(self, t, rng_seed=None, rng_offset=None):
+        """normal(0, 1) of t's shape and dtype."""
+        val = self._fd._unwrap(t, "randn_like")
+        return self.normal(0.0, 1.0, self.shape(t) if isinstance(val, Val) and val.is_tensor else t,
+                           val.dtype if isinstance(val, Val) else DataType.Float, rng_seed, rng_offset)
 
     @recorded("fd.ops.size")
     def size(self, t, dim: int):

@@ -174,3 +174,43 @@ __device__ __forceinline__ V hir_group_reduce(V v, F f, V* smem) {
   }
   return v;
 }
+
+// ---------------------------------------------------------------- random numbers
+// Philox-4x32-10, the same bits as hostir/ir/philox.py: a value depends on (seed,
+// offset, stream, linear element index) only.
+struct hir_u4 { unsigned int x, y, z, w; };
+__device__ __forceinline__ hir_u4 hir_philox(unsigned long long seed, unsigned long long offset,
+                                             unsigned int stream, unsigned long long index) {
+  unsigned int c0 = (unsigned int)index, c1 = (unsigned int)(index >> 32);
+  unsigned int c2 = (unsigned int)offset, c3 = (unsigned int)(offset >> 32) + stream;
+  unsigned int k0 = (unsigned int)seed, k1 = (unsigned int)(seed >> 32);
+  #pragma unroll
+  for (int r = 0; r < 10; ++r) {
+    if (r) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
+    const unsigned int hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
+    const unsigned int hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
+    const unsigned int n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
+    c0 = n0; c1 = lo1; c2 = n2; c3 = lo0;
+  }
+  return {c0, c1, c2, c3};
+}
+__device__ __forceinline__ float hir_rng_uniform_f(long long seed, long long offset, int stream, long long i) {
+  const hir_u4 x = hir_philox(seed, offset, stream, i);
+  return (float)(x.x >> 8) * 5.9604644775390625e-08f;
+}
+__device__ __forceinline__ double hir_rng_uniform_d(long long seed, long long offset, int stream, long long i) {
+  const hir_u4 x = hir_philox(seed, offset, stream, i);
+  return (double)((unsigned long long)(x.x >> 5) * 67108864ull + (x.y >> 6)) * 1.1102230246251565e-16;
+}
+__device__ __forceinline__ float hir_rng_normal_f(long long seed, long long offset, int stream, long long i) {
+  const hir_u4 x = hir_philox(seed, offset, stream, i);
+  const float u1 = (float)((x.x >> 8) + 1u) * 5.9604644775390625e-08f;
+  const float u2 = (float)(x.y >> 8) * 5.9604644775390625e-08f;
+  return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853071795864769f * u2);
+}
+__device__ __forceinline__ double hir_rng_normal_d(long long seed, long long offset, int stream, long long i) {
+  const hir_u4 x = hir_philox(seed, offset, stream, i);
+  const double u1 = (double)((unsigned long long)(x.x >> 5) * 67108864ull + (x.y >> 6) + 1ull) * 1.1102230246251565e-16;
+  const double u2 = (double)((unsigned long long)(x.z >> 5) * 67108864ull + (x.w >> 6)) * 1.1102230246251565e-16;
+  return sqrt(-2.0 * log(u1)) * cos(6.283185307179586476925 * u2);
+}

@@ -17,13 +17,14 @@ echo "== GPU tests: op and random-fusion tests on cuda through generated kernels
 HOSTIR_TEST_DEVICE=cuda HOSTIR_TEST_NVRTC=0 "$PY" -m pytest -q -p no:cacheprovider -n 8 \
   tests/test_ops_pointwise.py tests/test_ops_shape.py tests/test_ops_reduction.py \
   tests/test_kernels.py tests/test_host_ir.py tests/test_host_memory.py tests/test_fuzz.py \
-  tests/test_ops_scan.py tests/test_ops_indexing.py tests/test_seed003.py tests/test_trace.py \
+  tests/test_ops_scan.py tests/test_ops_indexing.py tests/test_ops_random.py tests/test_seed003.py tests/test_trace.py \
   tests/test_repro.py 2>&1 | tee "$OUTDIR/gpu_tests.log" | tail -25 || status=1
 echo "== benchmarks"
 "$PY" benchmarks/pointwise.py --out "$OUTDIR" 2>&1 | tee "$OUTDIR/bench_pointwise.log" | tail -20 || status=1
 "$PY" benchmarks/reduction.py --out "$OUTDIR" 2>&1 | tee "$OUTDIR/bench_reduction.log" | tail -20 || status=1
 "$PY" benchmarks/scan.py --out "$OUTDIR" 2>&1 | tee "$OUTDIR/bench_scan.log" | tail -12 || status=1
 "$PY" benchmarks/indexing.py --out "$OUTDIR" 2>&1 | tee "$OUTDIR/bench_indexing.log" | tail -10 || status=1
+"$PY" benchmarks/random_ops.py --out "$OUTDIR" 2>&1 | tee "$OUTDIR/bench_random.log" | tail -8 || status=1
 [ "${HOSTIR_TUNE:-0}" = 1 ] && { "$PY" benchmarks/tune_pointwise.py --out "$OUTDIR" 2>&1 | tail -9 || status=1; }
 "$PY" benchmarks/compile_time.py --out "$OUTDIR" 2>&1 | tail -14 || status=1
 echo "== main job"

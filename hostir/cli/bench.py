@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .. import progress
 
-FUSION_SUITES = ("pointwise", "reduction", "scan", "indexing")
+FUSION_SUITES = ("pointwise", "reduction", "scan", "indexing", "random_ops")
 SCRIPT_SUITES = ("multigpu", "compile_time", "host_overhead", "planning_time")
 SUITES = FUSION_SUITES + SCRIPT_SUITES
 

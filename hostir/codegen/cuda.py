@@ -174,7 +174,12 @@ class _Printer:
                                "#endif"]
                 names[id(node)] = value
                 continue
-            if node.op == K.PARAM and is_index:
+            if node.op == K.RNG:  # a Philox draw (kernels/hostir.cuh)
+                seed, offset, index = (names[id(x)] for x in node.src)
+                kind, stream = node.arg
+                text = (f"hir_rng_{kind}_{'d' if node.dtype is DataType.Double else 'f'}"
+                        f"({seed}, {offset}, {stream}, (long long)({index}))")
+            elif node.op == K.PARAM and is_index:
                 text = f"({self.idx})p{node.arg}"
             elif is_index and self.idx == "int":
                 # 32-bit index math: a 64-bit operand shared with other uses (a constant,

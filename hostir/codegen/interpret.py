@@ -59,6 +59,13 @@ def _node(n, vals, tensors, strides, params, idx, numel, device):
         flat = _flat(t)
         v = flat[off.expand(numel)] if flat.numel() else torch.zeros(numel, dtype=t.dtype, device=device)
         return torch.where(pred, v, torch.zeros((), dtype=t.dtype, device=device))
+    if op == K.RNG:
+        from ..ir import philox
+        seed, offset, index = (vals[id(s)] for s in n.src)
+        kind, stream = n.arg
+        draw = philox.uniform if kind == "uniform" else philox.normal
+        return draw(int(seed), int(offset), stream, index.expand(numel).to("cpu"),
+                    n.dtype.torch == torch.float64).to(device=device, dtype=n.dtype.torch)
     if op == K.CHECK:
         ok, value, index, extent, pred = (vals[id(s)] for s in n.src)
         bad = (pred & ~ok).expand(numel) if numel else torch.zeros(0, dtype=torch.bool)

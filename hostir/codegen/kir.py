@@ -30,6 +30,8 @@ class K:
     CHECK = "check"      # src=(ok, value, index, extent, pred), arg=message: `value` where `pred`
                          # implies `ok`; else an error naming the index (always on CPU, on GPUs
                          # when the kernel is built with HIR_CHECK_INDICES)
+    RNG = "rng"          # src=(seed, offset, linear index), arg=("uniform" | "normal", stream):
+                         # a Philox draw (hostir/ir/philox.py; hir_rng_* in kernels/hostir.cuh)
     SCAN = "scan"        # arg=op (as REDUCE); src=(value,): combined over the points of the
                          # scanned dim up to this one (Kernel.scanned), others fixed
 

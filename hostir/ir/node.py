@@ -69,6 +69,8 @@ class Op(enum.Enum):
     # factories
     FULL = "full"                # src=(fill, *extents)
     IOTA = "iota"                # src=(length, start, step)
+    UNIFORM = "uniform"          # src=(low, high, seed, offset, *extents), arg=stream
+    NORMAL = "normal"            # src=(mean, std, seed, offset, *extents), arg=stream
 
 
 class Family(enum.Enum):

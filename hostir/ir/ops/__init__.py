@@ -12,6 +12,7 @@ from .pointwise import as_tensor, cast, compute_type, pointwise, set_, where
 from .reductions import ReductionArg, reduction, reduction_raw, var_mean
 from .scans import ScanArg, scan, scan_raw
 from .indexing import embedding_fwd, gather, index_select, take_along_axis
+from .random import random
 from .resize import cat, pad, pad_raw, slice_, slice_raw
 from .views import broadcast, broadcast_in_dim, expand, permute, reshape, squeeze
 
