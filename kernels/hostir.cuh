@@ -52,6 +52,11 @@ HIR_UNARY(hir_sinh, sinhf, sinh)
 HIR_UNARY(hir_cosh, coshf, cosh)
 HIR_UNARY(hir_erf, erff, erf)
 HIR_UNARY(hir_erfc, erfcf, erfc)
+HIR_UNARY(hir_acosh, acoshf, acosh)
+HIR_UNARY(hir_asinh, asinhf, asinh)
+HIR_UNARY(hir_atanh, atanhf, atanh)
+HIR_UNARY(hir_erfinv, erfinvf, erfinv)
+HIR_UNARY(hir_lgamma, lgammaf, lgamma)
 HIR_UNARY(hir_ceil, ceilf, ceil)
 HIR_UNARY(hir_floor, floorf, floor)
 HIR_UNARY(hir_trunc, truncf, trunc)
@@ -214,3 +219,10 @@ __device__ __forceinline__ double hir_rng_normal_d(long long seed, long long off
   const double u2 = (double)((unsigned long long)(x.z >> 5) * 67108864ull + (x.w >> 6)) * 1.1102230246251565e-16;
   return sqrt(-2.0 * log(u1)) * cos(6.283185307179586476925 * u2);
 }
+
+// frac, silu, isneginf, isposinf (fd.ops names of nvFuser)
+template <typename T> __device__ __forceinline__ T hir_frac(T x) { return x - hir_trunc(x); }
+__device__ __forceinline__ float hir_silu(float x) { return x / (1.0f + hir_exp(-x)); }
+__device__ __forceinline__ double hir_silu(double x) { return x / (1.0 + exp(-x)); }
+template <typename T> __device__ __forceinline__ bool hir_isneginf(T x) { return hir_isinf(x) && x < T(0); }
+template <typename T> __device__ __forceinline__ bool hir_isposinf(T x) { return hir_isinf(x) && x > T(0); }

@@ -65,6 +65,15 @@ UNARY_TABLE = {
     "logical_not": (torch.logical_not, SMALL, FIB),
     "bitwise_not": (torch.bitwise_not, {}, BI),
     "signbit": (torch.signbit, SPECIAL, FIB),
+    "acosh": (torch.acosh, dict(low=1.0, high=6.0, ints=(1, 9)), FLOATS),
+    "asinh": (torch.asinh, {}, FIB),
+    "atanh": (torch.atanh, dict(low=-0.95, high=0.95, ints=(0, 1)), FLOATS),
+    "erfinv": (torch.erfinv, dict(low=-0.95, high=0.95, ints=(0, 1)), FLOATS),
+    "lgamma": (torch.lgamma, dict(low=0.1, high=8.0, ints=(1, 9)), FLOATS),
+    "frac": (torch.frac, ROUNDING, FLOATS),
+    "silu": (torch.nn.functional.silu, {}, FLOATS),
+    "isneginf": (torch.isneginf, SPECIAL, FI),
+    "isposinf": (torch.isposinf, SPECIAL, FI),
 }
 
 

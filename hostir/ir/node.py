@@ -34,7 +34,8 @@ class Op(enum.Enum):
     SINH = "sinh"; COSH = "cosh"; ERF = "erf"; ERFC = "erfc"; FLOOR = "floor"; CEIL = "ceil"
     ROUND = "round"; TRUNC = "trunc"; SIGN = "sign"; ISNAN = "isnan"; ISINF = "isinf"
     ISFINITE = "isfinite"; LOGICAL_NOT = "logical_not"; BITWISE_NOT = "bitwise_not"
-    SIGNBIT = "signbit"
+    SIGNBIT = "signbit"; ACOSH = "acosh"; ASINH = "asinh"; ATANH = "atanh"; ERFINV = "erfinv"
+    LGAMMA = "lgamma"; FRAC = "frac"; SILU = "silu"; ISNEGINF = "isneginf"; ISPOSINF = "isposinf"
     # binary pointwise
     ADD = "add"; SUB = "sub"; MUL = "mul"; DIV = "div"; TRUEDIV = "truediv"
     FMOD = "fmod"; REMAINDER = "remainder"; POW = "pow"; ATAN2 = "atan2"

@@ -114,6 +114,25 @@ UNARY_TABLE = {
                  "__device__ __forceinline__ bool hir_signbit(float x) { return signbit(x); }\n"
                  "__device__ __forceinline__ bool hir_signbit(double x) { return signbit(x); }"),
 }
+def _erfinv(x):
+    return float(torch.erfinv(torch.tensor(float(x), dtype=torch.float64)))
+
+
+def _frac_torch(x):
+    return torch.frac(x) if x.dtype.is_floating_point else torch.zeros_like(x)
+
+
+UNARY_TABLE.update({
+    Op.ACOSH: (_F, math.acosh, torch.acosh, "hir_acosh({0})", None),
+    Op.ASINH: (_F, math.asinh, torch.asinh, "hir_asinh({0})", None),
+    Op.ATANH: (_F, math.atanh, torch.atanh, "hir_atanh({0})", None),
+    Op.ERFINV: (_F, _erfinv, torch.erfinv, "hir_erfinv({0})", None),
+    Op.LGAMMA: (_F, math.lgamma, torch.lgamma, "hir_lgamma({0})", None),
+    Op.FRAC: (_K, lambda x: x - math.trunc(x), _frac_torch, "hir_frac({0})", None),
+    Op.SILU: (_F, lambda x: x / (1.0 + math.exp(-x)), torch.nn.functional.silu, "hir_silu({0})", None),
+    Op.ISNEGINF: (_B, lambda x: math.isinf(x) and x < 0, torch.isneginf, "hir_isneginf({0})", None),
+    Op.ISPOSINF: (_B, lambda x: math.isinf(x) and x > 0, torch.isposinf, "hir_isposinf({0})", None),
+})
 BINARY_TABLE = {
     Op.ADD: (_K, operator.add, torch.add, "({0} + {1})", "+"),
     Op.SUB: (_K, operator.sub, torch.sub, "({0} - {1})", "-"),
