@@ -206,3 +206,27 @@ def test_a_debug_gpu_kernel_traps_on_a_bad_index(debug, tmp_path):
         assert "hostir: index_select" in proc.stdout + proc.stderr and "index 7" in proc.stdout + proc.stderr
     else:
         assert proc.returncode == 0 and "not trapped 0.0" in proc.stdout, proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize("shape,dim,index", [((5, 7), 0, 3), ((5, 7), 1, -1), ((4, 3, 2), 1, 0),
+                                             ((4, 3, 2), -1, 1), ((6,), 0, 5)], ids=str)
+def test_select_with_a_scalar_index(shape, dim, index):
+    x = rand(shape, D.Float)
+
+    def build(fd):
+        t = declare(fd, x)
+        s = fd.define_scalar(None, dtype=D.Int)
+        fd.add_output(fd.ops.mul(fd.ops.select(t, s, dim), 2.0))
+    (out,) = run(build, [x, index])
+    check(out, x.select(dim, index) * 2)
+
+
+@pytest.mark.skipif(TEST_DEVICE != "cpu", reason="GPUs check indices only with HOSTIR_DEBUG=indices")
+def test_select_out_of_range():
+    x = rand((5, 7), D.Float)
+
+    def build(fd):
+        t = declare(fd, x)
+        fd.add_output(fd.ops.select(t, fd.define_scalar(None, dtype=D.Int), 1))
+    with pytest.raises(ExecutionError, match="index 7 is out of range for extent 7"):
+        run(build, [x, 7])

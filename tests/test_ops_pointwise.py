@@ -775,3 +775,13 @@ def test_triu(shape, dtype, offset):
     (out,) = run(lambda fd: fd.add_output(fd.ops.triu(declare(fd, x), offset)), [x])
     assert out.dtype == x.dtype
     torch.testing.assert_close(out.cpu(), torch.triu(x, offset), equal_nan=True, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [D.Float, D.BFloat16, D.Int32], ids=lambda d: d.short)
+def test_threshold(dtype):
+    x = rand((6, 9), dtype)
+
+    def build(fd):
+        fd.add_output(fd.ops.threshold(declare(fd, x), 0.5, -2.0 if dtype.is_float else -2))
+    (out,) = run(build, [x])
+    check(out, torch.nn.functional.threshold(x, 0.5, -2.0 if dtype.is_float else -2))

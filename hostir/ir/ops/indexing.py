@@ -190,6 +190,21 @@ def embedding_fwd(input, weight, padding_idx=None, max_norm=None, norm_type=None
     return reshape(rows, [a.extent for a in input.logical] + [weight.logical[1].extent])
 
 
+@frontend("select")
+def select(input, index, dim: int) -> Val:
+    """nvFuser's select: the slice of `input` at scalar `index` along `dim`, that
+    dim removed (negative indices count from the end; out of range is an
+    ExecutionError naming the value). An index_select of one row, reshaped."""
+    from .factories import full
+    input = require_tensor("select", input)
+    dim = norm_dim("select", input, dim)
+    index = S.as_val(index)
+    if index.is_tensor or not index.dtype.is_int:
+        raise DefinitionError(f"select: index must be an Int scalar, got {index!r}")
+    rows = _raw(Op.INDEX_SELECT, input, full([1], index, DataType.Int), dim)
+    return reshape(rows, [a.extent for d, a in enumerate(input.logical) if d != dim])
+
+
 def _numel(t: Val) -> Val:
     n = S.as_val(1)
     for a in t.logical:
@@ -197,4 +212,4 @@ def _numel(t: Val) -> Val:
     return n
 
 
-__all__ = ["embedding_fwd", "gather", "index_select", "take_along_axis"]
+__all__ = ["embedding_fwd", "gather", "index_select", "select", "take_along_axis"]

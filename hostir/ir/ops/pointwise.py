@@ -412,6 +412,12 @@ def lerp(start, end, weight) -> Val:
     return pointwise(Op.ADD, start, pointwise(Op.MUL, weight, pointwise(Op.SUB, end, start)))
 
 
+@frontend("threshold")
+def threshold(t, threshold, value) -> Val:  # noqa: A002 - nvFuser's / torch's argument names
+    """torch.nn.functional.threshold: t where t > threshold, else value."""
+    return where(pointwise(Op.GT, t, threshold), t, value)
+
+
 @frontend("addcmul")
 def addcmul(t, tensor1, tensor2, value=1.0) -> Val:
     """t + value * tensor1 * tensor2 (torch.addcmul, nvFuser's fd.ops.addcmul)."""
