@@ -378,6 +378,28 @@ class FusionDefinition:
                 repro.attach(self, inputs, e)
             raise
 
+    @property
+    def _scalar_tensors(self) -> list[int]:
+        """Positions of 0-dim tensor inputs (nvFuser lets them be CPU tensors)."""
+        got = self.__dict__.get("_scalar_tensor_positions")
+        if got is None:
+            got = self.__dict__["_scalar_tensor_positions"] = [
+                i for i, v in enumerate(self.ir().inputs) if v.op is Op.TENSOR_INPUT and v.ndim == 0]
+        return got
+
+    def _host_scalars_to_device(self, inputs) -> list:
+        """0-dim CPU tensors beside inputs on a GPU go there with them (nvFuser
+        reads such a tensor's value on the host; here it is a 4-byte copy)."""
+        dev = next((a.device for a in inputs if isinstance(a, torch.Tensor) and a.is_cuda), None)
+        if dev is None:
+            return inputs
+        inputs = list(inputs)
+        for i in self._scalar_tensors:
+            a = inputs[i] if i < len(inputs) else None
+            if isinstance(a, torch.Tensor) and a.ndim == 0 and not a.is_cuda:
+                inputs[i] = a.to(dev, non_blocking=True)
+        return inputs
+
     def _rng_inputs(self) -> tuple[Val, Val, int]:
         """The implicit (seed, offset) scalar inputs of random ops given no
         rng_seed/rng_offset, made on first use, and a new stream number (two such
@@ -408,6 +430,8 @@ class FusionDefinition:
             inputs = self._flatten_inputs(inputs)
         if self._rng_position is not None and isinstance(inputs, (list, tuple)):
             inputs = self._with_rng(inputs)
+        if self._scalar_tensors and isinstance(inputs, (list, tuple)):
+            inputs = self._host_scalars_to_device(inputs)
         cache = self._fusion_cache
         if cache is not None and isinstance(inputs, (list, tuple)):  # the common, repeated call
             return cache.execute(inputs, device, out)

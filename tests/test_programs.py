@@ -899,3 +899,18 @@ def test_program(name):
 
 def test_there_are_at_least_100_programs():
     assert len(PROGRAMS) >= 100, len(PROGRAMS)
+
+
+@pytest.mark.parametrize("declared_cpu", [True, False])
+def test_zero_dim_cpu_scalar_tensor_beside_device_inputs(declared_cpu):
+    """nvFuser's form: a 0-dim CPU tensor (declared is_cpu=True, or not) mixed
+    with inputs on the run's device; its value is read on the host."""
+    with FusionDefinition() as fd:
+        s = fd.define_tensor(shape=[], contiguity=[], dtype=D.Float, is_cpu=declared_cpu)
+        x = sym(fd, 2)
+        fd.add_output(fd.ops.add(fd.ops.mul(x, s), s))
+    x = r(4, 5).to(DEV)
+    scale = torch.tensor(1.5)  # stays on the CPU
+    (out,) = fd.execute([scale, x])
+    assert out.device == x.device
+    torch.testing.assert_close(out, x * 1.5 + 1.5)
