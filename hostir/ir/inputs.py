@@ -86,10 +86,9 @@ def _check_tensor(i: int, v: Val, a) -> None:
         if e.op is Op.CONST and a.shape[d] != e.arg:
             raise InputError(f"{label}: dim {d} is declared with static extent {e.arg}, got {a.shape[d]}")
     arg = v.arg
-    if arg.is_cpu:
-        if a.device.type != "cpu" or a.ndim != 0:
-            raise InputError(f"{label}: declared is_cpu=True, which needs a 0-dim CPU tensor; got "
-                             f"shape {list(a.shape)} on {a.device}")
+    if arg.is_cpu and a.ndim != 0:  # (the frontend moves 0-dim CPU tensors to the run's device)
+        raise InputError(f"{label}: declared is_cpu=True, which needs a 0-dim CPU tensor; got "
+                         f"shape {list(a.shape)} on {a.device}")
     _check_layout(label, a, arg)
 
 
