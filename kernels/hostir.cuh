@@ -199,21 +199,36 @@ __device__ __forceinline__ hir_u4 hir_philox(unsigned long long seed, unsigned l
   }
   return {c0, c1, c2, c3};
 }
-__device__ __forceinline__ float hir_rng_uniform_f(long long seed, long long offset, int stream, long long i) {
-  const hir_u4 x = hir_philox(seed, offset, stream, i);
-  return (float)(x.x >> 8) * 5.9604644775390625e-08f;
+// A thread's consecutive elements share one draw (4 floats, 2 doubles or 2 float
+// normals a counter): `st` keeps the last draw of a node in the thread.
+struct hir_rng_state { unsigned long long ctr; hir_u4 val; bool ok; };
+__device__ __forceinline__ unsigned int hir_rng_word(long long seed, long long offset, int stream,
+                                                     unsigned long long ctr, int k, hir_rng_state& st) {
+  if (!st.ok || st.ctr != ctr) { st.val = hir_philox(seed, offset, stream, ctr); st.ctr = ctr; st.ok = true; }
+  return k == 0 ? st.val.x : k == 1 ? st.val.y : k == 2 ? st.val.z : st.val.w;
 }
-__device__ __forceinline__ double hir_rng_uniform_d(long long seed, long long offset, int stream, long long i) {
-  const hir_u4 x = hir_philox(seed, offset, stream, i);
-  return (double)((unsigned long long)(x.x >> 5) * 67108864ull + (x.y >> 6)) * 1.1102230246251565e-16;
+__device__ __forceinline__ float hir_rng_uniform_f(long long seed, long long offset, int stream, long long i,
+                                                   hir_rng_state& st) {
+  return (float)(hir_rng_word(seed, offset, stream, i >> 2, (int)(i & 3), st) >> 8) * 5.9604644775390625e-08f;
 }
-__device__ __forceinline__ float hir_rng_normal_f(long long seed, long long offset, int stream, long long i) {
-  const hir_u4 x = hir_philox(seed, offset, stream, i);
-  const float u1 = (float)((x.x >> 8) + 1u) * 5.9604644775390625e-08f;
-  const float u2 = (float)(x.y >> 8) * 5.9604644775390625e-08f;
+__device__ __forceinline__ double hir_rng_uniform_d(long long seed, long long offset, int stream, long long i,
+                                                    hir_rng_state& st) {
+  const int k = (int)(i & 1) * 2;
+  const unsigned int a = hir_rng_word(seed, offset, stream, i >> 1, k, st);
+  const unsigned int b = hir_rng_word(seed, offset, stream, i >> 1, k + 1, st);
+  return (double)((unsigned long long)(a >> 5) * 67108864ull + (b >> 6)) * 1.1102230246251565e-16;
+}
+__device__ __forceinline__ float hir_rng_normal_f(long long seed, long long offset, int stream, long long i,
+                                                  hir_rng_state& st) {
+  const int k = (int)(i & 1) * 2;
+  const unsigned int a = hir_rng_word(seed, offset, stream, i >> 1, k, st);
+  const unsigned int b = hir_rng_word(seed, offset, stream, i >> 1, k + 1, st);
+  const float u1 = (float)((a >> 8) + 1u) * 5.9604644775390625e-08f;
+  const float u2 = (float)(b >> 8) * 5.9604644775390625e-08f;
   return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853071795864769f * u2);
 }
-__device__ __forceinline__ double hir_rng_normal_d(long long seed, long long offset, int stream, long long i) {
+__device__ __forceinline__ double hir_rng_normal_d(long long seed, long long offset, int stream, long long i,
+                                                   hir_rng_state& st) {
   const hir_u4 x = hir_philox(seed, offset, stream, i);
   const double u1 = (double)((unsigned long long)(x.x >> 5) * 67108864ull + (x.y >> 6) + 1ull) * 1.1102230246251565e-16;
   const double u2 = (double)((unsigned long long)(x.z >> 5) * 67108864ull + (x.w >> 6)) * 1.1102230246251565e-16;

@@ -174,11 +174,11 @@ class _Printer:
                                "#endif"]
                 names[id(node)] = value
                 continue
-            if node.op == K.RNG:  # a Philox draw (kernels/hostir.cuh)
+            if node.op == K.RNG:  # a Philox draw (kernels/hostir.cuh), kept per thread
                 seed, offset, index = (names[id(x)] for x in node.src)
                 kind, stream = node.arg
                 text = (f"hir_rng_{kind}_{'d' if node.dtype is DataType.Double else 'f'}"
-                        f"({seed}, {offset}, {stream}, (long long)({index}))")
+                        f"({seed}, {offset}, {stream}, (long long)({index}), {self.rng_state(node)})")
             elif node.op == K.PARAM and is_index:
                 text = f"({self.idx})p{node.arg}"
             elif is_index and self.idx == "int":
@@ -214,6 +214,15 @@ class _Printer:
                 out.append(f"{idx} {slot.name}")
         return out
 
+    def rng_state(self, node: KNode) -> str:
+        """The per-thread draw a K.RNG node keeps (declared at the kernel's top)."""
+        states = self.__dict__.setdefault("_rng_states", {})
+        name = states.get(id(node))
+        if name is None:
+            name = states[id(node)] = f"rng{len(states)}"
+            self.lines.insert(getattr(self, "top", 0), f"  hir_rng_state {name} = {{}};")
+        return name
+
     def pdl_wait(self) -> None:
         """With programmatic dependent launch the kernel starts early, behind the
         previous kernel of the stream: it waits for it to finish before touching
@@ -223,6 +232,7 @@ class _Printer:
                                '  asm volatile("griddepcontrol.wait;" ::: "memory");',
                                '  asm volatile("griddepcontrol.launch_dependents;");',
                                "#endif"])
+        self.top = len(self.lines)  # where per-thread state (rng_state) is declared
 
     def loop_head(self) -> None:
         """The grid-stride loop over slots, and each slot's first point (i0, i1, ...)."""

@@ -41,22 +41,37 @@ def philox(seed: int, offset: int, stream: int, index: torch.Tensor) -> list[tor
     return [c0, c1, c2, c3]
 
 
+def _words(seed, offset, stream, index: torch.Tensor, per: int) -> list[torch.Tensor]:
+    """For each index, the `per` words it takes from the draw of counter
+    index // (4 // per): consecutive elements share one draw (as a thread's
+    vector of them does in a kernel)."""
+    index = index.to(torch.int64)
+    group = 4 // per
+    x = torch.stack(philox(seed, offset, stream, index // group))  # [4, n]
+    first = (index % group) * per
+    return [x.gather(0, (first + k).unsqueeze(0)).squeeze(0) for k in range(per)]
+
+
 def uniform(seed: int, offset: int, stream: int, index: torch.Tensor, double: bool) -> torch.Tensor:
-    """Uniform in [0, 1): 24 random bits (float32) or 53 (float64), exact."""
-    x = philox(seed, offset, stream, index)
+    """Uniform in [0, 1): 24 random bits (float32: a word, four elements a draw)
+    or 53 (float64: two words, two elements a draw), exact."""
     if double:
-        return ((x[0] >> 5) * 67108864 + (x[1] >> 6)).to(torch.float64) * 2.0 ** -53
-    return (x[0] >> 8).to(torch.float32) * 2.0 ** -24
+        a, b = _words(seed, offset, stream, index, 2)
+        return ((a >> 5) * 67108864 + (b >> 6)).to(torch.float64) * 2.0 ** -53
+    (a,) = _words(seed, offset, stream, index, 1)
+    return (a >> 8).to(torch.float32) * 2.0 ** -24
 
 
 def normal(seed: int, offset: int, stream: int, index: torch.Tensor, double: bool) -> torch.Tensor:
-    """Standard normal by Box-Muller from two uniforms in (0, 1] and [0, 1)."""
-    x = philox(seed, offset, stream, index)
+    """Standard normal by Box-Muller from two uniforms in (0, 1] and [0, 1)
+    (float32: two words, two elements a draw; float64: four words)."""
     dt = torch.float64 if double else torch.float32
     if double:
-        u1 = ((x[0] >> 5) * 67108864 + (x[1] >> 6) + 1).to(dt) * 2.0 ** -53
-        u2 = ((x[2] >> 5) * 67108864 + (x[3] >> 6)).to(dt) * 2.0 ** -53
+        w = _words(seed, offset, stream, index, 4)
+        u1 = ((w[0] >> 5) * 67108864 + (w[1] >> 6) + 1).to(dt) * 2.0 ** -53
+        u2 = ((w[2] >> 5) * 67108864 + (w[3] >> 6)).to(dt) * 2.0 ** -53
     else:
-        u1 = ((x[0] >> 8) + 1).to(dt) * 2.0 ** -24
-        u2 = (x[1] >> 8).to(dt) * 2.0 ** -24
+        a, b = _words(seed, offset, stream, index, 2)
+        u1 = ((a >> 8) + 1).to(dt) * 2.0 ** -24
+        u2 = (b >> 8).to(dt) * 2.0 ** -24
     return torch.sqrt(-2.0 * torch.log(u1)) * torch.cos((2.0 * math.pi) * u2)
