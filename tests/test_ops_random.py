@@ -160,3 +160,19 @@ def test_definition_errors():
     with pytest.raises(DefinitionError, match="negative extent"):
         with FusionDefinition() as fd:
             fd.ops.uniform(0.0, 1.0, [-3], D.Float)
+
+
+def test_philox_known_answers():
+    """Random123's known-answer vectors for Philox-4x32-10 (counter, key ->
+    output), through hostir's mapping: counter (index low, index high, offset
+    low, offset high), key (seed low, seed high)."""
+    def s64(x):
+        return x - (1 << 64) if x >= (1 << 63) else x
+
+    def draw(ctr, key):
+        idx = torch.tensor([s64(ctr[0] | (ctr[1] << 32))])
+        return [int(w) for w in philox.philox(key[0] | (key[1] << 32), ctr[2] | (ctr[3] << 32), 0, idx)]
+    assert draw([0, 0, 0, 0], [0, 0]) == [0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]
+    assert draw([0xFFFFFFFF] * 4, [0xFFFFFFFF] * 2) == [0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD]
+    assert draw([0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344], [0xA4093822, 0x299F31D0]) == \
+        [0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1]
