@@ -230,3 +230,42 @@ def test_select_out_of_range():
         fd.add_output(fd.ops.select(t, fd.define_scalar(None, dtype=D.Int), 1))
     with pytest.raises(ExecutionError, match="index 7 is out of range for extent 7"):
         run(build, [x, 7])
+
+
+@pytest.mark.parametrize("op,dim,red", [("index_select", 0, 1), ("index_select", 1, 1), ("gather", 1, 1),
+                                        ("gather", 0, 1), ("take_along_axis", 1, 0)])
+@pytest.mark.parametrize("dtype", [D.Float, D.BFloat16], ids=lambda d: d.short)
+def test_indexing_feeding_a_reduction(op, dim, red, dtype):
+    """A gather's result reduced in the same kernel (the reduction's vector loads
+    may sit at addresses read from the index)."""
+    x = rand((6, 64), dtype)
+    if op == "index_select":
+        idx = _indices((5 if dim == 0 else 40,), x.shape[dim], D.Int)
+    else:
+        idx = _indices((6, 32) if dim == 1 else (4, 64), x.shape[dim], D.Int)
+
+    def build(fd):
+        y = getattr(fd.ops, op)(declare(fd, x), declare(fd, idx), dim)
+        fd.add_output(fd.ops.sum(fd.ops.mul(y, 2.0), [red]))
+    (out,) = run(build, [x, idx])
+    i = _pos(idx, x.shape[dim])
+    ref = {"index_select": lambda: torch.index_select(x, dim, i), "gather": lambda: torch.gather(x, dim, i),
+           "take_along_axis": lambda: torch.take_along_dim(x, i, dim)}[op]()
+    check(out, (ref.double() * 2).sum(red).to(x.dtype), kind="reduction")
+
+
+@pytest.mark.parametrize("op,dim", [("index_select", 0), ("gather", 1)])
+def test_indexing_inside_a_normalization(op, dim):
+    """Rows gathered then normalized (a softmax): the persistent kernel keeps the
+    gathered row in registers across its passes."""
+    x = rand((5, 256), D.Float)
+    idx = _indices((7,), 5, D.Int) if op == "index_select" else _indices((5, 256), 256, D.Int)
+
+    def build(fd):
+        y = getattr(fd.ops, op)(declare(fd, x), declare(fd, idx), dim)
+        e = fd.ops.exp(fd.ops.sub(y, fd.ops.max(y, [1], keepdim=True)))
+        fd.add_output(fd.ops.div(e, fd.ops.sum(e, [1], keepdim=True)))
+    (out,) = run(build, [x, idx])
+    i = _pos(idx, x.shape[dim])
+    ref = torch.index_select(x, 0, i) if op == "index_select" else torch.gather(x, 1, i)
+    check(out, torch.softmax(ref.double(), 1).float(), kind="reduction")
