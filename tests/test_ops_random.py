@@ -176,3 +176,16 @@ def test_philox_known_answers():
     assert draw([0xFFFFFFFF] * 4, [0xFFFFFFFF] * 2) == [0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD]
     assert draw([0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344], [0xA4093822, 0x299F31D0]) == \
         [0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1]
+
+
+def test_random_ops_in_a_sharded_fusion_are_refused():
+    """Each rank would draw its shard from the same local indices: refused,
+    naming the op (rather than every rank getting the same numbers)."""
+    from hostir import UnsupportedError
+    from hostir.multidevice import DeviceMesh, Shard
+    mesh = DeviceMesh([0])
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1, -1], dtype=D.Float, mesh=mesh, placements=[Shard(0)])
+        fd.add_output(fd.ops.mul(x, fd.ops.rand_like(x)))
+    with pytest.raises(UnsupportedError, match="uniform .* sharded fusion"):
+        fd.execute([torch.randn(4, 3, device=DEV)])

@@ -115,6 +115,11 @@ class DistributedFusion:
     and the host program, made once; `execute` runs the program on local shards."""
 
     def __init__(self, fusion: Fusion, annotated: dict, name: str = "fusion"):
+        random = [v for v in fusion.exprs() if v.op in (Op.UNIFORM, Op.NORMAL)]
+        if random:  # each rank would draw its shard from the same (local) element indices
+            raise UnsupportedError(f"{random[0].op.value} -> {random[0]!r} in a sharded fusion: each "
+                                   f"rank would draw the same numbers for its shard; not supported yet "
+                                   f"(draw the numbers outside the sharded fusion)")
         self.fusion, self.prop, annotated = _bias_after_partial(fusion, annotated)
         self.stream = stream_axis(self.fusion, annotated)
         if self.stream is not None and self._stream_axis_sharded():
