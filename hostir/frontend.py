@@ -49,6 +49,7 @@ class FusionDefinition:
         self._dist = None                             # the DistributedFusion, when sharded
         self.ops = Ops(self)
         self._script = Script()                       # the definition as Python (repros)
+        self._stride_orders: dict[int, tuple] = {}    # id(Val) -> fd.ops.stride_order's order
         self._rng_position: int | None = None         # where the implicit rng seed, offset inputs sit
         self._rng_streams = 0                         # random ops drawing from them so far
         self._rng_seed: int | None = None             # drawn from torch's generator on first call
@@ -355,6 +356,8 @@ class FusionDefinition:
                 raise DefinitionError(
                     f"add_output: {t!r} cannot update {alias_input!r} in place: expected the same "
                     f"dtype and rank")
+        if stride_order is None:  # fd.ops.stride_order(t, ...) given as the output
+            stride_order = self._stride_orders.get(id(val))
         if stride_order is not None:
             stride_order = tuple(stride_order)
             if sorted(stride_order) != list(range(val.ndim)):
@@ -578,6 +581,23 @@ class Ops:
             def make(a_, b_, shape_, dtype_, s_, o_):
                 return O.random(op, a_, b_, shape_, dtype_, s_, o_)
         return self._call(name, make, a, b, shape, dtype, rng_seed, rng_offset)
+
+    def stride_order(self, t, stride_order):
+        """nvFuser's fd.ops.stride_order: `t` with its memory laid out in
+        `stride_order` (as define_tensor's and add_output's keyword: the order of
+        each dim among the strides). The values are t's; the layout is applied
+        where the result is a fusion output (intermediates live in registers)."""
+        fd = self._fd
+        val = fd._unwrap(t, "stride_order")
+        if not isinstance(val, Val) or not val.is_tensor:
+            raise DefinitionError(f"stride_order: expected a tensor, got {t!r}")
+        order = tuple(stride_order)
+        if sorted(order) != list(range(val.ndim)):
+            raise DefinitionError(f"stride_order: {list(order)} for {t!r} is not a permutation of "
+                                  f"0..{val.ndim - 1}")
+        out = self._call("stride_order", lambda x, _o: O.set_(x), t, list(order))
+        fd._stride_orders[id(out.val)] = order
+        return out
 
     def uniform(self, minval, maxval, shape, dtype: DataType = DataType.Float, rng_seed=None,
                 rng_offset=None):

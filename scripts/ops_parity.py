@@ -46,8 +46,6 @@ WHY = {
     "isreal": "complex dtypes are not supported yet (no complex kernels)",
     "argmax": "index-returning reductions are not built yet",
     "scatter": "writes at data-dependent positions: needs a scatter kernel, not built yet",
-    "stride_order": "accepted as define_tensor(stride_order=) and add_output(stride_order=); "
-                    "the fd.ops form is not built yet",
     "sdpfa_fwd": "attention is not built (no flash-attention kernels)",
     "sdpfa_bwd": "attention is not built (no flash-attention kernels)",
     "topk": "sorting ops are not built yet",
