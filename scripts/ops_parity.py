@@ -22,7 +22,7 @@ logical_not neg real reciprocal relu round rsqrt segment_set set sigmoid sign si
 sinh sqrt tan tanh trunc
 add atan2 bitwise_and bitwise_left_shift bitwise_or bitwise_right_shift bitwise_xor div eq fmod
 gcd ge gt le logical_and logical_or logical_right_shift lt maximum minimum mul ne nextafter pow
-remainder sub truediv
+remainder sub truediv mod
 addcmul clamp lerp threshold where
 argmax max min prod sum var var_mean welford
 broadcast broadcast_in_dim cat expand pad permute reshape slice squeeze stride_order

@@ -785,3 +785,14 @@ def test_threshold(dtype):
         fd.add_output(fd.ops.threshold(declare(fd, x), 0.5, -2.0 if dtype.is_float else -2))
     (out,) = run(build, [x])
     check(out, torch.nn.functional.threshold(x, 0.5, -2.0 if dtype.is_float else -2))
+
+
+@pytest.mark.parametrize("dtype", [D.Float, D.Int, D.Int32], ids=lambda d: d.short)
+def test_mod_is_cpp_remainder(dtype):
+    """nvFuser's mod: the sign of the dividend (C++ %, torch.fmod)."""
+    a, b = rand((5, 7), dtype, nonzero=True), rand((5, 7), dtype, nonzero=True)
+
+    def build(fd):
+        fd.add_output(fd.ops.mod(declare(fd, a), declare(fd, b)))
+    (out,) = run(build, [a, b])
+    check(out, torch.fmod(a, b))

@@ -412,6 +412,12 @@ def lerp(start, end, weight) -> Val:
     return pointwise(Op.ADD, start, pointwise(Op.MUL, weight, pointwise(Op.SUB, end, start)))
 
 
+@frontend("mod")
+def mod(a, b) -> Val:
+    """nvFuser's mod: C++'s %, the remainder with the dividend's sign (torch.fmod)."""
+    return pointwise(Op.FMOD, a, b)
+
+
 @frontend("threshold")
 def threshold(t, threshold, value) -> Val:  # noqa: A002 - nvFuser's / torch's argument names
     """torch.nn.functional.threshold: t where t > threshold, else value."""
