@@ -269,3 +269,22 @@ def test_indexing_inside_a_normalization(op, dim):
     i = _pos(idx, x.shape[dim])
     ref = torch.index_select(x, 0, i) if op == "index_select" else torch.gather(x, 1, i)
     check(out, torch.softmax(ref.double(), 1).float(), kind="reduction")
+
+
+@pytest.mark.parametrize("op,xshape,ishape", [("gather", (6, 300), (6, 200)), ("gather", (3, 4, 700), (3, 4, 129)),
+                                              ("take_along_axis", (5, 256), (1, 300)),
+                                              ("take_along_axis", (1, 513), (7, 130))], ids=str)
+@pytest.mark.parametrize("dtype", [D.Float, D.BFloat16], ids=lambda d: d.short)
+def test_gather_of_long_rows(op, xshape, ishape, dtype):
+    """Rows long enough for the GPU's staged schedule (the input row in shared
+    memory, a block per output row), fused with an epilogue."""
+    x = rand(xshape, dtype)
+    idx = _indices(ishape, xshape[-1], D.Int32)
+
+    def build(fd):
+        y = getattr(fd.ops, op)(declare(fd, x, "bcast"), declare(fd, idx, "bcast"), -1)
+        fd.add_output(fd.ops.add(fd.ops.mul(y, 2.0), 1.0))
+    (out,) = run(build, [x, idx])
+    i = _pos(idx, xshape[-1])
+    ref = torch.gather(x, -1, i) if op == "gather" else torch.take_along_dim(x, i, -1)
+    check(out, (ref.float() * 2 + 1).to(x.dtype))

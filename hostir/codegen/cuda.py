@@ -435,7 +435,7 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
     kernel waits on griddepcontrol before any access); a reduction kernel
     combines each row over `threads` threads, each holding its `chunks`
     vectors of the row in registers (0: a loop that reads them in every pass)."""
-    if tile >= 0 or outer or kern.reduced:
+    if tile != -1 or outer or kern.reduced:  # (tile -2: a staged gather)
         from .cuda_schedules import schedule_source
         return schedule_source(kern, vec, idx, block, pdl, name or kern.name, threads, chunks,
                                outer, tile)

@@ -12,10 +12,17 @@ from .cuda import (CTYPE, _affine, _closure, _inner_deps, _literal, _offset, _Pr
 from .kir import K, Kernel, KNode, levels, passes, row_nodes, split_stores
 
 
+STAGED = -2  # a Variant's `tile` for the staged-gather schedule (_StagePrinter)
+STAGE_BYTES = 40 * 1024  # the largest input row a staged gather holds in shared memory
+
+
 def schedule_source(kern: Kernel, vec: int, idx: str, block: int, pdl: bool, name: str,
                     threads: int, chunks: int, outer: bool, tile: int) -> str:
-    """The source of a reduction, outer-reduction or transposing variant (see
-    cuda.kernel_source)."""
+    """The source of a reduction, outer-reduction, transposing or staged-gather
+    variant (see cuda.kernel_source)."""
+    if tile == STAGED:
+        g, extent = staged_gather(kern)
+        return _StagePrinter(kern, name, idx, pdl, g, extent).source()
     if tile >= 0:
         return _TilePrinter(kern, name, idx, pdl, tile).source()
     if outer:
@@ -327,6 +334,78 @@ class _TilePrinter(_Printer):
         L.append("      }")
         L.append("    }")
         L.append("    __syncthreads();  // the tile is reused by the next block's work")
+        L.append("  }")
+        return self.wrap()
+
+
+def staged_gather(kern: Kernel):
+    """(G, E) for a pointwise kernel with one load G whose innermost index is
+    read from data (a gather along the input's last dim) and whose other indices
+    are the same along the kernel's innermost dim, E the gathered dim's extent
+    (the node its index check compares against); else (None, None)."""
+    n = len(kern.extent_vals)
+    if kern.reduced or n == 0:
+        return None, None
+    data: set[int] = set()
+    for node in kern.order:
+        if node.op == K.LOAD or any(id(x) in data for x in node.src):
+            data.add(id(node))
+    inner = _inner_deps(kern, n - 1)
+    gathers = [node for node in kern.order if node.op == K.LOAD and len(node.src) > 1
+               and id(node.src[-1]) in data]
+    checks = [node for node in kern.order if node.op == K.CHECK]
+    if len(gathers) != 1 or len(checks) != 1:
+        return None, None
+    g = gathers[0]
+    if any(id(i) in inner or id(i) in data for i in g.src[1:-1]):
+        return None, None
+    return g, checks[0].src[3]
+
+
+class _StagePrinter(_Printer):
+    """A gather along an input's last dim (gather, take_along_axis): a block
+    takes an output row at a time, first copies the input row it reads from
+    into shared memory (consecutive threads, coalesced), then computes the row
+    with the gathered reads served from there; a random read of global memory
+    would fetch a 32-byte sector for each 4-byte element."""
+
+    def __init__(self, kern: Kernel, name: str, idx: str, pdl: bool, g: KNode, extent: KNode):
+        super().__init__(kern, name, 1, idx, 256, False, pdl)
+        self.inner = -1  # every index is named i<d>
+        self.g, self.extent = g, extent
+
+    def source(self) -> str:
+        k, idx, L, g = self.k, self.idx, self.lines, self.g
+        last = len(k.extent_vals) - 1
+        t = k.inputs[g.arg].dtype
+        ct = CTYPE[t]
+        self.pdl_wait()
+        L.append(f"  __shared__ alignas(16) {ct} stage[{STAGE_BYTES // t.itemsize}];")
+        L.append(f"  const {idx} nrows = {' * '.join(f'e{d}' for d in range(last)) or '1'};")
+        L.append(f"  for ({idx} row = blockIdx.x; row < nrows; row += gridDim.x) {{")
+        L.append(f"    {idx} row_rest = row;")
+        for d in reversed(range(last)):
+            if d == 0:
+                L.append(f"    const {idx} i0 = row_rest;")
+            else:
+                L.append(f"    const {idx} i{d} = row_rest % e{d}; row_rest /= e{d};")
+        names: dict[int, str] = {}
+        self.emit_all(_closure_of(list(g.src[1:-1]) + [self.extent]), names, "", "    ")
+        length = names[id(self.extent)]
+        off = _offset([names[id(i)] for i in g.src[1:-1]] + ["s"], f"in{g.arg}")
+        L.append("    __syncthreads();  // the last row's readers are done with the stage")
+        L.append(f"    for ({idx} s = threadIdx.x; s < {length}; s += blockDim.x) stage[s] = in{g.arg}[{off}];")
+        L.append("    __syncthreads();")
+        L.append(f"    for ({idx} i{last} = threadIdx.x; i{last} < e{last}; i{last} += blockDim.x) {{")
+        self.emit_all(_closure_of(list(g.src), set(names)), names, "", "      ")
+        pred, j = names[id(g.src[0])], names[id(g.src[-1])]
+        names[id(g)] = var = self.fresh()
+        L.append(f"      const {ct} {var} = ({pred}) ? stage[{j}] : ({ct})0;")
+        roots = [x for _, v, ix in k.stores for x in (v, *ix)]
+        self.emit_all(_closure_of(roots, set(names)), names, "", "      ")
+        for s_, node, ix in k.stores:
+            L.append(f"      out{s_}[{_offset([names[id(i)] for i in ix], f'out{s_}')}] = {names[id(node)]};")
+        L.append("    }")
         L.append("  }")
         return self.wrap()
 

@@ -15,7 +15,7 @@ from functools import cached_property
 
 from .. import config
 from .cuda import kernel_source, vector_loads, vector_width
-from .cuda_schedules import outer_ok, outer_width, tile_loads
+from .cuda_schedules import STAGE_BYTES, STAGED, outer_ok, outer_width, staged_gather, tile_loads
 from .kir import K, Kernel, Slot, kernel_text, layout, levels, passes, split_stores, verify_kernel
 from .lower import ReductionLowering, lower_pointwise
 
@@ -61,7 +61,7 @@ class Variant:
     def block(self) -> int:
         """A transpose's tiles take 256 threads. A reduction's rows of 128 or more threads take a block each (measured
         on an H100: more rows in flight per SM than two rows per block give)."""
-        if self.tile >= 0:
+        if self.tile >= 0 or self.tile == STAGED:
             return 256
         if self.threads >= 128:
             return self.threads
@@ -163,6 +163,8 @@ class KernelSpec:
             if vec > 1 and not _vector_ok(vec, checked, extents):
                 var = self.variant(kernel, 1, idx, row_threads(per_row))
             return var
+        if self._stages(kernel, extents, ins):
+            return self.variant(kernel, 1, idx, tile=STAGED)
         t = self._transposes(kernel, extents, ins)
         if t >= 0:
             return self.variant(kernel, 1, idx, tile=t)
@@ -172,6 +174,19 @@ class KernelSpec:
                                       extents):
             var = self.variant(kernel, 1, idx)
         return var
+
+    def _stages(self, kernel: Kernel, extents: list[int], ins: list) -> bool:
+        """Does this launch gather along an input row that fits in shared memory,
+        with output rows long enough to share it (the staged-gather schedule)?"""
+        key = (id(kernel), "staged")
+        got = self._positions.get(key)
+        if got is None:
+            got = self._positions[key] = staged_gather(kernel)
+        g, _ = got
+        if g is None or not extents or extents[-1] < 128 or config.disabled("staged_gather"):
+            return False
+        x = ins[g.arg]
+        return x.ndim > 0 and 0 < x.shape[-1] * x.element_size() <= STAGE_BYTES
 
     def _transposes(self, kernel: Kernel, extents: list[int], ins: list) -> int:
         """The iteration dim a pointwise launch reads an input along, contiguously,
@@ -257,6 +272,8 @@ class KernelSpec:
         32 x 32 tiles."""
         if kernel.reduced:
             return math.prod(extents[d] for d in kernel.kept)
+        if tile == STAGED:  # a staged gather: the output's rows
+            return math.prod(extents[:-1]) if math.prod(extents) else 0
         if tile >= 0:
             if not math.prod(extents):
                 return 0
@@ -272,6 +289,8 @@ class KernelSpec:
             blocks = -(-count // (32 * variant.vec)) * split
         elif variant.tile >= 0:
             blocks = count
+        elif variant.tile == STAGED:  # a block per row at a time
+            blocks = min(count, sm_count * 8)
         else:
             per_block = variant.block // variant.threads if variant.threads else variant.block
             blocks = -(-count // per_block)
@@ -288,7 +307,7 @@ class KernelSpec:
             name = (f"{kernel.name}{'_pair' * len(kernel.pairs)}_v{vec}_"
                     f"{'i32' if idx == 'int' else 'i64'}{f'_t{threads}' if threads else ''}"
                     f"{f'_c{chunks}' if chunks else ''}{'_outer' if outer else ''}"
-                    f"{f'_tile{tile}' if tile >= 0 else ''}{tune}")
+                    f"{f'_tile{tile}' if tile >= 0 else ''}{'_staged' if tile == STAGED else ''}{tune}")
             slots = frozenset(n.arg for n in kernel.order if id(n) in vector_loads(kernel, vec))
             got = self._variants[key] = Variant(kernel, vec, idx, o, name, slots, threads, chunks,
                                                 outer, tile)
@@ -310,6 +329,8 @@ class KernelSpec:
                 out += [self.variant(k, 1, "long long"), self.variant(k, self._vec[id(k)], "int")]
                 out += [self.variant(k, 1, "int", tile=t) for t in range(len(k.extent_vals) - 1)
                         if tile_loads(k, t)][:1]
+                if staged_gather(k)[0] is not None:
+                    out.append(self.variant(k, 1, "int", tile=STAGED))
         return out
 
     # ------------------------------------------------------------ text
