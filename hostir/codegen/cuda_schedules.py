@@ -14,6 +14,7 @@ from .kir import K, Kernel, KNode, levels, passes, row_nodes, split_stores
 
 STAGED = -2  # a Variant's `tile` for the staged-gather schedule (_StagePrinter)
 STAGE_BYTES = 40 * 1024  # the largest input row a staged gather holds in shared memory
+STAGE_BLOCK = 512        # threads of a staged gather's block (a row's loads in flight)
 
 
 def schedule_source(kern: Kernel, vec: int, idx: str, block: int, pdl: bool, name: str,
@@ -370,7 +371,7 @@ class _StagePrinter(_Printer):
     would fetch a 32-byte sector for each 4-byte element."""
 
     def __init__(self, kern: Kernel, name: str, idx: str, pdl: bool, g: KNode, extent: KNode):
-        super().__init__(kern, name, 1, idx, 256, False, pdl)
+        super().__init__(kern, name, 1, idx, STAGE_BLOCK, False, pdl)
         self.inner = -1  # every index is named i<d>
         self.g, self.extent = g, extent
 
@@ -394,8 +395,10 @@ class _StagePrinter(_Printer):
         length = names[id(self.extent)]
         off = _offset([names[id(i)] for i in g.src[1:-1]] + ["s"], f"in{g.arg}")
         L.append("    __syncthreads();  // the last row's readers are done with the stage")
+        L.append("    #pragma unroll 8")
         L.append(f"    for ({idx} s = threadIdx.x; s < {length}; s += blockDim.x) stage[s] = in{g.arg}[{off}];")
         L.append("    __syncthreads();")
+        L.append("    #pragma unroll 4")
         L.append(f"    for ({idx} i{last} = threadIdx.x; i{last} < e{last}; i{last} += blockDim.x) {{")
         self.emit_all(_closure_of(list(g.src), set(names)), names, "", "      ")
         pred, j = names[id(g.src[0])], names[id(g.src[-1])]

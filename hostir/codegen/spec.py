@@ -15,7 +15,7 @@ from functools import cached_property
 
 from .. import config
 from .cuda import kernel_source, vector_loads, vector_width
-from .cuda_schedules import STAGE_BYTES, STAGED, outer_ok, outer_width, staged_gather, tile_loads
+from .cuda_schedules import STAGE_BLOCK, STAGE_BYTES, STAGED, outer_ok, outer_width, staged_gather, tile_loads
 from .kir import K, Kernel, Slot, kernel_text, layout, levels, passes, split_stores, verify_kernel
 from .lower import ReductionLowering, lower_pointwise
 
@@ -61,7 +61,9 @@ class Variant:
     def block(self) -> int:
         """A transpose's tiles take 256 threads. A reduction's rows of 128 or more threads take a block each (measured
         on an H100: more rows in flight per SM than two rows per block give)."""
-        if self.tile >= 0 or self.tile == STAGED:
+        if self.tile == STAGED:
+            return STAGE_BLOCK
+        if self.tile >= 0:
             return 256
         if self.threads >= 128:
             return self.threads
