@@ -448,22 +448,3 @@ def test_ops_shape_is_a_vector_of_extents():
     out, filled = fd.execute([a, b])
     torch.testing.assert_close(out, a + b)
     torch.testing.assert_close(filled, torch.full((5,), 2.0))
-
-
-def test_ops_stride_order_lays_out_an_output():
-    """fd.ops.stride_order(t, order) as an output: the layout of add_output's
-    stride_order keyword (channels-last here), the values of t; as an
-    intermediate it changes nothing."""
-    x = torch.randn(2, 3, 4, 5)
-    with FusionDefinition() as fd:
-        t = fd.from_pytorch(x)
-        y = fd.ops.stride_order(fd.ops.relu(t), [3, 0, 2, 1])
-        fd.add_output(y)
-        fd.add_output(fd.ops.mul(fd.ops.stride_order(t, [0, 1, 2, 3]), 2.0))
-    out, twice = fd.execute([x])
-    assert out.stride() == (60, 1, 15, 3)
-    torch.testing.assert_close(out, torch.relu(x))
-    torch.testing.assert_close(twice, x * 2)
-    with pytest.raises(hostir.DefinitionError, match="not a permutation"):
-        with FusionDefinition() as fd:
-            fd.ops.stride_order(fd.define_tensor([-1, -1]), [0, 0])

@@ -762,3 +762,43 @@ def test_cat_of_a_static_and_a_symbolic_extent_that_disagree_is_an_error(static_
     torch.testing.assert_close(out, torch.cat([x, y] if static_first else [y, x], 0))
     with pytest.raises(ExecutionError, match=r"cat -> .*dim 1.* extent 4.* extent 5|cat -> .*dim 1.* extent 5.* extent 4"):
         fd.execute([x, torch.randn(2, 5)])
+
+
+def _strides_for(shape, order):
+    """Strides of a dense tensor whose dim i has stride rank order[i] (0 fastest)."""
+    strides, step = [0] * len(shape), 1
+    for d in sorted(range(len(shape)), key=lambda d: order[d]):
+        strides[d] = step
+        step *= max(shape[d], 1)
+    return tuple(strides)
+
+
+@pytest.mark.parametrize("shape,order", [((2, 3, 4, 5), [3, 0, 2, 1]), ((2, 1, 4, 5), [3, 0, 2, 1]),
+                                         ((7, 9), [0, 1]), ((7, 9), [1, 0]), ((1, 1, 6), [0, 2, 1]),
+                                         ((5, 8, 3), [1, 2, 0])])
+@pytest.mark.parametrize("decl", ["sym", "strided", "transposed"])
+def test_stride_order_lays_out_an_output(shape, order, decl):
+    """fd.ops.stride_order(t, order) as an output: t's values in add_output's
+    stride_order layout (entry i is dim i's stride rank); as an intermediate it
+    changes no values."""
+    x = relayout(rand(shape, DataType.Float), decl)
+
+    def build(fd):
+        t = declare(fd, x, decl)
+        fd.add_output(fd.ops.stride_order(fd.ops.relu(t), order))
+        fd.add_output(fd.ops.mul(fd.ops.stride_order(t, order), 2.0))
+    out, twice = run(build, [x])
+    check(out, torch.relu(x))
+    check(twice, x * 2)
+    # Sizes of 1 may take any stride; compare the others.
+    got = [s for s, n in zip(out.stride(), shape) if n != 1]
+    want = [s for s, n in zip(_strides_for(shape, order), shape) if n != 1]
+    assert got == want, f"strides {out.stride()}, stride_order {order} wants {_strides_for(shape, order)}"
+
+
+@pytest.mark.parametrize("order", [[0, 0], [0, 2], [1]])
+def test_stride_order_that_is_not_a_permutation_is_refused(order):
+    from hostir import FusionDefinition
+    with pytest.raises(DefinitionError, match="not a permutation|stride_order"):
+        with FusionDefinition() as fd:
+            fd.ops.stride_order(fd.define_tensor([-1, -1]), order)
