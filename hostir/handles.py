@@ -110,6 +110,11 @@ class Tensor(_Handle):
         domain = self.fd._domain(self.val)
         return IterDomain(domain, domain.index(i, "axis"))
 
+    def get_loop_domain(self) -> list:
+        """The loop axes, as `axis(i)` gives them one at a time."""
+        domain = self.fd._domain(self.val)
+        return [IterDomain(domain, i) for i in range(len(domain.axes))]
+
     def reorder(self, old2new: dict) -> None:
         """Move loop axes: `{old position: new position}`."""
         domain = self.fd._domain(self.val)

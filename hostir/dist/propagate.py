@@ -128,8 +128,11 @@ def _need(v: Val, k: int, has: Sharding, c: Sharding, mesh) -> Sharding:
 
 def reshard_steps(src: Sharding, dst: Sharding) -> list[tuple]:
     """How to turn a tensor sharded as `src` into `dst`, one mesh dim at a time:
-    ("allgather", m, dim), ("allreduce", m, op), ("reduce_scatter", m, dim, op)
-    or ("slice", m, dim) (this rank's block of a whole dim: no communication)."""
+    ("allgather", m, dim), ("allreduce", m, op), ("reduce_scatter", m, dim, op),
+    ("all_to_all", m, from dim, to dim) (split along one dim, then along
+    another: each rank sends the others their blocks, 1/n of the data an
+    allgather and slice would move) or ("slice", m, dim) (this rank's block of
+    a whole dim: no communication)."""
     mesh = dst.mesh or src.mesh
     steps = []
     for m in range(mesh.ndim if mesh is not None else 0):
@@ -141,8 +144,18 @@ def reshard_steps(src: Sharding, dst: Sharding) -> list[tuple]:
         if s is not None and s[0] == "partial":
             steps.append(("allreduce", m, s[1]) if t is None else ("reduce_scatter", m, t[1], s[1]))
             continue
+        if s is not None and t is not None and _alone_on(m, (s[1], t[1]), src, dst):
+            steps.append(("all_to_all", m, s[1], t[1]))
+            continue
         if s is not None:
             steps.append(("allgather", m, s[1]))
         if t is not None:
             steps.append(("slice", m, t[1]))
     return steps
+
+
+def _alone_on(m: int, dims, src: Sharding, dst: Sharding) -> bool:
+    """Whether no mesh dim but m splits any of `dims` in `src` or `dst` (a dim
+    split over two mesh dims at once nests its blocks: an all-to-all on one
+    team would leave them in the wrong order, so those move by gather and slice)."""
+    return not any(d in dims and mm != m for sh in (src, dst) for d, mm in sh.dims)

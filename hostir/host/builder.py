@@ -379,10 +379,21 @@ class HostProgram:
         return self._collective("broadcast", t, [a.extent for a in t.logical],
                                 peer=_scalar_arg(root, "broadcast"))
 
-    def all_to_all(self, t: Val, dim: int = 0) -> Val:
+    def all_to_all(self, t: Val, dim: int = 0, gather_dim: int | None = None, team=None,
+                   out=None) -> Val:
+        """Block r of `t` along `dim` goes to rank r (of `team`); the blocks this
+        rank receives are joined along `gather_dim` (default `dim`) in rank
+        order. With dim != gather_dim it moves a sharding from `gather_dim` to
+        `dim`: a tensor split over the ranks along `gather_dim` comes back whole
+        there and split along `dim`."""
         t = self._use(t, "all_to_all")
-        return self._collective("all_to_all", t, [a.extent for a in t.logical],
-                                dim=self._dim(t, dim, "all_to_all"))
+        d = self._dim(t, dim, "all_to_all")
+        g = d if gather_dim is None else self._dim(t, gather_dim, "all_to_all")
+        ext = [a.extent for a in t.logical]
+        if g != d:
+            n = self._team_size(team)
+            ext[d], ext[g] = S.floordiv(ext[d], n), S.mul(ext[g], n)
+        return self._collective("all_to_all", t, ext, out, dim=d, gather_dim=g, team=team)
 
     def allgather_blocks(self, t: Val, team=None) -> H.Communication:
         """Start gathering every rank's `t` (blocks along dim 0, in rank order);

@@ -74,14 +74,39 @@ def start_collective(s, env, peer=None, recv_shapes=None) -> None:
         out = x.clone(memory_format=torch.contiguous_format)
         work = comm.broadcast(out, peer, team)
     elif s.kind == "all_to_all":
-        _blocks(s, x, size)
-        xt = _outermost(x, s.dim)
-        out = torch.empty_like(xt)
-        work = comm.all_to_all(out, xt, team)
+        _start_all_to_all(s, env, comm, x, dest)
+        return
     else:
         raise ExecutionError(f"unknown collective {s.kind!r}")
-    dim = s.dim if s.kind in ("allgather", "reduce_scatter", "all_to_all") else 0
+    dim = s.dim if s.kind in ("allgather", "reduce_scatter") else 0
     env[_key(s)] = (work, [(s.output, lambda: _result(out, dim, dest))])
+
+
+def _start_all_to_all(s, env, comm, x, dest) -> None:
+    """Block r of `x` along s.dim to rank r, as one buffer with the ranks'
+    blocks outermost; the received buffer (a block per source rank, outermost)
+    is joined along s.gather_dim: a view where that dim is the outermost, a
+    copy otherwise."""
+    team, size = _team(s, comm)
+    _blocks(s, x, size)
+    g = s.dim if s.gather_dim is None else s.gather_dim
+    shape = list(x.shape)
+    shape[s.dim] //= size
+    shape[g] *= size
+    if dest is not None and list(dest.shape) != shape:
+        raise ExecutionError(f"all_to_all of {s.input!r}: the result has shape {shape} but its "
+                             f"out buffer {s.output!r} has {list(dest.shape)}")
+    send = x.unflatten(s.dim, (size, -1)).movedim(s.dim, 0).contiguous()
+    recv = torch.empty_like(send)
+    work = comm.all_to_all(recv, send, team)
+
+    def result():
+        got = recv.movedim(0, g).flatten(g, g + 1)
+        if dest is None:
+            return got
+        dest.copy_(got)
+        return dest
+    env[_key(s)] = (work, [(s.output, result)])
 
 
 def _target(s, dest, dim: int, shape, x) -> torch.Tensor:

@@ -332,6 +332,8 @@ class DistributedFusion:
             return hp.allreduce(hv, step[2], team=team, out=into)
         if kind == "reduce_scatter":
             return hp.reduce_scatter(hv, step[2], step[3], team=team, out=into)
+        if kind == "all_to_all":
+            return hp.all_to_all(hv, step[3], gather_dim=step[2], team=team, out=into)
         return hp.chunk(hv, step[2], _coordinate(mesh, m, hp.rank), mesh.shape[m])
 
     # ------------------------------------------------------------ blocks as they arrive

@@ -58,7 +58,9 @@ class LaunchKernel(Stmt):
 class Communication(Stmt):
     """Start of communication; its outputs may be used only after its Wait.
     kind: allgather | allreduce | reduce_scatter | broadcast | all_to_all (on
-    `input`, giving `output`), allgather_blocks (every rank's `input`, read
+    `input`, giving `output`; all_to_all sends block r of `input` along `dim`
+    to rank r and concatenates the blocks it receives along `gather_dim`, in
+    rank order), allgather_blocks (every rank's `input`, read
     block by block with PeerBlock as each arrives: over peer memory with copy
     engines where it can), reduce_scatter_blocks (the reverse: this rank writes
     its contribution to rank r's block into PeerBlock r and sends it with
@@ -73,6 +75,7 @@ class Communication(Stmt):
     dim: int = 0
     op: str = "sum"
     peer: Val | None = None   # root of a broadcast
+    gather_dim: int | None = None  # all_to_all: the dim received blocks are joined along (None: dim)
     sends: tuple = ()
     recvs: tuple = ()
     team: tuple | None = None  # (mesh, mesh dim): among the ranks along it; None: all ranks
@@ -212,6 +215,8 @@ def _comm_text(c: Communication, n) -> str:
     if c.kind in ("allgather", "reduce_scatter", "all_to_all") or (
             c.kind == "reduce_scatter_blocks" and c.input is not None):
         extra.append(f"dim={c.dim}")
+    if c.gather_dim is not None and c.gather_dim != c.dim:
+        extra.append(f"gather_dim={c.gather_dim}")
     if c.kind in ("allreduce", "reduce_scatter", "reduce_scatter_blocks"):
         extra.append(f"op={c.op}")
     if c.peer is not None:

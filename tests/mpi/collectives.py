@@ -53,6 +53,33 @@ check("all_to_all", run(program(lambda hp, x: hp.all_to_all(x, 0))),
       torch.cat([every[r].chunk(W, 0)[R] for r in range(W)], 0))
 
 
+# all_to_all that moves a split: block R of every rank's x along `dim`, joined
+# along `gather` (3-D: the outermost, a middle and the innermost dim)
+def a2a_program(dim, gather, into):
+    hp = HostProgram()
+    x = hp.define_tensor([-1, -1, -1], DataType.Float)
+    if into:
+        ext = [a.extent for a in x.logical]
+        ext[dim], ext[gather] = ext[dim] // hp.world_size, ext[gather] * hp.world_size
+        ext[2] = ext[2] * 2
+        buf = hp.allocate(ext, DataType.Float)
+        out = hp.slice(buf, dim=2, start=0, stop=ext[2] // 2)  # a strided view: copied at the wait
+        hp.all_to_all(x, dim, gather_dim=gather, out=out)
+        hp.add_output(out)
+    else:
+        hp.add_output(hp.all_to_all(x, dim, gather_dim=gather))
+    return hp
+
+
+shape3 = (2 * W, 3 * W, W)
+every3 = [data(r, shape3) for r in range(W)]
+for dim, gather in ((1, 0), (0, 1), (2, 0), (0, 2), (2, 1)):
+    for into in (False, True):
+        got = a2a_program(dim, gather, into).execute([data(R, shape3)])[0]
+        check(f"all_to_all dim {dim} gather_dim {gather}{' into a view' if into else ''}", got,
+              torch.cat([every3[r].chunk(W, dim)[R] for r in range(W)], gather))
+
+
 
 # results written into a given buffer: a contiguous block (straight from the
 # collective), a strided view (copied at the wait), the input itself (in place)

@@ -187,6 +187,61 @@ x, W1, B1, W2 = full(6, e), full(h * d, e), full(h * d), full(e, h * d)
 check("tensor-parallel MLP block", out, F.linear(F.gelu(F.linear(x, W1, B1)), W2), rtol=1e-4, atol=1e-4)
 assert str(fd._dist.program).count("start allreduce") == 1
 
+# all-to-all (nvFuser's test_alltoall): a tensor sharded on dim 2, resharded on dim 1
+k_, m_, n_ = 2, 3, 5
+with FusionDefinition() as fd:
+    inp = fd.define_tensor((k_, d * m_, d * n_), contiguity=True, dtype=DataType.Half)
+    a2a_in = fd.ops.set(inp)
+    a2a_out = fd.ops.set(a2a_in)
+    out = fd.ops.set(a2a_out)
+    for t in (a2a_in, a2a_out, out):
+        fd.add_output(t)
+    inp.set_device_mesh(mesh)
+    inp.outer_split(2, d)
+    inp.axis(2).parallelize(X)
+    a2a_in.set_device_mesh(mesh)
+    a2a_in.outer_split(2, d)
+    a2a_in.axis(2).parallelize(X)
+    a2a_in.outer_split(1, d)
+    a2a_in.reorder({1: 0})
+    a2a_in.set_allocation_domain(a2a_in.get_loop_domain(), True)
+    a2a_out.set_device_mesh(mesh)
+    a2a_out.outer_split(2, d)
+    a2a_out.outer_split(1, d)
+    a2a_out.axis(1).parallelize(X)
+    a2a_out.reorder({3: 0})
+    a2a_out.set_allocation_domain(a2a_out.get_loop_domain(), True)
+    out.set_device_mesh(mesh)
+    out.outer_split(1, d)
+    out.axis(1).parallelize(X)
+    out.set_allocation_domain(out.get_loop_domain(), True)
+x = torch.arange(k_ * d * m_ * d * n_, dtype=torch.float16).reshape(k_, d * m_, d * n_).to(DEV)
+got_in, got_out, got = fd.execute([shard(x, 2)])
+check("all-to-all: the input's sharding", got_in, shard(x, 2))
+check("all-to-all: resharded on dim 1", got_out, shard(x, 1))
+check("all-to-all: its consumer", got, shard(x, 1))
+if d > 1:
+    assert str(fd._dist.program).count("start all_to_all") == 1, fd._dist.program
+    assert "start allgather" not in str(fd._dist.program), fd._dist.program
+
+# resharding between dims: a pointwise result sharded on one dim, its consumer
+# annotated on another: a single all-to-all each
+for src, dst in ((0, 1), (1, 0), (2, 0)):
+    x = full(2 * d, 3 * d, d)
+    with FusionDefinition() as fd:
+        inp = fd.define_tensor([-1, -1, -1], dtype=DataType.Float, mesh=mesh, placements=[Shard(src)])
+        y = fd.ops.mul(fd.ops.relu(inp), 2.0)
+        z = fd.ops.set(y)
+        z.set_device_mesh(mesh)
+        z.outer_split(dst, d)
+        z.axis(dst).parallelize(X)
+        fd.add_output(fd.ops.exp(z))
+    (got,) = fd.execute([shard(x, src)])
+    check(f"reshard Shard({src}) -> Shard({dst})", got, shard((x.relu() * 2).exp(), dst))
+    if d > 1:
+        text = str(fd._dist.program)
+        assert text.count("start all_to_all") == 1 and "allgather" not in text, text
+
 # uneven shards are an error on every rank, naming the difference
 with FusionDefinition() as fd:
     inp = fd.define_tensor((-1,), contiguity=True, dtype=DataType.Float, mesh=mesh, placements=[Shard(0)])
@@ -212,6 +267,33 @@ if d == 4:
     out = fd.execute([x.chunk(2, 0)[coord[0]], w.chunk(2, 0)[coord[1]]])[0]
     want = F.linear(x, w).chunk(2, 0)[coord[0]].chunk(2, 1)[coord[1]]
     check("2-D mesh linear", out, want)
+    # resharding on a 2-D mesh: dims swapped between the mesh dims (nested
+    # blocks: gathered and sliced) and one dim moved along mesh_y (an all-to-all
+    # among the two ranks of each mesh_y team)
+    Y = ParallelType.mesh_y
+
+    def block(t, dims):
+        """This rank's block of `t`, dims[m] split over mesh dim m."""
+        for m, dd in enumerate(dims):
+            if dd is not None:
+                t = t.chunk(2, dd)[coord[m]]
+        return t
+    for src, dst in (((0, 1), (1, 0)), ((0, None), (1, None)), ((None, 2), (None, 0))):
+        with FusionDefinition() as fd:
+            place = [Replicate() if s_ is None else Shard(s_) for s_ in src]
+            inp = fd.define_tensor([-1, -1, -1], dtype=DataType.Float, mesh=mesh2, placements=place)
+            z = fd.ops.set(fd.ops.mul(inp, 3.0))
+            z.set_device_mesh(mesh2)
+            for ptype, dd in zip((Y, X), dst):
+                if dd is not None:
+                    z.outer_split(dd, 2)
+                    z.axis(dd).parallelize(ptype)
+            fd.add_output(fd.ops.neg(z))
+        x = full(4, 6, 2)
+        check(f"2-D mesh reshard {src} -> {dst}", fd.execute([block(x, src)])[0], block(-3 * x, dst))
+        if None in src:
+            text = str(fd._dist.program)
+            assert text.count("start all_to_all") == 1 and "allgather" not in text, text
     with FusionDefinition() as fd:
         x_ = fd.define_tensor([-1, -1], dtype=DataType.Float, mesh=mesh2, placements=[Shard(0), Shard(1)])
         fd.add_output(fd.ops.sum(x_, [0, 1]))
