@@ -239,12 +239,8 @@ class FusionDefinition:
         for d, (s, c) in enumerate(zip(shape, contiguity)):
             if s == 1:
                 out.append(None)
-            elif c is None:
-                raise DefinitionError(
-                    f"define_tensor: contiguity[{d}] is None but dim {d} (extent {s}) is not a "
-                    f"broadcast dim; use True or False")
-            else:
-                out.append(bool(c))
+            else:  # None on a wider dim: nvFuser's expanded broadcast (stride 0)
+                out.append(None if c is None else bool(c))
         return tuple(out)
 
     def from_pytorch(self, tensor: torch.Tensor, static_sizes: bool = False) -> Tensor:

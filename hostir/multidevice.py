@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from .dist.communicator import Communicator
+from .dist.layout import part_of
 from .dist.mesh import DeviceMesh, ParallelType, Partial, Placement, Replicate, Shard
 from .dist.sharding import LoopDomain
 from .ir.errors import DefinitionError
@@ -31,21 +32,25 @@ class IterDomain:
     def __repr__(self) -> str:
         ax = self.domain.axes[self.index]
         p = f" {ax.ptype.name}" if ax.ptype else ""
-        return f"IterDomain({self.domain.val!r} axis {self.index}: {ax.part} of dim {ax.source}{p})"
+        size = "rest" if ax.size is None else ax.size
+        return f"IterDomain({self.domain.val!r} axis {self.index}: {size} of dim {ax.source}{p})"
 
 
 def shard_tensor(t: torch.Tensor, tv) -> torch.Tensor:
     """This rank's shard of the whole tensor `t` as the annotated fusion tensor
-    `tv` (a handle from the definition) lays it out."""
+    `tv` (a handle from the definition) lays it out: its splits replayed, each
+    device-parallel part taken at this rank's coordinate."""
     sharding = tv.fd._sharding_of(tv.val)
-    rank = Communicator.instance().rank()
-    for d, m in sharding.dims:
-        n = sharding.mesh.shape[m]
-        index = sharding.mesh.coordinates(rank)[m]
+    if sharding.is_replicated:
+        return t.contiguous()
+    shape = sharding.mesh.shape
+    coords = sharding.mesh.coordinates(Communicator.instance().rank())
+    for d in sorted({d for d, _ in sharding.dims}):
+        n = sharding.parts(d)
         if t.shape[d] % n:
             raise DefinitionError(f"shard_tensor: dim {d} of extent {t.shape[d]} does not split "
-                                  f"into {n} equal blocks")
-        t = t.chunk(n, d)[index]
+                                  f"into {n} equal parts")
+        t = part_of(t, d, sharding.layout(d), shape, coords)
     return t.contiguous()
 
 

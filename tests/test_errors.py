@@ -345,13 +345,6 @@ def test_define_tensor_bad_contiguity_length():
         define(lambda fd: fd.define_tensor(shape=[-1, -1], contiguity=[True], dtype=DataType.Float))
 
 
-def test_define_tensor_none_contiguity_on_non_broadcast_dim():
-    with raises(hostir.DefinitionError, "define_tensor", "contiguity[1] is None", "dim 1",
-                "not a broadcast"):
-        define(lambda fd: fd.define_tensor(shape=[-1, -1], contiguity=[True, None],
-                                           dtype=DataType.Float))
-
-
 @pytest.mark.parametrize("order", [[0, 2], [0, 0], [1]])
 def test_define_tensor_bad_stride_order(order):
     with raises(hostir.DefinitionError, "define_tensor", f"stride_order {order}", "0..1"):

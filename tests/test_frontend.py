@@ -448,3 +448,19 @@ def test_ops_shape_is_a_vector_of_extents():
     out, filled = fd.execute([a, b])
     torch.testing.assert_close(out, a + b)
     torch.testing.assert_close(filled, torch.full((5,), 2.0))
+
+
+@pytest.mark.parametrize("shape", [[-1, -1], [3, 5], [-1, 5]])
+def test_contiguity_none_on_a_wide_dim_reads_an_expanded_broadcast(shape):
+    """nvFuser marks an expanded broadcast dim (stride 0, extent above 1) with
+    contiguity None: hostir reads such a dim at any stride."""
+    with FusionDefinition() as fd:
+        t = fd.define_tensor(shape, contiguity=[True, None], dtype=DataType.Float)
+        fd.add_output(fd.ops.mul(fd.ops.sum(t, [1]), 2.0))
+        fd.add_output(fd.ops.exp(t))
+    for x in (torch.randn(3, 1).expand(3, 5), torch.randn(1, 3).t().expand(3, 5)):
+        total, e = fd.execute([x])
+        torch.testing.assert_close(total, x.sum(1) * 2)
+        torch.testing.assert_close(e, x.exp())
+    with pytest.raises(hostir.InputError, match="dim 1 is declared an expanded broadcast .* needs stride 0"):
+        fd.execute([torch.randn(3, 5)])

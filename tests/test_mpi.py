@@ -39,6 +39,14 @@ def test_sharded_fusions(n, backend):
     _ok(proc, n, f"all sharded fusions ok ({n} ranks)")
 
 
+@pytest.mark.parametrize("n,backend", [(2, "torch"), (2, "mpi"), (4, "torch")])
+def test_shards_that_are_not_one_block(n, backend):
+    """Device axes as inner parts of splits, in the middle of a dim, nested over
+    two mesh dims: shard_tensor, compute, gather, reduce, reshard."""
+    proc = run_mpi(n, "tests/mpi/layouts.py", env={"HOSTIR_COMM_BACKEND": backend})
+    _ok(proc, n, f"all layouts ok ({n} ranks)")
+
+
 @pytest.mark.parametrize("n,backend,chunks", [(2, "torch", "1 3"), (2, "mpi", "3"), (4, "torch", "3")])
 def test_stream_pipelined_fusions(n, backend, chunks):
     """Stream-parallel axes: host for-loops over chunks on rotating streams, s in {1, 3}."""

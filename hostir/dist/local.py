@@ -67,8 +67,7 @@ class _PieceBuilder:
         self.computed: dict = {}       # id(global node) -> local Val
 
     def _n(self, sharding: Sharding, d: int) -> int:
-        m = next((mm for dd, mm in sharding.dims if dd == d), None)
-        return 1 if m is None else self.mesh.shape[m]
+        return sharding.parts(d)
 
     def tensor_input(self, g: Val, sharding: Sharding) -> Val:
         key = (id(g), sharding)
@@ -126,7 +125,8 @@ class _PieceBuilder:
                 src.append(self.computed[id(s)])
             else:
                 src.append(self.tensor_input(s, need))
-        sharded = {d: self.mesh.shape[m] for d, m in prop.computed[v].dims}
+        c = prop.computed[v]
+        sharded = {d: c.parts(d) for d, _ in c.dims}
         for j, s in enumerate(v.src):  # a sharded dim's extent given as a scalar source
             for d, n in sharded.items():
                 if s is v.logical[d].extent:

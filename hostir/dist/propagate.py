@@ -53,7 +53,7 @@ def propagate(fusion: Fusion, annotated: dict) -> Propagation:
         if a is not None:
             c = _toward(c, a, mesh)
         if v in streamed and c.dim_on_any(streamed[v]):
-            c = Sharding(c.mesh, tuple(e for e in c.dims if e[0] != streamed[v]), c.partial)
+            c = c.without_dim(streamed[v])
         computed[v] = c
         final[v] = a if a is not None else c
         for k in operands:
@@ -70,11 +70,12 @@ def _order(v: Val, operands: dict) -> list[int]:
 
 def _forward(v: Val, operands: dict, mesh) -> Sharding:
     """The sharding `v` is computed in, from its operands' (the first operand in
-    priority order that says something for a mesh dim decides it)."""
+    priority order that says something for a mesh dim decides it; a dim takes
+    the layout of the operand that first put it on a mesh dim)."""
     if mesh is None:
         return Sharding()
     d = OPS[v.op]
-    entries = {}
+    entries, layouts = {}, {}
     for m in range(mesh.ndim):
         for k in _order(v, operands):
             e = operands[k].on(m)
@@ -83,22 +84,33 @@ def _forward(v: Val, operands: dict, mesh) -> Sharding:
             od = d.dims(v, k)[e[1]]
             if isinstance(od, int) and not v.logical[od].is_broadcast:
                 entries[m] = ("dim", od)
+                layouts.setdefault(od, operands[k].layout(e[1]))
                 break
             if od == REDUCED and d.partial is not None:
                 entries[m] = ("partial", d.partial)
                 break
-    return make_sharding(mesh, entries)
+    return make_sharding(mesh, _consistent(entries, layouts), layouts=layouts)
+
+
+def _consistent(entries: dict, layouts: dict) -> dict:
+    """Drop a dim from the mesh dims its layout does not name (two operands put
+    it on different mesh dims: it stays whole there, read by a reshard)."""
+    return {m: e for m, e in entries.items()
+            if e[0] != "dim" or m in layouts[e[1]].order}
 
 
 def _toward(c: Sharding, a: Sharding, mesh) -> Sharding:
     """Where the user annotated `v` sharded on a mesh dim its operands leave
     whole, compute it sharded there directly (operands are sliced locally)."""
     entries = {m: c.on(m) for m in range(mesh.ndim)}
-    for m in range(mesh.ndim):
-        want = a.on(m)
-        if want is not None and want[0] == "dim" and entries[m] is None:
-            entries[m] = want
-    return make_sharding(mesh, entries)
+    layouts = {dd: c.layout(dd) for dd, _ in c.dims}
+    for dd, lay in ((dd, a.layout(dd)) for dd in sorted({dd for dd, _ in a.dims})):
+        if dd in layouts or any(entries[m] is not None for m in lay.order):
+            continue
+        for m in lay.order:
+            entries[m] = ("dim", dd)
+        layouts[dd] = lay
+    return make_sharding(mesh, entries, layouts=layouts)
 
 
 def _need(v: Val, k: int, has: Sharding, c: Sharding, mesh) -> Sharding:
@@ -107,7 +119,7 @@ def _need(v: Val, k: int, has: Sharding, c: Sharding, mesh) -> Sharding:
         return Sharding()
     dmap = OPS[v.op].dims(v, k)
     s = v.src[k]
-    entries = {}
+    entries, layouts = {}, {}
     for m in range(mesh.ndim):
         e = c.on(m)
         if e is None:
@@ -116,14 +128,17 @@ def _need(v: Val, k: int, has: Sharding, c: Sharding, mesh) -> Sharding:
             sd = next((i for i, od in enumerate(dmap) if od == e[1] and not s.logical[i].is_broadcast),
                       None)
             entries[m] = ("dim", sd) if sd is not None else None
+            if sd is not None:
+                layouts[sd] = c.layout(e[1])
             continue
         reduced = [i for i, od in enumerate(dmap) if od == REDUCED]
         cur = has.dim_on(m)
-        if cur in reduced:
+        if cur in reduced:  # partial sums over any parts: keep the operand's layout
             entries[m] = ("dim", cur)
+            layouts[cur] = has.layout(cur)
         elif len(reduced) == 1 and not s.logical[reduced[0]].is_broadcast:
             entries[m] = ("dim", reduced[0])
-    return make_sharding(mesh, entries)
+    return make_sharding(mesh, entries, layouts=layouts)
 
 
 def reshard_steps(src: Sharding, dst: Sharding) -> list[tuple]:
@@ -132,11 +147,19 @@ def reshard_steps(src: Sharding, dst: Sharding) -> list[tuple]:
     ("all_to_all", m, from dim, to dim) (split along one dim, then along
     another: each rank sends the others their blocks, 1/n of the data an
     allgather and slice would move) or ("slice", m, dim) (this rank's block of
-    a whole dim: no communication)."""
+    a whole dim: no communication). A dim that is not in contiguous blocks on
+    one mesh dim on either side, and differs, moves whole: ("gather", dim,
+    Layout) collects it (an allgather per mesh dim, each laid into place),
+    ("take", dim, Layout) keeps this rank's part."""
     mesh = dst.mesh or src.mesh
-    steps = []
+    dims = sorted({d for d, _ in src.dims} | {d for d, _ in dst.dims})
+    odd = {d for d in dims if src.layout(d) != dst.layout(d) and not (
+        _is_block(src.layout(d)) and _is_block(dst.layout(d)))}
+    steps = [("gather", d, src.layout(d)) for d in sorted(odd) if src.layout(d) is not None]
     for m in range(mesh.ndim if mesh is not None else 0):
         s, t = src.on(m), dst.on(m)
+        s = None if s is not None and s[0] == "dim" and s[1] in odd else s
+        t = None if t is not None and t[0] == "dim" and t[1] in odd else t
         if s == t:
             continue
         if t is not None and t[0] == "partial":
@@ -151,7 +174,12 @@ def reshard_steps(src: Sharding, dst: Sharding) -> list[tuple]:
             steps.append(("allgather", m, s[1]))
         if t is not None:
             steps.append(("slice", m, t[1]))
+    steps += [("take", d, dst.layout(d)) for d in sorted(odd) if dst.layout(d) is not None]
     return steps
+
+
+def _is_block(layout) -> bool:
+    return layout is None or layout.is_block
 
 
 def _alone_on(m: int, dims, src: Sharding, dst: Sharding) -> bool:

@@ -75,6 +75,7 @@ class HostProgram:
         # output id (or ("into", buffer id)) -> its unwaited communication
         self._pending: dict = {}
         self._base: dict[int, Val] = {}  # view id -> the buffer it is a view of
+        self._read_only: set[int] = set()  # rank parts: copies where not one block
         self._started: list[list] = [[]]  # per open block: communications started in it
         self._launch_names: dict[int, _FusionLaunch] = {}
         self._stream_depth: list = []
@@ -275,6 +276,23 @@ class HostProgram:
         self._base[id(out)] = self._base.get(id(t), t)
         return out
 
+    def rank_part(self, t: Val, dim: int, index, count: int, within: tuple) -> Val:
+        """Rank `index`'s part of `t` along `dim` viewed as [A, count, B] (within =
+        (A, B), one an int, the other None: the rest): the [A, B] at `index`,
+        joined. For reading: a copy unless A or B is 1, so it takes no writes."""
+        if within[0] == 1:
+            return self.chunk(t, dim, index, count)
+        t = self._use(t, "rank_part")
+        d = self._dim(t, dim, "rank_part")
+        k = _scalar_arg(index, "rank_part")
+        ext = [a.extent for a in t.logical]
+        ext[d] = S.floordiv(ext[d], count)
+        out = self._tensor(t.dtype, ext)
+        self._emit(H.Chunk(out, t, d, k, const(count), tuple(within)))
+        self._base[id(out)] = self._base.get(id(t), t)
+        self._read_only.add(id(out))
+        return out
+
     def shard_by_stream(self, t: Val, dim: int, stream_index, num_streams) -> Val:
         """Stream `stream_index`'s chunk of `t` (one of `num_streams`) along `dim`."""
         return self.chunk(t, dim, stream_index, num_streams)
@@ -312,7 +330,7 @@ class HostProgram:
                 args.append(_scalar_arg(x, f"launch {target.name} input {i}"))
         outs = [o.val for o in f.outputs if o.alias_input is None]
         if outputs is not None:
-            outputs = [self._use(o, f"launch {target.name} output") for o in outputs]
+            outputs = [self._writable(self._use(o, f"launch {target.name} output")) for o in outputs]
             if len(outputs) != len(outs):
                 raise DefinitionError(
                     f"launch {target.name}: the fusion has {len(outs)} outputs, got {len(outputs)} buffers")
@@ -336,6 +354,12 @@ class HostProgram:
             if comm.into:
                 self._pending[("into", id(self._base.get(id(out), out)))] = comm
 
+    def _writable(self, v: Val) -> Val:
+        if id(v) in self._read_only:
+            raise DefinitionError(f"{v!r} is a rank_part (a copy where it is not one block): "
+                                  f"it takes no writes; write into its source's buffer")
+        return v
+
     def _team_size(self, team) -> Val:
         return self._world if team is None else const(team[0].shape[team[1]])
 
@@ -344,23 +368,26 @@ class HostProgram:
             out = self._tensor(t.dtype, out_extents)
             self._start(H.Communication(kind, t, out, **kw))
             return out
-        out = self._use(out, f"{kind} out")
+        out = self._writable(self._use(out, f"{kind} out"))
         if out.dtype is not t.dtype or out.ndim != len(out_extents):
             raise DefinitionError(f"{kind} of {t!r}: out {out!r} must be {t.dtype.short} with "
                                   f"{len(out_extents)} dims")
         self._start(H.Communication(kind, t, out, into=True, **kw))
         return out
 
-    def allgather(self, t: Val, dim: int = 0, team=None, out=None) -> Val:
+    def allgather(self, t: Val, dim: int = 0, team=None, out=None, within=None) -> Val:
         """Every rank's `t` concatenated along `dim` (`team`: (mesh, mesh dim), the
         ranks along that mesh dimension; None: all ranks). With `out` (a buffer
         or a view of one), the result is written there: straight from the
-        collective when `out` is contiguous with `dim` outermost."""
+        collective when `out` is contiguous with `dim` outermost. With `within`
+        = (A, B) (see rank_part), each rank's `t` is [A, B] along `dim` and the
+        result [A, n, B]: the ranks' parts interleaved, not concatenated."""
         t = self._use(t, "allgather")
         d = self._dim(t, dim, "allgather")
         ext = [a.extent for a in t.logical]
         ext[d] = S.mul(ext[d], self._team_size(team))
-        return self._collective("allgather", t, ext, out, dim=d, team=team)
+        within = None if within is None or within[0] == 1 else tuple(within)
+        return self._collective("allgather", t, ext, out, dim=d, team=team, within=within)
 
     def allreduce(self, t: Val, op: str = "sum", team=None, out=None) -> Val:
         """With `out`, the result is written there (in place when `out` is `t`)."""

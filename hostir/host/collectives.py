@@ -10,6 +10,7 @@ import torch
 
 from .. import config
 from ..dist.communicator import Communicator
+from ..dist.layout import interleave
 from ..dist.torch_backend import check_op
 from ..ir.errors import ExecutionError
 from .ir import program_text
@@ -56,7 +57,14 @@ def start_collective(s, env, peer=None, recv_shapes=None) -> None:
     dest = env[s.output] if s.into else None
     if s.kind == "allgather":
         xt = _outermost(x, s.dim)
-        out = _target(s, dest, s.dim, (size * xt.shape[0], *xt.shape[1:]), x)
+        shape = (size * xt.shape[0], *xt.shape[1:])
+        if s.within is not None:  # gathered rank-major, then interleaved into [A, n, B]
+            out = torch.empty(shape, dtype=x.dtype, device=x.device)
+            work = comm.allgather(out, xt, team)
+            env[_key(s)] = (work, [(s.output, lambda: _result(
+                interleave(out, size, *s.within), s.dim, dest))])
+            return
+        out = _target(s, dest, s.dim, shape, x)
         work = comm.allgather(out, xt, team)
     elif s.kind == "allreduce":
         out = _target(s, dest, 0, x.shape, x)

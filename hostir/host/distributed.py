@@ -264,8 +264,7 @@ class DistributedFusion:
                 self.leaf_value[id(ax.extent)] = S.mul(hv.logical[d].extent, self._split(s, d))
 
     def _split(self, s: Sharding, d: int) -> int:
-        m = next((mm for dd, mm in s.dims if dd == d), None)
-        return 1 if m is None else self.prop.mesh.shape[m]
+        return s.parts(d)
 
     def _wanted(self, order, lvl) -> set:
         """Nodes used outside their own piece (or as outputs, or in another sharding)."""
@@ -300,9 +299,9 @@ class DistributedFusion:
             have = self._have(g)
             got = self.avail[(id(g), have)]
             steps = reshard_steps(have, want)
-            steps.sort(key=lambda st: st[0] == "slice")  # communicate first, then take blocks
+            steps.sort(key=lambda st: st[0] in ("slice", "take"))  # communicate first, then take blocks
             for n, step in enumerate(steps):
-                last = n == len(steps) - 1 and step[0] != "slice"
+                last = n == len(steps) - 1 and step[0] not in ("slice", "take")
                 got = self._step(got, step, into if last else None)
             self.avail[(id(g), want)] = got
         if into is not None and got is not into:
@@ -324,6 +323,14 @@ class DistributedFusion:
 
     def _step(self, hv: Val, step: tuple, into: Val | None = None) -> Val:
         hp, mesh = self.hp, self.prop.mesh
+        if step[0] == "gather":  # innermost mesh dim first, each rank's part laid into place
+            for m, a, b in reversed(step[2].steps(mesh.shape)):
+                hv = hp.allgather(hv, step[1], team=(mesh, m), within=(a, b))
+            return hv
+        if step[0] == "take":
+            for m, a, b in step[2].steps(mesh.shape):
+                hv = hp.rank_part(hv, step[1], _coordinate(mesh, m, hp.rank), mesh.shape[m], (a, b))
+            return hv
         kind, m = step[0], step[1]
         team = (mesh, m)
         if kind == "allgather":

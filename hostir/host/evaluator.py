@@ -11,6 +11,7 @@ from typing import Callable
 import torch
 
 from .. import config
+from ..dist.layout import take
 from ..ir.errors import ExecutionError
 from ..ir.node import Op, Val
 from ..ir.scalar import apply_scalar
@@ -171,6 +172,12 @@ class Compiler:
     def _Chunk(self, s: H.Chunk) -> Closure:
         k, n = compile_scalar(s.index), compile_scalar(s.count)
         out, src, dim = s.out, s.src, s.dim
+        if s.within is not None:
+            a, b = s.within
+
+            def part(env):
+                env[out] = take(env[src], dim, k(env), n(env), a, b)
+            return part
 
         def run(env):
             t = env[src]

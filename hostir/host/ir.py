@@ -76,6 +76,7 @@ class Communication(Stmt):
     op: str = "sum"
     peer: Val | None = None   # root of a broadcast
     gather_dim: int | None = None  # all_to_all: the dim received blocks are joined along (None: dim)
+    within: tuple | None = None    # allgather: (A, B), the gathered dim laid out [A, n, B] (see Chunk)
     sends: tuple = ()
     recvs: tuple = ()
     team: tuple | None = None  # (mesh, mesh dim): among the ranks along it; None: all ranks
@@ -132,13 +133,17 @@ class Slice(Stmt):
 class Chunk(Stmt):
     """The `index`-th of `count` chunks of `src` along `dim` (ceil-sized; the
     last may be shorter): a stream's chunk in a pipelined loop, or a rank's
-    block of a whole tensor. A view, no copy."""
+    block of a whole tensor. A view, no copy. With `within` = (A, B), one an
+    int and the other None (the rest): `dim` is [A, count, B] and the result is
+    the [A, B] at `index`, joined (a rank's part of a dim not in contiguous
+    blocks): a view where A or B is 1, else a copy."""
 
     out: Val
     src: Val
     dim: int
     index: Val
     count: Val
+    within: tuple | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -196,9 +201,15 @@ def stmt_lines(stmt: Stmt, namer: Namer, indent: str) -> list[str]:
         return [f"{indent}{n(stmt.out)} {type_text(stmt.out, n)} = slice({n(stmt.src)}, "
                 f"dim={stmt.dim}, start={_s(stmt.start, n)}, stop={_s(stmt.stop, n)})"]
     if isinstance(stmt, Chunk):
+        within = "" if stmt.within is None else f", within={_within(stmt.within)}"
         return [f"{indent}{n(stmt.out)} {type_text(stmt.out, n)} = chunk({n(stmt.src)}, "
-                f"dim={stmt.dim}, index={_s(stmt.index, n)}, of={_s(stmt.count, n)})"]
+                f"dim={stmt.dim}, index={_s(stmt.index, n)}, of={_s(stmt.count, n)}{within})"]
     raise TypeError(f"unknown host statement {stmt!r}")
+
+
+def _within(w: tuple) -> str:
+    a, b = w
+    return f"[{'rest' if a is None else a}, n, {'rest' if b is None else b}]"
 
 
 def _comm_name(c: Communication, n) -> str:
@@ -217,6 +228,8 @@ def _comm_text(c: Communication, n) -> str:
         extra.append(f"dim={c.dim}")
     if c.gather_dim is not None and c.gather_dim != c.dim:
         extra.append(f"gather_dim={c.gather_dim}")
+    if c.within is not None:
+        extra.append(f"within={_within(c.within)}")
     if c.kind in ("allreduce", "reduce_scatter", "reduce_scatter_blocks"):
         extra.append(f"op={c.op}")
     if c.peer is not None:

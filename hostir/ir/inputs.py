@@ -51,7 +51,15 @@ def _check_layout(label: str, t: torch.Tensor, arg) -> None:
     if t.numel() == 0:
         return
     order = allocation_order(t.ndim, arg.stride_order)
-    dense = dense_dims(t.shape, t.stride(), order)
+    expanded = [d for d, c in enumerate(arg.contiguity) if c is None and t.shape[d] != 1]
+    for d in expanded:
+        if t.stride(d) != 0:
+            raise InputError(
+                f"{label}: dim {d} is declared an expanded broadcast (contiguity None, extent "
+                f"{t.shape[d]}) and needs stride 0, but the tensor has strides {list(t.stride())} "
+                f"for shape {list(t.shape)} (declare it True or False to pass any data)")
+    walk = [1 if d in expanded else s for d, s in enumerate(t.shape)]  # stride 0: not in the walk
+    dense = dense_dims(walk, t.stride(), order)
     for d in reversed(order):  # the innermost violation first
         flag, expected = dense[d]
         if arg.contiguity[d] and flag is False:
