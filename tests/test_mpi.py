@@ -32,6 +32,27 @@ def test_a_rank_that_raises_ends_the_job_with_its_message():
     assert time.monotonic() - t < 60
 
 
+@pytest.mark.parametrize("backend", ["torch", "mpi"])
+def test_a_rank_that_alone_changes_its_shapes_later_ends_the_job_with_a_message(backend):
+    """Ranks compare input shapes on inputs they have not passed before; a rank
+    that alone passes new ones waits in a check no other rank makes (its own
+    group, never another rank's collective), and the timeout names it."""
+    t = time.monotonic()
+    proc = run_mpi(2, "tests/mpi/shape_changes_alone.py", timeout=120,
+                   env={"HOSTIR_COMM_BACKEND": backend, "HOSTIR_COMM_TIMEOUT": "4"})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    # whichever rank's timeout ends the job first says it: rank 1 names its new
+    # shapes, rank 0 the collective rank 1 did not join and the likely cause
+    named = "rank 1: comparing the inputs' shapes and dtypes with the other ranks failed" in out and \
+        "[(0, (2, 5), 'float32')]" in out and "this rank alone passed inputs of new shapes" in out
+    hinted = "allgather -> " in out and "did not complete" in out and \
+        "passed inputs of other shapes or dtypes than on its earlier calls" in out
+    assert named or hinted, out[-3000:]
+    assert "unreachable" not in out
+    assert time.monotonic() - t < 60
+
+
 @pytest.mark.parametrize("n,backend", [(1, "torch"), (2, "torch"), (2, "mpi"), (4, "torch")])
 def test_sharded_fusions(n, backend):
     """nvFuser's communication and matmul programs, placements, an MLP block, a 2-D mesh."""

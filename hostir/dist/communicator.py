@@ -100,7 +100,16 @@ class Communicator:
         raise on every rank, naming the ranks that differ from rank 0."""
         if self._size == 1:
             return
-        if len(set(self.backend.gather_ints(_digest(value)))) == 1:  # the common case: one exchange
+        try:
+            digests = self.backend.gather_ints(_digest(value))
+        except Exception as e:  # noqa: BLE001 - a timeout or a peer that ended: say what was checked
+            raise ExecutionError(
+                f"rank {self._rank}: comparing {what} with the other ranks failed ({e}); this rank "
+                f"has {_describe(value)}. Ranks compare them only on inputs they have not passed "
+                f"before: if another rank went on without comparing, this rank alone passed inputs "
+                f"of new shapes or dtypes (every rank must pass inputs of the same shapes and "
+                f"dtypes on each call)") from e
+        if len(set(digests)) == 1:  # the common case: one exchange
             return
         self._disagree(what, value)
 
@@ -192,8 +201,8 @@ def _bootstrap() -> Communicator:
     if launch.size == 1:
         return Communicator(LocalBackend(), 0, 1, 0, 1, device)
     if cfg.comm_backend == "mpi":
-        return Communicator(MpiBackend(device), launch.rank, launch.size, launch.local_rank,
-                            launch.local_size, device)
+        return Communicator(MpiBackend(device, cfg.comm_timeout), launch.rank, launch.size,
+                            launch.local_rank, launch.local_size, device)
     if launch.master_addr and launch.master_port:
         init = f"tcp://{launch.master_addr}:{launch.master_port}"
     else:  # an MPI launcher: rank 0 picks the address and tells the others

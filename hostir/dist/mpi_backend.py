@@ -4,8 +4,11 @@ could take device pointers; hostir does not assume one). Half and bfloat16
 reductions run in float32, which numpy and MPI know."""
 from __future__ import annotations
 
+import time
+
 import torch
 
+from ..ir.errors import ExecutionError
 from .torch_backend import Work, _self_transfers, check_op
 
 _WIDE = {torch.float16: torch.float32, torch.bfloat16: torch.float32, torch.bool: torch.uint8}
@@ -33,12 +36,14 @@ class _Staged:
 class MpiBackend:
     name = "mpi"
 
-    def __init__(self, device: torch.device):
+    def __init__(self, device: torch.device, timeout: float = 300.0):
         from mpi4py import MPI
         self.MPI = MPI
         self.comm = MPI.COMM_WORLD
+        self.side = self.comm.Dup()  # host-side checks: never matched with a collective
         self.rank = self.comm.Get_rank()
         self.device = device
+        self.timeout = timeout
         self._ops = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "product": MPI.PROD,
                      "avg": MPI.SUM}
 
@@ -53,10 +58,14 @@ class MpiBackend:
         return self.comm.Create_group(group)  # collective over the ranks in it
 
     def gather_objects(self, value) -> list:
-        return self.comm.allgather(value)
+        return self.side.allgather(value)
 
     def gather_ints(self, value: int) -> list:
-        return self.comm.allgather(value)
+        import numpy as np
+        mine = np.array([value], dtype=np.int64)
+        out = np.empty(self.side.Get_size(), dtype=np.int64)
+        _Request(self.side.Iallgather(mine, out), self.timeout, "a host-side check").wait()
+        return out.tolist()
 
     def _done(self, reqs, staged, then=None):
         """A Work over MPI requests: wait for all, copy staged buffers back."""
@@ -65,7 +74,7 @@ class MpiBackend:
                 s.back()
             if then is not None:
                 then()
-        return Work([_Request(r) for r in reqs], finish)
+        return Work([_Request(r, self.timeout) for r in reqs], finish)
 
     def allgather(self, out, x, team):
         src, dst = _Staged(x, False), _Staged(out, False)
@@ -113,10 +122,22 @@ class MpiBackend:
 
 
 class _Request:
-    __slots__ = ("req",)
+    """An MPI request whose wait ends with an error after `timeout` seconds (MPI
+    itself would wait for ever on a peer that never comes)."""
 
-    def __init__(self, req):
-        self.req = req
+    __slots__ = ("req", "timeout", "what")
+
+    def __init__(self, req, timeout: float, what: str = "an MPI collective"):
+        self.req, self.timeout, self.what = req, timeout, what
 
     def wait(self) -> None:
-        self.req.Wait()
+        if self.req.Test():
+            return
+        deadline = time.monotonic() + self.timeout
+        pause = 1e-5
+        while not self.req.Test():
+            if time.monotonic() > deadline:
+                raise ExecutionError(f"{self.what} did not complete within {self.timeout:g} s "
+                                     f"(HOSTIR_COMM_TIMEOUT): a rank is missing from it")
+            time.sleep(pause)
+            pause = min(pause * 2, 1e-3)

@@ -103,8 +103,9 @@ class TorchBackend:
         self.name = dist.get_backend()
         self.timeout = timeout
         self.rank = dist.get_rank()
-        # host-side checks go through gloo even when collectives use NCCL
-        self.side = dist.new_group(backend="gloo", timeout=timeout) if self.name != "gloo" else None
+        # host-side checks go through a group of their own (gloo, also beside NCCL): a
+        # check that one rank alone makes never meets another rank's collective
+        self.side = dist.new_group(backend="gloo", timeout=timeout)
         self._all_gather = _first(dist, "all_gather_single", "all_gather_into_tensor")
         self._reduce_scatter = _first(dist, "reduce_scatter_single", "reduce_scatter_tensor")
         ops = dist.ReduceOp

@@ -195,7 +195,14 @@ def wait_collective(s, env) -> None:
         pending.finish()
         return
     work, results = pending
-    work.wait()
+    try:
+        work.wait()
+    except Exception as e:  # noqa: BLE001 - a timeout or a peer that ended: name the collective
+        raise ExecutionError(
+            f"{s.kind} -> {s.output!r} did not complete ({e}): a rank did not join it. It may have "
+            f"raised, or passed inputs of other shapes or dtypes than on its earlier calls (ranks "
+            f"compare them only on inputs they have not passed before; HOSTIR_CHECK_PROGRAM=1 "
+            f"compares on every call)") from e
     for out, result in results:
         if out is not None:
             env[out] = result()
@@ -212,9 +219,11 @@ class RankCheck:
     and dtypes) this rank has not passed it before, every rank compares its
     signature with the others' and a difference is an error on every rank,
     naming it, before anything starts. Repeated signatures are not compared
-    again: a rank that alone changes its shapes later meets the others in a
-    collective of another size, which the collective timeout
-    (HOSTIR_COMM_TIMEOUT) ends. HOSTIR_CHECK_PROGRAM=1 compares on every call,
+    again: a rank that alone changes its shapes later waits in a comparison no
+    other rank makes (on a group of its own, so it never meets another rank's
+    collective), and when the collective timeout (HOSTIR_COMM_TIMEOUT) ends it
+    the error names its new shapes; the others' collective that it did not join
+    ends so too, naming the likely cause. HOSTIR_CHECK_PROGRAM=1 compares on every call,
     and the programs' text on the first; HOSTIR_DISABLE=rank_checks skips it."""
 
     MAX_SEEN = 64

@@ -1,0 +1,19 @@
+"""Run under mpirun: after a call every rank made alike, rank 1 alone passes
+an input of a new shape. The job must end on every rank, non-zero, with a
+message saying what rank 1 passed and why that is wrong (never a result built
+from mismatched collectives, never a hang)."""
+import torch
+
+from hostir import DataType, FusionDefinition
+from hostir.multidevice import Communicator, DeviceMesh, Shard
+
+comm = Communicator.instance()
+mesh = DeviceMesh(torch.arange(comm.size()))
+with FusionDefinition() as fd:
+    inp = fd.define_tensor((-1, -1), dtype=DataType.Float, mesh=mesh, placements=[Shard(0)])
+    out = fd.ops.set(inp)
+    out.set_device_mesh(mesh)  # replicated: an allgather
+    fd.add_output(out)
+fd.execute([torch.randn(2, 3)])
+fd.execute([torch.randn(2, 3) if comm.rank() == 0 else torch.randn(2, 5)])
+print("unreachable", flush=True)
