@@ -168,8 +168,8 @@ class Segmenter:
         if g.kind == "matmul":
             return f"{name} feeds a matmul, which runs through ATen"
         if k == "scatter":
-            return (f"{name} writes at positions read from its index: its result is complete only "
-                    f"after its own kernels (a read in the same kernel would need a grid-wide sync)")
+            return (f"{name} writes at positions read from its index: segment {_ref(g)} reads it "
+                    f"after its kernels (in one kernel that would need a grid-wide sync)")
         if g.kind == "scatter":  # a prologue, computed in the kernel that reads it
             if k != "pointwise":
                 return f"{name} feeds the scatter of segment {_ref(g)}; it needs its own kernel"
