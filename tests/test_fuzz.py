@@ -1,7 +1,7 @@
 """Property test: random fusions from a small grammar (pointwise unary and
 binary ops, casts, broadcast_in_dim, squeeze, reshape, permute, slice, pad,
-cat, sum/max with keepdim) run through `fd.execute` (concretization,
-pre-segmentation passes, alias analysis, segmentation, cache) and are compared
+cat, sum/max with keepdim, scans, gathers, scatters) run through `fd.execute`
+(concretization, pre-segmentation passes, alias analysis, segmentation, cache) and are compared
 with the reference evaluator on the unmodified fusion and with torch eager
 computed alongside the definition."""
 from __future__ import annotations
@@ -28,7 +28,7 @@ UNARY = {
 }
 BINARY = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "maximum": torch.maximum}
 OPS = ["unary", "binary", "scalar", "cast", "broadcast", "squeeze", "reshape", "permute",
-       "slice", "pad", "cat", "reduce", "normalize", "scan", "gather"]
+       "slice", "pad", "cat", "reduce", "normalize", "scan", "gather", "scatter"]
 
 
 class Item:
@@ -218,6 +218,18 @@ def apply_op(fd, data, items: list[Item], kind: str) -> Item | None:
         if draw(st.booleans(), label="gather or take_along_axis"):
             return Item(fd.ops.gather(it.h, k, d), it.t.gather(d, ref_k))
         return Item(fd.ops.take_along_axis(it.h, k, d), torch.take_along_dim(it.t, ref_k, d))
+    if kind == "scatter":  # its negation written at a rotation of its positions along a dim
+        if n == 0 or 0 in it.shape:
+            return None
+        d = draw(st.integers(-n, n - 1), label="scatter dim")
+        c = draw(st.integers(0, 5), label="rotation")
+        e = fd.ops.size(it.h, d)
+        rot = fd.ops.remainder(fd.ops.iota(e, c, 1, DataType.Int), e)  # distinct positions
+        k = fd.ops.broadcast_in_dim(rot, [it.h.size(i) for i in range(n)], [d % n])
+        shape = [1] * n
+        shape[d] = it.shape[d]
+        ref_k = ((torch.arange(it.shape[d]) + c) % it.shape[d]).reshape(shape).expand(*it.shape)
+        return Item(fd.ops.scatter(it.h, k, fd.ops.neg(it.h), d), it.t.scatter(d, ref_k, -it.t))
     raise AssertionError(kind)
 
 
@@ -313,7 +325,8 @@ def test_random_fusions_match_reference_and_torch(data, in_shapes, seed):
     assert fd.cache_info().hits >= 1
     for s in fd.last_segments():
         assert s.launches == (s.scheduler != "alias")
-        assert s.scheduler in {"pointwise", "reduction", "normalization", "scan", "matmul", "alias"}
+        assert s.scheduler in {"pointwise", "reduction", "normalization", "scan", "scatter", "matmul",
+                               "alias"}
 
 
 @settings(max_examples=30, deadline=None, database=None,

@@ -1,9 +1,10 @@
-"""Indexing ops of fd.ops (index_select, gather, take_along_axis, embedding_fwd)
-against torch on random data: many shapes, size-1 and empty dims, Int and Int32
-indices (negative ones count from the end), non-contiguous inputs, the index
-fused with a pointwise prologue and the result with an epilogue; out-of-range
-values are an ExecutionError naming the op, the tensors and the value. The
-kernels run in the interpreter on CPU (and are compiled by the NVRTC sweep)."""
+"""Indexing ops of fd.ops (index_select, gather, take_along_axis, embedding_fwd,
+scatter) against torch on random data: many shapes, size-1 and empty dims, Int
+and Int32 indices (negative ones count from the end, except scatter's: torch's
+range), non-contiguous inputs, the index fused with a pointwise prologue and
+the result with an epilogue; out-of-range values are an ExecutionError naming
+the op, the tensors and the value. The kernels run in the interpreter on CPU
+(and are compiled by the NVRTC sweep)."""
 import pytest
 import torch
 
@@ -288,3 +289,263 @@ def test_gather_of_long_rows(op, xshape, ishape, dtype):
     i = _pos(idx, xshape[-1])
     ref = torch.gather(x, -1, i) if op == "gather" else torch.take_along_dim(x, i, -1)
     check(out, (ref.float() * 2 + 1).to(x.dtype))
+
+
+# ---------------------------------------------------------------- scatter
+
+def _unique(ishape, extent: int, dim: int, dtype: D = D.Int) -> torch.Tensor:
+    """Index values in [0, extent), distinct along `dim` at each point of the
+    other dims (torch leaves repeated ones unspecified): the first entries of
+    random permutations."""
+    full = list(ishape)
+    full[dim] = extent
+    return torch.rand(full).argsort(dim).narrow(dim, 0, ishape[dim]).contiguous().to(TORCH[dtype])
+
+
+# (input shape, index shape, src shape, dim): the index no larger than src on
+# every dim, nor than the input off dim
+SCATTER_CASES = [((5, 7), (3, 7), (3, 7), 0), ((5, 7), (3, 4), (4, 6), 0), ((5, 7), (5, 7), (5, 7), 1),
+                 ((5, 7), (2, 3), (3, 5), 1), ((5, 7), (4, 5), (4, 5), -1), ((1, 6), (1, 4), (2, 4), 1),
+                 ((6, 1), (4, 1), (4, 1), 0), ((3, 4, 5), (2, 3, 5), (2, 4, 5), 0),
+                 ((3, 4, 5), (3, 2, 4), (3, 3, 4), 1), ((3, 4, 5), (1, 4, 3), (2, 4, 3), 2),
+                 ((3, 4, 5), (3, 1, 5), (3, 1, 5), -1), ((9,), (9,), (9,), 0), ((33,), (5,), (7,), 0),
+                 ((4, 6), (0, 6), (2, 6), 0)]
+
+
+@pytest.mark.parametrize("dtype", [D.Float, D.BFloat16, D.Int32, D.Int], ids=lambda d: d.short)
+@pytest.mark.parametrize("case", SCATTER_CASES, ids=str)
+@pytest.mark.parametrize("idx_dtype", [D.Int, D.Int32], ids=lambda d: d.short)
+def test_scatter(case, dtype, idx_dtype):
+    shape, ishape, sshape, dim = case
+    x, src = rand(shape, dtype), rand(sshape, dtype)
+    idx = _unique(ishape, shape[dim], dim, idx_dtype)
+
+    def build(fd):
+        fd.add_output(fd.ops.scatter(declare(fd, x), declare(fd, idx), declare(fd, src), dim))
+    (out,) = run(build, [x, idx, src])
+    check(out, torch.scatter(x, dim, idx.long(), src))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dim", [0, 1])
+def test_scatter_of_non_contiguous_operands(layout, dim):
+    x, src = relayout(rand((6, 8), D.Float), layout), relayout(rand((5, 7), D.Float), layout)
+    idx = relayout(_unique((4, 6), x.shape[dim], dim), layout)
+
+    def build(fd):
+        t, i, s = (declare(fd, v, layout) for v in (x, idx, src))
+        fd.add_output(fd.ops.scatter(t, i, s, dim))
+    (out,) = run(build, [x, idx, src])
+    check(out, torch.scatter(x, dim, idx, src))
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_scatter_with_broadcast_dims(dim):
+    """Size-1 dims declared as broadcasts, and an input expanded from one."""
+    x, row = rand((1, 6), D.Float), rand((5, 1), D.Float)
+    idx = _unique((3, 1) if dim == 0 else (1, 4), 5 if dim == 0 else 6, dim)
+    src = rand((4, 1) if dim == 0 else (1, 6), D.Float)
+
+    def build(fd):
+        t, r = declare(fd, x, "bcast"), declare(fd, row, "bcast")
+        wide = fd.ops.add(fd.ops.expand(t, [5, 6]), r)
+        fd.add_output(fd.ops.scatter(fd.ops.expand(t, [5, 6]), declare(fd, idx, "bcast"),
+                                     declare(fd, src, "bcast"), dim))
+        fd.add_output(fd.ops.scatter(wide, declare(fd, idx, "bcast"), declare(fd, src, "bcast"), dim))
+    out, out2 = run(build, [x, row, idx, src, idx, src])
+    check(out, torch.scatter(x.expand(5, 6), dim, idx, src))
+    check(out2, torch.scatter(x + row, dim, idx, src))
+
+
+@pytest.mark.parametrize("dtype", [D.Float, D.BFloat16, D.Int32], ids=lambda d: d.short)
+def test_scatter_of_a_scalar(dtype):
+    """nvFuser's scalar src (an input scalar, or a number): written wherever
+    the index says, in the input's dtype."""
+    x = rand((6, 5), dtype)
+    rows, cols = _unique((3, 5), 6, 0), _unique((6, 2), 5, 1)
+
+    def build(fd):
+        t, i, j = declare(fd, x), declare(fd, rows), declare(fd, cols)
+        s = fd.define_scalar(None, dtype=D.Double)
+        fd.add_output(fd.ops.scatter(t, i, s, 0))
+        fd.add_output(fd.ops.scatter(t, j, 7, 1))
+    out, out2 = run(build, [x, rows, cols, 2.5])
+    check(out, torch.scatter(x, 0, rows, 2.5))
+    check(out2, torch.scatter(x, 1, cols, 7))
+
+
+def test_scatter_fuses_its_prologue_and_cuts_before_its_readers():
+    """Pointwise producers of the input, index and src run in the scatter's two
+    kernels (the fill kernel copies the input, the write kernel stores src at
+    the index values); its readers are a later segment, with the cut's reason.
+    Later calls of one signature (the direct runner) read new index values."""
+    from hostir import FusionDefinition
+    x, src = rand((6, 9), D.Float), rand((4, 9), D.Float)
+    with FusionDefinition() as fd:
+        t, i, s = declare(fd, x), declare(fd, _unique((4, 9), 6, 0)), declare(fd, src)
+        y = fd.ops.scatter(fd.ops.exp(t), fd.ops.sub(i, fd.ops.mul(fd.ops.lt(i, 0), 0)),
+                           fd.ops.mul(s, 2.0), 0)
+        fd.add_output(fd.ops.add(y, 1.0))
+    for _ in range(3):
+        idx = _unique((4, 9), 6, 0)
+        (out,) = fd.execute([x, idx, src])
+        check(out, torch.scatter(torch.exp(x), 0, idx, src * 2) + 1)
+    assert [(s.scheduler, s.ops) for s in fd.last_segments()] == [
+        ("scatter", ["exp", "lt", "mul", "sub", "mul", "scatter"]), ("pointwise", ["add"])]
+    assert "writes at positions read from its index" in fd.last_segmented_fusion_ir()
+    host = fd.last_host_ir()
+    assert "launch seg0_scatter_fill(" in host and "launch seg0_scatter_write(" in host and "-> into" in host
+    code = fd.last_cuda_code()
+    assert code.count("__global__") == 3 and "if (" in code
+
+
+def test_scatter_chains_and_reductions():
+    """A scatter of a scatter (each a segment), reduced afterwards."""
+    x, a, b = rand((5, 8), D.Float), rand((5, 3), D.Float), rand((2, 8), D.Float)
+    i, j = _unique((5, 3), 8, 1), _unique((2, 8), 5, 0)
+
+    def build(fd):
+        t = fd.ops.scatter(declare(fd, x), declare(fd, i), declare(fd, a), 1)
+        u = fd.ops.scatter(t, declare(fd, j), declare(fd, b), 0)
+        fd.add_output(fd.ops.sum(u, [1]))
+        fd.add_output(t)
+    out, mid = run(build, [x, i, a, j, b])
+    t = torch.scatter(x, 1, i, a)
+    check(mid, t)
+    check(out, torch.scatter(t, 0, j, b).double().sum(1).float(), kind="reduction")
+
+
+def test_scatter_in_place_of_its_input():
+    """add_output(..., alias_input=input): an index_put-like update of the input."""
+    from hostir import FusionDefinition
+    x, src = rand((6, 4), D.Float), rand((3, 4), D.Float)
+    idx = _unique((3, 4), 6, 0)
+    with FusionDefinition() as fd:
+        t = declare(fd, x)
+        fd.add_output(fd.ops.scatter(t, declare(fd, idx), declare(fd, src), 0), alias_input=t)
+    expected = torch.scatter(x, 0, idx, src)
+    fd.execute([x, idx, src])
+    check(x, expected)
+
+
+def test_scatter_with_repeated_indices_writes_one_of_the_values():
+    """Which of several values for one position lands is unspecified (as in
+    torch); it is one of them, and the other positions are the input's."""
+    x, src = rand((4, 6), D.Float), rand((3, 6), D.Float)
+    idx = torch.tensor([[1] * 6, [1] * 6, [3] * 6])
+
+    def build(fd):
+        fd.add_output(fd.ops.scatter(declare(fd, x), declare(fd, idx), declare(fd, src), 0))
+    (out,) = run(build, [x, idx, src])
+    check(out[[0, 2]], x[[0, 2]])
+    check(out[3], src[2])
+    assert bool(((out[1] == src[0]) | (out[1] == src[1])).all())
+
+
+@pytest.mark.skipif(TEST_DEVICE != "cpu", reason="GPUs check indices only with HOSTIR_DEBUG=indices")
+@pytest.mark.parametrize("bad", [5, -1, 100])
+def test_scatter_out_of_range_is_an_error_naming_the_value(bad):
+    """As torch: index values in [0, extent); a negative one does not count
+    from the end (unlike the gathers')."""
+    x, src = rand((5, 5), D.Float), rand((2, 5), D.Float)
+    idx = torch.tensor([[0, 1, 2, 3, 4], [4, bad, 0, 1, 2]])
+
+    def build(fd):
+        fd.add_output(fd.ops.scatter(declare(fd, x), declare(fd, idx), declare(fd, src), 0))
+    with pytest.raises(ExecutionError, match=rf"scatter -> .*T1 addressing dim 0 of T0.*index {bad} "
+                                             rf"is out of range for extent 5"):
+        run(build, [x, idx, src])
+
+
+def test_scatter_index_larger_than_its_operands_is_an_error():
+    from hostir import FusionDefinition
+    with FusionDefinition() as fd:
+        t, i, s = fd.define_tensor([-1, -1]), fd.define_tensor([-1, -1], dtype=D.Int), fd.define_tensor([-1, -1])
+        fd.add_output(fd.ops.scatter(t, i, s, 0))
+    x, zeros = rand((3, 4), D.Float), torch.zeros
+    with pytest.raises(ExecutionError, match=r"scatter .* dim 1 of index T1 has extent 5, more than the input"):
+        fd.execute([x, zeros(2, 5, dtype=torch.int64), rand((2, 5), D.Float)])
+    with pytest.raises(ExecutionError, match=r"scatter .* dim 0 of index T1 has extent 2, more than the src"):
+        fd.execute([x, zeros(2, 4, dtype=torch.int64), rand((1, 4), D.Float)])
+    with pytest.raises(DefinitionError, match=r"scatter: dim 1 of index .* extent 5, more than the input"):
+        with FusionDefinition() as fd:
+            fd.ops.scatter(fd.define_tensor([3, 4]), fd.define_tensor([2, 5], dtype=D.Int),
+                           fd.define_tensor([2, 5]), 0)
+
+
+def test_scatter_definition_errors():
+    from hostir import FusionDefinition
+
+    def define(ishape, idtype=D.Int, sshape=(-1, -1), sdtype=D.Float, dim=0, xshape=(-1, -1)):
+        with FusionDefinition() as fd:
+            fd.ops.scatter(fd.define_tensor(list(xshape)), fd.define_tensor(list(ishape), dtype=idtype),
+                           fd.define_tensor(list(sshape), dtype=sdtype), dim)
+    with pytest.raises(DefinitionError, match=r"scatter: index T1 \(float.*must be Int or Int32, got float"):
+        define((-1, -1), idtype=D.Float)
+    with pytest.raises(DefinitionError, match=r"scatter: index T1 .* rank of the input T0 .*\(2\), has 1"):
+        define((-1,))
+    with pytest.raises(DefinitionError, match=r"scatter: src T2 .* rank of the input T0 .*\(2\), has 3"):
+        define((-1, -1), sshape=(-1, -1, -1))
+    with pytest.raises(DefinitionError, match=r"scatter: src T2 \(double.* dtype of the input T0 .*float"):
+        define((-1, -1), sdtype=D.Double)
+    with pytest.raises(DefinitionError, match=r"scatter: dim 2 is out of range"):
+        define((-1, -1), dim=2)
+    with pytest.raises(DefinitionError, match=r"scatter: input T0 .* at least one dim"):
+        define((), sshape=(), xshape=())
+
+
+def test_scatter_debug_builds_check_indices_on_gpus():
+    """HOSTIR_DEBUG=indices builds the write kernel's device-side check (the
+    session's NVRTC sweep compiles it)."""
+    from hostir import FusionDefinition, config
+    from hostir.codegen import spec as S
+    made = []
+    S.observers.append(made.append)
+    try:
+        with config.override(debug=config.get().debug | {"indices"}):
+            x, idx, src = rand((6, 4), D.Float), _unique((2, 4), 6, 0, D.Int32), rand((2, 4), D.Float)
+            with FusionDefinition() as fd:
+                fd.add_output(fd.ops.scatter(declare(fd, x), declare(fd, idx), declare(fd, src), 0))
+            (out,) = fd.execute([x, idx, src])
+    finally:
+        S.observers.remove(made.append)
+    check(out, torch.scatter(x, 0, idx.long(), src))
+    writes = [v.source for sp in made if sp.name.endswith("_write") for v in sp.typical_variants()]
+    assert writes and all("#define HIR_CHECK_INDICES 1" in s and "__trap()" in s for s in writes)
+
+
+SCATTER_TRAP = """
+import torch
+from hostir import DataType, FusionDefinition
+with FusionDefinition() as fd:
+    x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+    i = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Int)
+    s = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+    fd.add_output(fd.ops.scatter(x, i, s, 0))
+x, s = torch.randn(5, 3, device="cuda"), torch.randn(1, 3, device="cuda")
+(out,) = fd.execute([x, torch.tensor([[1, 4, 0]], device="cuda"), s])
+assert torch.equal(out, torch.scatter(x, 0, torch.tensor([[1, 4, 0]], device="cuda"), s))
+(out,) = fd.execute([x, torch.tensor([[1, 7, 0]], device="cuda"), s])
+torch.cuda.synchronize()
+print("not trapped", bool(torch.equal(out[:, 1], x[:, 1])))
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("debug", [True, False])
+def test_a_debug_gpu_scatter_traps_on_a_bad_index(debug, tmp_path):
+    """With HOSTIR_DEBUG=indices the write kernel prints the op and the value
+    and traps; without it the write out of range is skipped."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]),
+               HOSTIR_DEBUG="indices" if debug else "")
+    proc = subprocess.run([sys.executable, "-c", SCATTER_TRAP], capture_output=True, text=True,
+                          env=env, timeout=300, cwd=tmp_path)
+    if debug:
+        assert proc.returncode != 0, proc.stdout
+        assert "hostir: scatter" in proc.stdout + proc.stderr and "index 7" in proc.stdout + proc.stderr
+    else:
+        assert proc.returncode == 0 and "not trapped True" in proc.stdout, proc.stderr[-2000:]

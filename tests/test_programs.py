@@ -710,6 +710,49 @@ def _(fd):
     fd.add_output(fd.ops.embedding_fwd(i, w, None, None, 2.0, False, False))
 
 
+def _topk_rows(x, k, src):
+    """nvFuser's scatter tests' inputs: rows picked by topk (distinct per column)."""
+    return [x, torch.topk(x, k, dim=0)[1], src]
+
+
+@program("scatter_output_intermediate", lambda: _topk_rows(r(16, 32), 4, r(4, 32)),
+         lambda x, i, s: [torch.sigmoid(torch.scatter(x, 0, i, s))], 1e-6, 1e-6)
+def _(fd):
+    t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=D.Float, is_cpu=False,
+                          stride_order=[1, 0])
+    t1 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=D.Int, is_cpu=False,
+                          stride_order=[1, 0])
+    t2 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=D.Float, is_cpu=False,
+                          stride_order=[1, 0])
+    fd.add_output(fd.ops.sigmoid(fd.ops.scatter(t0, t1, t2, 0)))
+
+
+@program("scatter_scalar_src", lambda: _topk_rows(r(16, 32), 4, 1.5),
+         lambda x, i, s: [torch.scatter(x, 0, i, s)])
+def _(fd):
+    t0, t1 = sym(fd, 2), sym(fd, 2, D.Int)
+    s2 = fd.define_scalar(None, dtype=D.Double)
+    fd.add_output(fd.ops.scatter(t0, t1, s2, 0))
+
+
+@program("index_put_as_scatter", lambda: [r(6, 5), torch.randperm(6)[:3], r(3, 5)],
+         lambda a, i, v: [a.index_put((i,), v)])
+def _(fd):
+    a, i, v = sym(fd, 2), sym(fd, 1, D.Int), sym(fd, 2)
+    rows = fd.ops.broadcast_in_dim(i, [i.shape()[0], a.shape()[1]], [0])  # thunder's translation
+    fd.add_output(fd.ops.scatter(a, rows, v, 0))
+
+
+@program("scatter_dim1_int32_bf16", lambda: [r(4, 9, dtype=torch.bfloat16),
+                                             torch.rand(4, 9).argsort(1)[:, :5].to(torch.int32),
+                                             r(4, 6, dtype=torch.bfloat16)],
+         lambda x, i, s: [torch.scatter(x, 1, i.long(), s * 2) + x])
+def _(fd):
+    x, i, s = sym(fd, 2, D.BFloat16), sym(fd, 2, D.Int32), sym(fd, 2, D.BFloat16)
+    y = fd.ops.scatter(x, i, fd.ops.cast(fd.ops.mul(s, 2.0), D.BFloat16), 1)
+    fd.add_output(fd.ops.add(y, x))
+
+
 @program("select_scalar", lambda: [r(5, 6), 2], lambda x, k: [x[:, k]])
 def _(fd):
     x = sym(fd, 2)

@@ -360,3 +360,32 @@ def test_dump_env_prints_the_stages(monkeypatch, capsys):
     finally:
         monkeypatch.delenv("HOSTIR_DUMP")
         config.reload()
+
+
+def test_scatter_is_a_segment_with_its_prologue():
+    """A scatter's segment computes the pointwise ops only it reads; a producer
+    also read elsewhere, one that needs its own kernel (a reduction) and the
+    scatter's readers are other segments, each cut with its reason."""
+    def build(fd):
+        x, s = fd.define_tensor([-1, -1]), fd.define_tensor([-1, -1])
+        i = fd.define_tensor([-1, -1], dtype=DataType.Int)
+        e = fd.ops.exp(x)
+        m = fd.ops.sum(s, [0], keepdim=True)
+        y = fd.ops.scatter(fd.ops.neg(e), i, fd.ops.mul(s, m), 0)
+        fd.add_output(e)
+        fd.add_output(fd.ops.add(y, 1.0))
+
+    fd = define(build)
+    x, s = torch.randn(5, 4), torch.randn(3, 4)
+    i = torch.rand(5, 4).argsort(0)[:3]
+    e, out = fd.execute([x, s, i])
+    torch.testing.assert_close(e, x.exp())
+    torch.testing.assert_close(out, torch.scatter(-x.exp(), 0, i, s * s.sum(0, keepdim=True)) + 1)
+    text, segs = check_dump(fd)
+    scatter = next(g for g in segs if g.scheduler == "scatter")
+    assert sorted(scatter.ops) == ["broadcast", "mul", "neg", "scatter"]  # (keepdim: a broadcast)
+    assert sorted(g.scheduler for g in segs) == ["pointwise", "pointwise", "reduction", "scatter"]
+    reasons = " | ".join(r for g in segs for r in g.reasons)
+    assert f"feeds the scatter of segment {scatter.id} and is used outside it" in reasons
+    assert f"feeds the scatter of segment {scatter.id}; it needs its own kernel" in reasons
+    assert "(scatter) writes at positions read from its index: segment" in reasons

@@ -264,13 +264,17 @@ class _Printer:
     def point_body(self, inner_nodes, names) -> None:
         """One point per slot: compute, then store each output."""
         self.emit_all(inner_nodes, names, f"i{self.inner}", "    ")
+        guard = self.k.guard
+        when = f"if ({names[id(guard)]}) " if guard is not None else ""
         for s, node, ix in self.k.stores:
             off = _offset([names[id(i)] for i in ix], f"out{s}")
-            self.lines.append(f"    out{s}[{off}] = {names[id(node)]};")
+            self.lines.append(f"    {when}out{s}[{off}] = {names[id(node)]};")
 
     def vector_body(self, inner_nodes, names) -> None:
         """`vec` points per slot: vector loads, an unrolled loop, vector stores."""
         k, v, L = self.k, self.vec, self.lines
+        if k.guard is not None:
+            raise AssertionError(f"{k.name}: guarded stores are scalar (vector_width gives 1)")
         base = dict(names)  # vector loads and store offsets are evaluated once, at u = 0
         needed = [node for node in inner_nodes if id(node) in self.vloads]
         store_ix = [i for _, _, ix in k.stores for i in ix if id(i) in self.dep]
@@ -406,7 +410,7 @@ def vector_width(kern: Kernel) -> int:
     """Elements per thread group: 16 bytes of the widest element type, or 1
     when a store is not at an aligned, innermost-contiguous position."""
     n = len(kern.extent_vals)
-    if n == 0 or (kern.reduced and n - 1 not in kern.reduced):
+    if n == 0 or kern.guard is not None or (kern.reduced and n - 1 not in kern.reduced):
         return 1  # a reduction kernel's vectors run along its innermost dim, when it reduces it
     dep = _inner_deps(kern, n - 1)
     # inputs read once per vector (a gather's index, a row's scale) do not bound it

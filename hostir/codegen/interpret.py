@@ -130,7 +130,7 @@ def interpret(kern: Kernel, slots: tuple[Slot, ...], values: list, vec: int = 1)
             vals[id(n)] = _scan(n, vals[id(n.src[0])], extents, kern.scanned)
         else:
             vals[id(n)] = _node(n, vals, tensors, strides, params, idx, numel, device)
-    _store(kern, kern.stores, tensors, strides, vals, numel, device)
+    _store(kern, kern.stores, tensors, strides, vals, numel, device, kern.guard)
 
 
 _SCAN = {"sum": torch.cumsum, "prod": torch.cumprod,
@@ -143,11 +143,14 @@ def _scan(n, x: torch.Tensor, extents: list[int], dim: int) -> torch.Tensor:
     return _SCAN[n.arg](x, dim).to(n.dtype.torch).reshape(-1)
 
 
-def _store(kern, stores, tensors, strides, vals, numel, device) -> None:
+def _store(kern, stores, tensors, strides, vals, numel, device, guard=None) -> None:
+    """Each store at every point (where `guard` holds). Points storing to one
+    place (a scatter's repeated index) leave one of their values there."""
+    keep = vals[id(guard)].expand(numel) if guard is not None else slice(None)
     for k, node, ix in stores:
         out = tensors["out"][k]
-        off = _offsets(out, strides["out"][k], ix, vals, device)
-        _flat(out)[off.expand(numel)] = vals[id(node)].expand(numel).to(out.dtype)
+        off = _offsets(out, strides["out"][k], ix, vals, device).expand(numel)[keep]
+        _flat(out)[off] = vals[id(node)].expand(numel).to(out.dtype)[keep]
 
 
 def _interpret_reduction(kern, tensors, strides, params, extents, device) -> None:

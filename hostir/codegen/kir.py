@@ -68,6 +68,9 @@ class Kernel:
     order: list[KNode] = field(default_factory=list)      # every node, producers first
     reduced: tuple = ()  # iteration dims a reduction kernel reduces (innermost-first order kept)
     scanned: int = -1    # the iteration dim a scan kernel's SCAN nodes run along (-1: none)
+    guard: KNode | None = None  # stores happen only where it holds (None: everywhere): a scatter's
+                                # write kernel stores where its index values are in range, at
+                                # positions of outputs of another shape than its iteration space
 
     @property
     def kept(self) -> tuple:
@@ -320,6 +323,9 @@ def verify_kernel(kern: Kernel) -> None:
             if len(node.src) != 1 + t.ndim or node.dtype is not t.dtype:
                 fail(f"load of input {node.arg} ({t.dtype.short}, {t.ndim} dims) with "
                      f"{len(node.src) - 1} indices as {node.dtype.short}")
+    if kern.guard is not None and (id(kern.guard) not in seen or kern.guard.dtype is not DataType.Bool
+                                   or kern.reduced or kern.scanned >= 0):
+        fail("a store guard that is not a Bool node of a pointwise kernel's order")
     stored = set()
     for slot, value, ix in kern.stores:
         if not 0 <= slot < len(kern.outputs) or len(ix) != kern.outputs[slot].ndim:
@@ -344,6 +350,7 @@ def kernel_text(kern: Kernel) -> str:
         args = ", ".join(names[id(s)] for s in node.src)
         arg = "" if node.arg is None else f" [{node.arg}]"
         lines.append(f"  %{k} {node.dtype.short} = {op}{arg}({args})")
+    where = f" where {names[id(kern.guard)]}" if kern.guard is not None else ""
     for slot, value, ix in kern.stores:
-        lines.append(f"  out{slot}[{', '.join(names[id(i)] for i in ix)}] = {names[id(value)]}")
+        lines.append(f"  out{slot}[{', '.join(names[id(i)] for i in ix)}] = {names[id(value)]}{where}")
     return "\n".join(lines)

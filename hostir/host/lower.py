@@ -1,10 +1,12 @@
 """Lowering: a segmented fusion becomes a host program — one launch per
-segment in dependency order (alias segments make views and launch nothing),
-intermediates freed after their last use."""
+segment in dependency order (alias segments make views and launch nothing; a
+scatter segment launches two kernels on one buffer), intermediates freed after
+their last use."""
 from __future__ import annotations
 
 from .. import config
 from ..codegen.scan import scan_spec
+from ..codegen.scatter import scatter_specs
 from ..codegen.spec import KernelOptions, pointwise_spec, reduction_spec
 from ..ir.env import Env
 from ..ir.errors import ExecutionError, UnsupportedError
@@ -42,6 +44,26 @@ def make_step(seg: Segment, sf: SegmentedFusion, env: Env | None, options: Kerne
     return TorchStep(seg)
 
 
+def segment_launches(seg: Segment, sf: SegmentedFusion, env: Env | None,
+                     options: KernelOptions) -> list[H.LaunchKernel]:
+    """The launch statements of a segment: one, or a scatter's fill kernel and
+    then its write kernel into the fill's result (torch ops where a prologue
+    op has no kernel rule)."""
+    if seg.scheduler == "scatter":
+        try:
+            fill, write = scatter_specs(seg, f"hir_seg{seg.id}_scatter", options)
+        except UnsupportedError:
+            return [H.LaunchKernel(TorchStep(seg), seg.inputs, seg.outputs)]
+        launches = []
+        for spec, part in ((fill, "fill"), (write, "write")):
+            used = {id(t.val) for t in spec.plain.inputs} | {id(p) for p in spec.plain.params}
+            inputs = tuple(v for v in seg.inputs if id(v) in used)
+            launches.append(H.LaunchKernel(KernelStep(seg, spec, inputs, part), inputs, seg.outputs,
+                                           into=part == "write"))
+        return launches
+    return [H.LaunchKernel(make_step(seg, sf, env, options), seg.inputs, seg.outputs)]
+
+
 def lower(sf: SegmentedFusion, env: Env | None = None,
           options: KernelOptions | None = None) -> H.HostIR:
     options = options or KernelOptions.from_config()
@@ -53,7 +75,7 @@ def lower(sf: SegmentedFusion, env: Env | None = None,
             last_use[id(v)] = i
     body: list = []
     for i, seg in enumerate(sf.segments):
-        body.append(H.LaunchKernel(make_step(seg, sf, env, options), seg.inputs, seg.outputs))
+        body += segment_launches(seg, sf, env, options)
         for v in seg.inputs:
             if (v.is_tensor and v.op is not Op.TENSOR_INPUT and id(v) not in outputs
                     and last_use[id(v)] == i):

@@ -79,10 +79,11 @@ class _Step:
     inputs come from (call arguments or earlier outputs), which slots its
     outputs fill and which slots it frees."""
 
-    __slots__ = ("prep", "ins", "scalars", "outs", "free")
+    __slots__ = ("prep", "ins", "scalars", "outs", "into", "free")
 
-    def __init__(self, prep, ins, scalars, outs):
+    def __init__(self, prep, ins, scalars, outs, into=False):
         self.prep, self.ins, self.scalars, self.outs, self.free = prep, ins, scalars, outs, []
+        self.into = into  # its outputs are earlier steps' (a scatter's write kernel)
 
 
 def _direct_steps(program: H.HostIR, prepared: dict):
@@ -92,7 +93,9 @@ def _direct_steps(program: H.HostIR, prepared: dict):
     for s in program.body:
         if isinstance(s, H.Deallocate):
             continue
-        if not isinstance(s, H.LaunchKernel) or s.into or not isinstance(s.target, KernelStep):
+        if not isinstance(s, H.LaunchKernel) or not isinstance(s.target, KernelStep):
+            return None
+        if s.into and any(id(o) not in made for o in s.outputs):
             return None
         got = prepared.get(s.target)
         if got is None:
@@ -111,10 +114,10 @@ def _direct_steps(program: H.HostIR, prepared: dict):
             return None
         scalars = [(arg_of[id(v)], v.dtype) for v in prep.dyn]
         outs = []
-        for val, _, _ in prep.outs:
-            made[id(val)] = len(made)
+        for val in s.outputs if s.into else [val for val, _, _ in prep.outs]:
+            made.setdefault(id(val), len(made))
             outs.append(made[id(val)])
-        steps.append(_Step(prep, ins, scalars, outs))
+        steps.append(_Step(prep, ins, scalars, outs, s.into))
     if any(id(v) not in made for v in program.outputs):
         return None
     results = [made[id(v)] for v in program.outputs]
@@ -146,9 +149,12 @@ def _many_kernels(steps: list[_Step], nslots: int, results: list[int], device):
         stream = stream_of()
         vals = [None] * nslots
         for step in steps:
-            res = step.prep.empty_outputs()
-            for slot, t in zip(step.outs, res):
-                vals[slot] = t
+            if step.into:
+                res = [vals[slot] for slot in step.outs]
+            else:
+                res = step.prep.empty_outputs()
+                for slot, t in zip(step.outs, res):
+                    vals[slot] = t
             tensors = [vals[i] if from_slot else args[i] for from_slot, i in step.ins]
             step.prep.run(tensors, res, _scalars(args, step.scalars), stream)
             for slot in step.free:

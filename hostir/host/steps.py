@@ -25,12 +25,14 @@ class KernelStep:
     input signature is prepared (variant, grid, packed arguments) and kept in
     the run's bound plan; later launches rewrite pointers and scalars only."""
 
-    def __init__(self, seg: Segment, spec: KernelSpec):
+    def __init__(self, seg: Segment, spec: KernelSpec, inputs: tuple | None = None, part: str = ""):
+        """`inputs`: what the launch passes (default: the segment's inputs);
+        `part` names one of a segment's several kernels."""
         self.seg = seg
         self.spec = spec
-        self.name = f"seg{seg.id}_{seg.scheduler}"
-        where = {id(v): i for i, v in enumerate(seg.inputs)}
-        # per kernel (plain, paired): positions of its tensor inputs among the segment's inputs
+        self.name = f"seg{seg.id}_{seg.scheduler}" + (f"_{part}" if part else "")
+        where = {id(v): i for i, v in enumerate(seg.inputs if inputs is None else inputs)}
+        # per kernel (plain, paired): positions of its tensor inputs among the launch's inputs
         self.positions = {id(k): [where[id(t.val)] for t in k.inputs] for k in spec.kernels}
 
     @property
@@ -38,19 +40,23 @@ class KernelStep:
         return self.spec.source
 
     def launch(self, ctx, args: list, out=None) -> list:
+        """The outputs; with `out`, the kernel writes into those buffers (a
+        scatter's write kernel, into what its fill kernel made) and returns them."""
         bound = ctx.bound
         got = bound.prepared.get(self) if bound is not None else None
         if got is None:
-            return self._first(ctx, args)
+            return self._first(ctx, args, out)
         prep, positions = got
-        if ctx.out_buffers:
+        if out is not None:
+            outs = out
+        elif ctx.out_buffers:
             outs = [ctx.output(v, shape, dt) for v, shape, dt in prep.outs]
         else:
             outs = prep.empty_outputs()
         prep.run([args[p] for p in positions], outs, [ctx[v] for v in prep.dyn], ctx.pool.handle)
         return outs
 
-    def _first(self, ctx, args: list) -> list:
+    def _first(self, ctx, args: list, out=None) -> list:
         spec = self.spec
         full = [ctx.scalar(e) for e in spec.plain.extent_vals]
         kernel, extents = spec.kernel_for(full)
@@ -63,19 +69,23 @@ class KernelStep:
         if kernel.reduced:  # also the kept dims' shape, without or with the reduced dims as 1
             shapes += [[full[d] for d in kernel.kept],
                        [1 if d in kernel.reduced else e for d, e in enumerate(full)]]
-        outs = []
-        for t in kernel.outputs:
-            shape = ctx.extents(t.val.logical)
-            if shape not in shapes:
-                raise ExecutionError(f"{self.name}: output {t.val!r} has shape {shape} but the "
-                                     f"kernel iterates over {full}")
-            outs.append(ctx.output(t.val, shape, t.dtype.torch))
+        if out is None:
+            outs = [self._output(ctx, t.val, shapes, full) for t in kernel.outputs]
+        else:  # the launch's buffers (a guarded kernel stores anywhere in them)
+            outs = out
         params = [ctx.scalar(p) for p in kernel.params]
         prep = backend.start(spec, kernel, extents, [args[p] for p in positions], outs, params,
                              ctx.device, ctx.pool.handle)
         if ctx.bound is not None:
             ctx.bound.prepared[self] = (prep, positions)
         return outs
+
+    def _output(self, ctx, val, shapes: list, full: list[int]):
+        shape = ctx.extents(val.logical)
+        if shape not in shapes:
+            raise ExecutionError(f"{self.name}: output {val!r} has shape {shape} but the "
+                                 f"kernel iterates over {full}")
+        return ctx.output(val, shape, val.dtype.torch)
 
     def prefetch(self, env, args: list) -> None:
         """Start compiling the variant a first launch on these inputs will most

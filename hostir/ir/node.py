@@ -64,6 +64,8 @@ class Op(enum.Enum):
     CUMSUM = "cumsum"; CUMPROD = "cumprod"; CUMMAX = "cummax"; CUMMIN = "cummin"
     # indexing: src=(input, index), arg=dim (the input's dim the index values address)
     INDEX_SELECT = "index_select"; GATHER = "gather"; TAKE_ALONG_AXIS = "take_along_axis"
+    SCATTER = "scatter"          # src=(input, index, src), arg=dim: input with src written where
+                                 # index says along dim
     # matmul family (reduction axis K last in the output's domain)
     MATMUL = "matmul"
     LINEAR = "linear"            # src=(a, w) or (a, w, bias)
@@ -84,6 +86,8 @@ class Family(enum.Enum):
     REDUCTION = "reduction"
     SCAN = "scan"                # inclusive prefix combine along one dim (cumsum, ...)
     INDEXING = "indexing"        # reads its input where an index tensor says (gather, ...)
+    SCATTER = "scatter"          # its first source, with values written where an index tensor
+                                 # says (a segment of its own: the writes land at data-dependent places)
     MATMUL = "matmul"
     FACTORY = "factory"          # makes a tensor from scalars
 
@@ -119,6 +123,9 @@ class OpDef:
     - `bounds(v)`: scalar sources that concretization may compile in
     - `check(v)`: None, or a function of an Env that raises ExecutionError
       when the run-time extents disagree (checks symbolic shapes per call)
+    - `write(v, ix, L)`: a scatter's write at point `ix` of its index's
+      iteration space: (the result's index written, the value, the predicate
+      under which it is written), built with the lowering `L` (codegen/scatter.py)
     - `dims(v, k)`: for each logical dim of tensor operand k, the logical dim
       of `v` it becomes, REDUCED where the op combines values along it (a
       reduction's or a contraction's dim: `partial` says how partial results
@@ -146,6 +153,7 @@ class OpDef:
     identity: Callable | None = None
     bounds: Callable | None = None
     check: Callable | None = None
+    write: Callable | None = None
     dims: Callable | None = None
     partial: str | None = None
     kind: Kind | None = None

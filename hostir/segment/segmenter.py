@@ -13,6 +13,10 @@ Every cut records a reason. Kinds:
 - scan: one or more scans along one dim of one shape (cumsum, ...); a
   prologue indexed per use, an epilogue of pointwise ops of the scan's shape
   that read the scan at their own point.
+- scatter: one scatter, its result an output of the segment (its writes land
+  at positions read from its index: a read of the result in the same kernel
+  would need a grid-wide sync); a prologue of pointwise ops that only it
+  reads, indexed per use.
 - matmul: one matmul/linear, run through ATen.
 - alias: views of inputs returned as outputs; launches nothing.
 """
@@ -98,13 +102,15 @@ def expr_kind(v: Val) -> str:
         return "reduction"
     if family is Family.SCAN:
         return "scan"
+    if family is Family.SCATTER:
+        return "scatter"
     return "pointwise"
 
 
 @dataclass
 class _Group:
     id: int
-    kind: str                      # pointwise | reduction | normalization | scan | matmul
+    kind: str                      # pointwise | reduction | normalization | scan | scatter | matmul
     space: tuple                   # iteration shape (pointwise: outputs; reduction: its input)
     reduced: frozenset = frozenset()  # reduced dims (a scan: its scanned dim)
     out_space: tuple | None = None  # reduction output shape
@@ -161,6 +167,14 @@ class Segmenter:
             return f"{name} is a matmul; it runs through ATen in its own segment"
         if g.kind == "matmul":
             return f"{name} feeds a matmul, which runs through ATen"
+        if k == "scatter":
+            return (f"{name} writes at positions read from its index: segment {_ref(g)} reads it "
+                    f"after its kernels (in one kernel that would need a grid-wide sync)")
+        if g.kind == "scatter":  # a prologue, computed in the kernel that reads it
+            if k != "pointwise":
+                return f"{name} feeds the scatter of segment {_ref(g)}; it needs its own kernel"
+            return None if internal else (f"{name} feeds the scatter of segment {_ref(g)} and is "
+                                          f"used outside it")
         shape = self.shape(e)
         if k == "scan":
             return self._why_not_scan(e, g, name, shape)

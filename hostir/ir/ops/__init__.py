@@ -11,7 +11,7 @@ from .matmul import linear, matmul
 from .pointwise import as_tensor, cast, compute_type, pointwise, set_, where
 from .reductions import ReductionArg, reduction, reduction_raw, var_mean
 from .scans import ScanArg, scan, scan_raw
-from .indexing import embedding_fwd, gather, index_select, take_along_axis
+from .indexing import embedding_fwd, gather, index_select, scatter, take_along_axis
 from .random import random
 from .resize import cat, pad, pad_raw, slice_, slice_raw
 from .views import broadcast, broadcast_in_dim, expand, permute, reshape, squeeze
@@ -19,4 +19,4 @@ from .views import broadcast, broadcast_in_dim, expand, permute, reshape, squeez
 __all__ = ["FRONTEND", "ONE", "ZERO", "ReductionArg", "as_tensor", "broadcast", "broadcast_in_dim",
            "cast", "cat", "compute_type", "describe", "embedding_fwd", "expand", "gather", "index_select", "full", "iota", "linear", "matmul",
            "norm_dim", "pad", "pad_raw", "permute", "pointwise", "reduction", "reduction_raw",
-           "reshape", "ScanArg", "scan", "scan_raw", "set_", "slice_", "slice_raw", "squeeze", "take_along_axis", "var_mean", "where"]
+           "reshape", "ScanArg", "scan", "scan_raw", "scatter", "set_", "slice_", "slice_raw", "squeeze", "take_along_axis", "var_mean", "where"]

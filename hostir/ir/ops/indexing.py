@@ -8,7 +8,10 @@ reject them; hostir accepts them in all three). A value out of range is an
 ExecutionError naming the op, the tensor, the value and the extent: always on
 CPU (the interpreter checks every index), on GPUs with HOSTIR_DEBUG=indices
 (the kernel checks, prints the offending value and traps); without it a GPU
-kernel reads nothing out of range (the load is predicated, giving 0)."""
+kernel reads nothing out of range (the load is predicated, giving 0).
+
+`scatter(input, index, src, dim)` (torch.scatter, out of place) writes instead:
+see its docstring; it is a segment of its own (codegen/scatter.py)."""
 from __future__ import annotations
 
 import torch
@@ -17,6 +20,7 @@ from .. import scalar as S
 from ..dtypes import DataType, compute_dtype
 from ..errors import DefinitionError, ExecutionError, UnsupportedError
 from ..node import Axis, AxisKind, Family, Op, OpDef, Val, define
+from ..printer import operand_text
 from .common import describe, extent_agreement, frontend, norm_dim, require_tensor
 from .views import reshape
 
@@ -83,8 +87,8 @@ def _raw(op: Op, input: Val, index: Val, dim: int) -> Val:
     return Val(op, input.dtype, (input, index), arg=dim, axes=tuple(axes))
 
 
-def _check_range(v: Val, idx: torch.Tensor, extent: int) -> None:
-    bad = (idx < -extent) | (idx >= extent)
+def _check_range(v: Val, idx: torch.Tensor, extent: int, negative: bool = True) -> None:
+    bad = (idx < (-extent if negative else 0)) | (idx >= extent)
     if bool(bad.any()):
         value = int(idx[bad].flatten()[0])
         raise ExecutionError(f"{v.op.value} -> {v!r}: index {value} in {v.src[1]!r} is out of range "
@@ -212,4 +216,108 @@ def _numel(t: Val) -> Val:
     return n
 
 
-__all__ = ["embedding_fwd", "gather", "index_select", "select", "take_along_axis"]
+@frontend("scatter")
+def scatter(input, index, src, dim: int) -> Val:
+    """torch.scatter(input, dim, index, src), out of place, in nvFuser's argument
+    order: `input` with src[i][j][k] written at index[i][j][k] along `dim` (for
+    dim 0: out[index[i][j][k]][j][k] = src[i][j][k]), for every point of
+    `index`. index, input and src (a tensor of input's dtype, or a scalar
+    written everywhere the index says) have one rank; on each dim the index is
+    no larger than src, and no larger than input except along `dim`.
+
+    Index values must lie in [0, extent of dim), as torch.scatter requires:
+    unlike the gathers', negative values do not count from the end (a
+    scatter's misplaced write would go unnoticed). A value out of range is an
+    ExecutionError naming the op, the tensors, the value and the extent on CPU,
+    a trap on GPUs with HOSTIR_DEBUG=indices; without it a GPU kernel skips
+    that write. Where the index names one position more than once, which of
+    the values lands there is unspecified (as in torch; on GPUs, whichever
+    thread writes last)."""
+    input = require_tensor("scatter", input)
+    index = _index_arg("scatter", index)
+    if input.ndim == 0:
+        raise DefinitionError(f"scatter: input {describe(input)} must have at least one dim")
+    if index.ndim != input.ndim:
+        raise DefinitionError(f"scatter: index {describe(index)} must have the rank of the input "
+                              f"{describe(input)} ({input.ndim}), has {index.ndim}")
+    src = _src_arg(input, src)
+    dim = norm_dim("scatter", input, dim)
+    for d, other, what in _bounding(input, src, dim):
+        a, b = index.logical[d].extent, other.logical[d].extent
+        if S.is_const(a) and S.is_const(b) and a.arg > b.arg:
+            raise DefinitionError(f"scatter: dim {d} of index {describe(index)} has extent {a.arg}, "
+                                  f"more than the {what} {describe(other)}'s {b.arg}")
+    return _scatter_raw(input, index, src, dim)
+
+
+def _src_arg(input: Val, src) -> Val:
+    """A tensor src of the input's rank and dtype, or a scalar in that dtype."""
+    if not (isinstance(src, Val) and src.is_tensor):
+        return S.cast_scalar(S.as_val(src), input.dtype)
+    if src.ndim != input.ndim:
+        raise DefinitionError(f"scatter: src {describe(src)} must have the rank of the input "
+                              f"{describe(input)} ({input.ndim}), has {src.ndim}")
+    if src.dtype is not input.dtype:
+        raise DefinitionError(f"scatter: src {describe(src)} must have the dtype of the input "
+                              f"{describe(input)}, {input.dtype.short}")
+    return src
+
+
+def _bounding(input: Val, src: Val, dim: int) -> list:
+    """(dim, tensor, its role) whose extents bound the index's on that dim."""
+    out = [(d, input, "input") for d in range(input.ndim) if d != dim]
+    return out + ([(d, src, "src") for d in range(src.ndim)] if src.is_tensor else [])
+
+
+def _scatter_raw(input: Val, index: Val, src: Val, dim: int) -> Val:
+    # an expanded (stride-0) dim of the input takes distinct values once written
+    axes = tuple(Axis(a.extent, AxisKind.ITER) if a.is_expanded else a for a in input.logical)
+    return Val(Op.SCATTER, input.dtype, (input, index, src), arg=dim, axes=axes)
+
+
+def _scatter_reference(v: Val, args, env):
+    x, idx, src = args
+    idx = idx.to(torch.int64)
+    _check_range(v, idx, x.shape[v.arg], negative=False)
+    return torch.scatter(x, v.arg, idx, src)  # (src a tensor or a number)
+
+
+def _scatter_write(v: Val, ix, L):
+    """Point `ix` of the index writes src there (a scalar src everywhere) at the
+    position the index value gives along dim, where it is in range."""
+    b, (x, index, src), dim = L.b, v.src, v.arg
+    raw = L.cast(L.value(index, ix, None), DataType.Int)
+    n = L.scalar(x.logical[dim].extent)
+    ok = b.land(b.cmp(Op.GE, raw, b.i(0)), b.cmp(Op.LT, raw, n))
+    message = f"scatter -> {v!r}: a value of {index!r} addressing dim {dim} of {x!r}"
+    at = tuple(L.check(ok, raw, message, raw, n) if d == dim else i for d, i in enumerate(ix))
+    value = L.value(src, ix, None) if src.is_tensor else L.rounded(L.scalar(src), v.dtype)
+    return at, value, ok
+
+
+def _scatter_check(v: Val):
+    """The index no larger than src on every dim, than the input off dim."""
+    x, index, src = v.src
+
+    def check(env):
+        for d, other, what in _bounding(x, src, v.arg):
+            a, b = env.scalar(index.logical[d].extent), env.scalar(other.logical[d].extent)
+            if a > b:
+                raise ExecutionError(f"scatter -> {v!r}: dim {d} of index {index!r} has extent {a}, "
+                                     f"more than the {what} {other!r}'s {b}")
+    return check
+
+
+def _scatter_text(v: Val, n) -> str:
+    return f"scatter({n(v.src[0])}, {n(v.src[1])}, {operand_text(v.src[2], n)}, dim={v.arg})"
+
+
+# Sharded operands are gathered whole first: the index's and src's extents need
+# not match the input's, so no dim of theirs is one of the result's.
+define(OpDef(Op.SCATTER, Family.SCATTER, (3, 3), build=scatter,
+             rebuild=lambda v, src: _scatter_raw(src[0], src[1], src[2], v.arg),
+             reference=_scatter_reference, text=_scatter_text, write=_scatter_write,
+             check=_scatter_check, dims=lambda v, k: (None,) * v.src[k].ndim if v.src[k].is_tensor else ()))
+
+
+__all__ = ["embedding_fwd", "gather", "index_select", "scatter", "select", "take_along_axis"]
