@@ -14,19 +14,27 @@ from . import ir as H
 from .steps import AliasStep, KernelStep, TorchStep
 
 
-def make_step(seg: Segment, sf: SegmentedFusion, env: Env | None, options: KernelOptions):
+def make_step(seg: Segment, sf: SegmentedFusion, env: Env | None, options: KernelOptions,
+              specialized: bool = True):
     """The launch target of a segment: views for an alias segment, a generated
     kernel where the segment's kind has a code generator, torch ops otherwise.
-    `env` (the inputs the plan is made for) lets the scheduler pick paired lanes."""
+    `env` (the inputs the plan is made for) lets the scheduler pick paired
+    lanes: with its extents compiled in where the plan is `specialized`, else
+    with preconditions checked at launch."""
     if seg.scheduler == "alias":
         return AliasStep(seg, sf.aliases.views)
     if seg.scheduler == "pointwise":
+        extents = at = None
+        if env is not None and specialized:
+            try:
+                extents = env.extents(seg.outputs[0].logical)
+            except ExecutionError:
+                pass
+        elif env is not None:
+            at = env.scalar
         try:
-            extents = env.extents(seg.outputs[0].logical) if env is not None else None
-        except ExecutionError:
-            extents = None
-        try:
-            return KernelStep(seg, pointwise_spec(seg, f"hir_seg{seg.id}_pointwise", extents, options))
+            return KernelStep(seg, pointwise_spec(seg, f"hir_seg{seg.id}_pointwise", extents, options,
+                                                  at))
         except UnsupportedError:
             pass
     if seg.scheduler == "scan":
@@ -43,7 +51,9 @@ def make_step(seg: Segment, sf: SegmentedFusion, env: Env | None, options: Kerne
 
 
 def lower(sf: SegmentedFusion, env: Env | None = None,
-          options: KernelOptions | None = None) -> H.HostIR:
+          options: KernelOptions | None = None, specialized: bool = True) -> H.HostIR:
+    """The host program of `sf`; `specialized` says whether the plan compiled
+    its resize bounds in (else its kernels must hold for other calls too)."""
     options = options or KernelOptions.from_config()
     fusion = sf.fusion
     outputs = {id(o.val) for o in fusion.outputs}
@@ -53,7 +63,8 @@ def lower(sf: SegmentedFusion, env: Env | None = None,
             last_use[id(v)] = i
     body: list = []
     for i, seg in enumerate(sf.segments):
-        body.append(H.LaunchKernel(make_step(seg, sf, env, options), seg.inputs, seg.outputs))
+        body.append(H.LaunchKernel(make_step(seg, sf, env, options, specialized), seg.inputs,
+                                   seg.outputs))
         for v in seg.inputs:
             if (v.is_tensor and v.op is not Op.TENSOR_INPUT and id(v) not in outputs
                     and last_use[id(v)] == i):
