@@ -34,6 +34,18 @@ def rotation_case(n):
     return "rotation+residual fp32", fd, eager, lambda d: [torch.randn(n, device=d)], 2 * 4 * n
 
 
+def rotation_dynamic_case(n):
+    """rotation_case after calls at 7 other sizes near n: the changing slice
+    bounds have made its plan symbolic (seed 001's fallback); timed at n."""
+    _, fd, eager, inputs, nbytes = rotation_case(n)
+
+    def warmed(dev):
+        for k in range(1, 8):
+            fd.execute([torch.randn(n + 1024 * k, device=dev)])
+        return inputs(dev)
+    return "rotation+residual fp32, N varying", fd, eager, warmed, nbytes
+
+
 def rope_case(b, h, s, d):
     with FusionDefinition() as fd:
         xb = fd.define_tensor(shape=[-1, -1, -1, -1], contiguity=True, dtype=DataType.BFloat16)
@@ -122,17 +134,20 @@ def broadcast_add_case(r, c):
 def case_makers(small: bool):
     """Functions each making one case (with a new FusionDefinition) per call."""
     if small:
-        return [lambda: rotation_case(1 << 20), lambda: rope_case(2, 4, 128, 128),
+        return [lambda: rotation_case(1 << 20), lambda: rotation_dynamic_case(1 << 20),
+                lambda: rope_case(2, 4, 128, 128),
                 lambda: gelu_bwd_case((4, 64, 256)), lambda: pad_broadcast_case(2, 4, 16, 4, 256),
                 lambda: broadcast_add_case(512, 1024)]
-    return [lambda: rotation_case(1 << 28), lambda: rope_case(8, 32, 2048, 128),
+    return [lambda: rotation_case(1 << 28), lambda: rotation_dynamic_case(1 << 26),
+            lambda: rope_case(8, 32, 2048, 128),
             lambda: gelu_bwd_case((16, 512, 4096)), lambda: pad_broadcast_case(16, 8, 64, 8, 1024),
             lambda: broadcast_add_case(8192, 8192)]
 
 
 def tiny_cases():
     """The cases at tiny sizes (`hostir bench --tiny`: checks that the suite runs)."""
-    return [rotation_case(1 << 12), rope_case(1, 2, 16, 32), gelu_bwd_case((2, 8, 32)),
+    return [rotation_case(1 << 12), rotation_dynamic_case(1 << 12), rope_case(1, 2, 16, 32),
+            gelu_bwd_case((2, 8, 32)),
             pad_broadcast_case(1, 2, 4, 2, 32), broadcast_add_case(32, 64)]
 
 

@@ -139,7 +139,7 @@ def test_bench_writes_json_markdown_and_plots(tmp_path, capsys):
     table = capsys.readouterr().out
     assert "| case | hostir us | hostir GB/s |" in table and "rotation+residual fp32" in table
     rows = json.loads((out / "pointwise.json").read_text())["rows"]
-    assert len(rows) == 5 and all(r["rel err"] < 1e-5 and r["hostir GB/s"] > 0 for r in rows)
+    assert len(rows) == 6 and all(r["rel err"] < 1e-5 and r["hostir GB/s"] > 0 for r in rows)
     assert (out / "pointwise.md").read_text().startswith("### pointwise")
     sweep = json.loads((out / "pointwise_sweep.json").read_text())["rows"]
     fusions = {r["fusion"] for r in sweep}

@@ -272,6 +272,186 @@ def test_rope_pairs_the_rotated_dim():
     assert kernel_steps(fd)[0].spec.paired.pairs == ((3, 16),)
 
 
+# ---------------------------------------------------------------- paired lanes in symbolic plans
+
+def launched_kernel(fd):
+    """The kernel the last call of `fd` launched for its (first) generated-kernel step."""
+    bound = next(reversed(fd._cache.bound.values()))  # the last call's bound plan
+    prep, _ = bound.prepared[kernel_steps(fd)[0]]
+    return prep.kernel if hasattr(prep, "kernel") else prep.variant.kernel
+
+
+def _check_launches(fd, n, paired_expected):
+    """The symbolic plan's spec has a guarded paired kernel, launched exactly where expected."""
+    spec = kernel_steps(fd)[0].spec
+    if fd._cache.last_plan.specialized:
+        return
+    if paired_expected:
+        assert spec.paired is not None and spec.paired.guards, n
+        assert [p[1] for p in spec.paired.pairs] == [None]  # no extent compiled in
+    chosen = launched_kernel(fd)
+    assert chosen is (spec.paired if paired_expected else spec.plain), (n, chosen.pairs)
+
+
+ROTATION_SIZES = (64, 96, 40, 7, 1000, 2, 1, 3, 12, 6, 130, 1001, 0, 4)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_symbolic_rotation_keeps_paired_lanes(device):
+    """Once N keeps changing the plan is symbolic (seed 001's fallback); its
+    paired kernel shifts lane 1 by the launch's extent H and is launched where
+    its preconditions (N even, N >= 2) hold, the plain kernel elsewhere."""
+    fd = rotation_fusion()
+    for n in ROTATION_SIZES:
+        x = torch.randn(n, device=device)
+        (out,) = fd.execute([x])
+        h = n // 2
+        torch.testing.assert_close(out, x + torch.cat([x[h:], x[:h]]))
+        if n:
+            _check_launches(fd, n, n % 2 == 0 and n >= 2)
+        if n >= 4 and not fd._cache.last_plan.specialized:
+            paired = kernel_steps(fd)[0].spec.paired
+            assert len([m for m in paired.order if m.op == "load"]) == 2  # t0[i], t0[i + H]
+            assert not paired.params  # N // 2 and the normalized bounds folded into H
+    assert not fd._cache.specialize
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_symbolic_pairing_reads_non_contiguous_inputs(device):
+    """A rotation of each row of a transposed (non-contiguous) input, plus the
+    input: paired along the rows in the symbolic plan."""
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[False, False], dtype=DataType.Float)
+        m, n = fd.ops.size(t0, 0), fd.ops.size(t0, 1)
+        h = fd.ops.div(n, 2)
+        t3 = fd.ops.cat([fd.ops.slice(t0, [0, h], [m, n]), fd.ops.slice(t0, [0, 0], [m, h])], 1)
+        fd.add_output(fd.ops.add(t3, t0))  # the cat's extent leads: E is an expression of N
+    for n in (16, 24, 9, 40, 2, 1, 10):
+        x = torch.randn(n, 3, device=device).t()
+        (out,) = fd.execute([x])
+        h = n // 2
+        torch.testing.assert_close(out, torch.cat([x[:, h:], x[:, :h]], 1) + x)
+        _check_launches(fd, n, n % 2 == 0 and n >= 2)
+
+
+def rope_float_fusion():
+    """benchmarks/pointwise.py's rope_case: bf16 in and out, float math."""
+    with FusionDefinition() as fd:
+        xb = fd.define_tensor(shape=[-1, -1, -1, -1], contiguity=True, dtype=DataType.BFloat16)
+        cosb = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.BFloat16)
+        sinb = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.BFloat16)
+        x, cos, sin = (fd.ops.cast(t, DataType.Float) for t in (xb, cosb, sinb))
+        dd = fd.ops.size(x, 3)
+        hh = fd.ops.div(dd, 2)
+        bb, nh, ss = (fd.ops.size(x, i) for i in range(3))
+        x1 = fd.ops.slice(x, [0, 0, 0, 0], [bb, nh, ss, hh])
+        x2 = fd.ops.slice(x, [0, 0, 0, hh], [bb, nh, ss, dd])
+        rot = fd.ops.cat([fd.ops.neg(x2), x1], -1)
+        cb = fd.ops.broadcast_in_dim(cos, [bb, nh, ss, dd], [2, 3])
+        sb = fd.ops.broadcast_in_dim(sin, [bb, nh, ss, dd], [2, 3])
+        out = fd.ops.add(fd.ops.mul(x, cb), fd.ops.mul(rot, sb))
+        fd.add_output(fd.ops.cast(out, DataType.BFloat16))
+    return fd
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_symbolic_rope_keeps_paired_lanes(device):
+    fd = rope_float_fusion()
+    t = torch.bfloat16
+    for d in (16, 32, 8, 6, 7, 2, 1, 4, 64, 10, 3):
+        x = torch.randn(2, 3, 4, d, device=device).to(t)
+        cos, sin = torch.randn(4, d, device=device).to(t), torch.randn(4, d, device=device).to(t)
+        (out,) = fd.execute([x, cos, sin])
+        torch.testing.assert_close(out.float(), rope_reference(x, cos, sin).float(), rtol=1e-2, atol=1e-2)
+        _check_launches(fd, d, d % 2 == 0 and d >= 2)
+    assert kernel_steps(fd)[0].spec.paired.pairs == ((3, None),)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_symbolic_pairing_with_a_scalar_slice_point(device):
+    """A rotation by a scalar input s: the symbolic plan's paired kernel
+    assumes s == N // 2 (as at the call it was made for), checked at launch;
+    where the bounds do not line up with the half point the plain kernel runs."""
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.Float)
+        s = fd.define_scalar(None, dtype=DataType.Int)
+        m, n = fd.ops.size(t0, 0), fd.ops.size(t0, 1)
+        t3 = fd.ops.cat([fd.ops.slice(t0, [0, s], [m, n]), fd.ops.slice(t0, [0, 0], [m, s])], 1)
+        fd.add_output(fd.ops.add(t0, t3))
+    calls = [(64, 32), (96, 48), (40, 20), (40, 21), (40, 10), (40, -20), (7, 3), (6, 3),
+             (16, 8), (1000, 500), (1000, 499), (2, 1)]
+    for n, s in calls:
+        x = torch.randn(3, n, device=device)
+        (out,) = fd.execute([x, s])
+        torch.testing.assert_close(out, x + torch.cat([x[:, s:], x[:, :s]], 1))
+        _check_launches(fd, (n, s), n % 2 == 0 and s == n // 2)
+
+
+def test_halves_rewrite_bounds_exactly_and_guard_what_the_call_decides():
+    """Scalars as a * H + c (N = 2H): decided for every H >= 1 where the form
+    allows (no guard), else as at the plan's call, with a guard saying so."""
+    from hostir.codegen.halves import Halves
+    from hostir.ir import scalar as S
+    from hostir.ir.node import Op, Val
+    from hostir.ir.ops.resize import _normalize_index
+    from hostir.ir.printer import Namer, scalar_text
+    n = Val(Op.SCALAR_INPUT, DataType.Int, arg=0, name="n")
+    s = Val(Op.SCALAR_INPUT, DataType.Int, arg=1, name="s")
+    values = {id(n): 20, id(s): 10}
+    shape = {id(n): n, id(s): s}
+    h = Halves(n, lambda v: values[id(v)], shape)
+    namer = Namer()
+
+    def guards():
+        return [scalar_text(g, namer) for g in h.guards]
+    base = ["((n % 2) == 0)", "(n >= 2)"]
+    assert h.ok and guards() == base
+    assert h.form(_normalize_index(S.floordiv(n, 2), n)) == (1, 0)  # Python-style bound: N // 2 is H
+    assert h.form(S.sub(n, 1)) == (2, -1) and h.form(S.ceildiv(S.add(n, 3), 2)) == (1, 2)
+    assert h.form(S.floordiv(n, 4)) is None and h.form(s) is None  # H // 2; s unrelated
+    assert guards() == base
+    assert h.form(S.smin(S.floordiv(n, 2), 8)) == (0, 8)  # at N = 20: min(10, 8)
+    assert guards() == base + ["((8 - (n // 2)) < 0)"]
+    related = Halves(n, lambda v: values[id(v)], shape, relate=True)
+    assert related.form(S.add(s, 1)) == (1, 1)
+    assert scalar_text(related.guards[-1], namer) == "(s == (n // 2))"
+    assert not Halves(S.add(n, s), lambda v: values[id(v)], shape).exact  # two leaves
+
+
+def test_symbolic_plans_choose_vector_width_and_index_type_at_launch():
+    """The launch rule of a symbolic plan's spec picks, from the call's values:
+    the paired kernel (guards), 16-byte vectors (H a multiple of 4 floats) and
+    32-bit indices (every offset fits); meta tensors stand in for big inputs."""
+    fd = rotation_fusion()
+    for n in (64, 96):
+        fd.execute([torch.randn(n)])
+    spec = kernel_steps(fd)[0].spec
+    assert not fd._cache.last_plan.specialized
+    env = {spec.plain.extent_vals[0]: None}
+
+    def launch(n):
+        env[spec.plain.extent_vals[0]] = n
+        from hostir.ir.scalar import evaluate_scalar
+        held = [evaluate_scalar(g, dict(env)) for g in spec.guards]
+        kernel, extents = spec.kernel_for([n], held)
+        x = torch.empty(n, device="meta")
+        params = [evaluate_scalar(p, dict(env)) for p in kernel.params]
+        v = spec.choose(kernel, extents, [x], [torch.empty(n, device="meta")], params)
+        return kernel is spec.paired, extents, v.vec, v.idx
+
+    assert launch(96) == (True, [48], 4, "int")
+    assert launch(100) == (True, [50], 1, "int")      # H = 50: no aligned 4-float groups
+    assert launch(1000) == (True, [500], 4, "int")
+    assert launch(1001) == (False, [1001], 1, "int")
+    assert launch(2 ** 32) == (True, [2 ** 31], 4, "long long")
+    assert launch(2 ** 32 + 4) == (True, [2 ** 31 + 2], 1, "long long")
+    assert launch(2 ** 31 + 9) == (False, [2 ** 31 + 9], 1, "long long")
+    assert launch(4 * 1001) == (True, [2002], 1, "int")
+    plain = spec.plain  # the plain kernel still vectorizes its stores and aligned loads
+    x = torch.empty(1024, device="meta")
+    assert spec.choose(plain, [1024], [x], [x], [1024]).vec == 4
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_repeated_calls_reuse_prepared_launches(device):
     """Calls with the signature of an earlier one take the prepared fast path:

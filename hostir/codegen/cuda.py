@@ -9,7 +9,7 @@ import math
 
 from ..ir.dtypes import DataType
 from ..ir.node import OPS, Op
-from .kir import K, Kernel, KNode, layout
+from .kir import K, Kernel, KNode, layout, linear
 
 CTYPE = {
     DataType.Bool: "bool", DataType.Int32: "int", DataType.Int: "long long",
@@ -63,6 +63,8 @@ def _expr(n: KNode, name) -> str:
         return f"i{n.arg}"
     if op == K.PARAM:
         return f"({CTYPE[n.dtype]})p{n.arg}"
+    if op == K.EXTENT:
+        return f"({CTYPE[n.dtype]})e{n.arg}"
     if op == K.LOAD:
         k = n.arg
         off = _offset(a[1:], f"in{k}")
@@ -84,13 +86,29 @@ def _inner_deps(kern: Kernel, inner: int) -> set[int]:
     return dep
 
 
-def _affine(n: KNode, inner: int):
-    """c if n is `i_inner + c` (c a constant), else None."""
+def _offset_along(n: KNode, inner: int, index: bool):
+    """c where n is `i_inner + c` (`index`) or `c` plus multiples of the
+    inner dim's extent (a symbolic paired kernel's pair distance: a launch
+    vectorizes only where that extent is a multiple of the vector width, so the
+    multiples keep a group aligned); else None."""
     if n.op == K.INDEX and n.arg == inner:
-        return 0
+        return 0 if index else None
+    if n.op == K.CONST:
+        return None if index else n.arg
     if n.op is Op.ADD and n.src[0].op == K.INDEX and n.src[0].arg == inner and n.src[1].op == K.CONST:
-        return n.src[1].arg
-    return None
+        return n.src[1].arg if index else None
+    terms, c = linear(n)
+    want = {(K.INDEX, 1)} if index else set()
+    got = {(a.op, k) for a, k in terms.values() if not (a.op == K.EXTENT and a.arg == inner)}
+    if got != want or any(a.op == K.INDEX and a.arg != inner for a, _ in terms.values()):
+        return None
+    return c
+
+
+def _affine(n: KNode, inner: int):
+    """c if n is `i_inner + c` (c a constant, plus multiples of the inner
+    extent where that is symbolic), else None."""
+    return _offset_along(n, inner, True)
 
 
 def _uniform(p: KNode, v: int, inner: int, dep: set[int]) -> bool:
@@ -102,9 +120,10 @@ def _uniform(p: KNode, v: int, inner: int, dep: set[int]) -> bool:
     if p.op in (Op.LT, Op.GE, Op.LE, Op.GT) and len(p.src) == 2:
         a, b = p.src
         c = _affine(a, inner)
-        if c is None or b.op != K.CONST or id(b) in dep:
+        bound = _offset_along(b, inner, False)
+        if c is None or bound is None or id(b) in dep:
             return False
-        k = b.arg + (1 if p.op in (Op.LE, Op.GT) else 0)
+        k = bound + (1 if p.op in (Op.LE, Op.GT) else 0)
         return (k - c) % v == 0
     return False
 
@@ -179,8 +198,8 @@ class _Printer:
                 kind, stream = node.arg
                 text = (f"hir_rng_{kind}_{'d' if node.dtype is DataType.Double else 'f'}"
                         f"({seed}, {offset}, {stream}, (long long)({index}), {self.rng_state(node)})")
-            elif node.op == K.PARAM and is_index:
-                text = f"({self.idx})p{node.arg}"
+            elif node.op in (K.PARAM, K.EXTENT) and is_index:
+                text = f"({self.idx}){'p' if node.op == K.PARAM else 'e'}{node.arg}"
             elif is_index and self.idx == "int":
                 # 32-bit index math: a 64-bit operand shared with other uses (a constant,
                 # say, also in a store offset) is narrowed here, so calls like hir_min see

@@ -43,7 +43,7 @@ def _offsets(t: torch.Tensor, strides, index, vals, device) -> torch.Tensor:
     return off
 
 
-def _node(n, vals, tensors, strides, params, idx, numel, device):
+def _node(n, vals, tensors, strides, params, idx, numel, device, extents=()):
     op = n.op
     if op == K.INDEX:
         return idx[n.arg]
@@ -51,6 +51,8 @@ def _node(n, vals, tensors, strides, params, idx, numel, device):
         return torch.tensor(n.arg, dtype=n.dtype.torch, device=device)
     if op == K.PARAM:
         return torch.tensor(params[n.arg], dtype=n.dtype.torch, device=device)
+    if op == K.EXTENT:
+        return torch.tensor(extents[n.arg], dtype=n.dtype.torch, device=device)
     if op == K.LOAD:
         t = tensors["in"][n.arg]
         pred = vals[id(n.src[0])]
@@ -129,7 +131,7 @@ def interpret(kern: Kernel, slots: tuple[Slot, ...], values: list, vec: int = 1)
         if n.op == K.SCAN:
             vals[id(n)] = _scan(n, vals[id(n.src[0])], extents, kern.scanned)
         else:
-            vals[id(n)] = _node(n, vals, tensors, strides, params, idx, numel, device)
+            vals[id(n)] = _node(n, vals, tensors, strides, params, idx, numel, device, extents)
     _store(kern, kern.stores, tensors, strides, vals, numel, device, kern.guard)
 
 
@@ -180,10 +182,11 @@ def _interpret_reduction(kern, tensors, strides, params, extents, device) -> Non
             if n.op == K.REDUCE:
                 row_vals[id(n)] = _reduce(n, full_vals[id(n.src[0])], rows, per_row)
             else:
-                row_vals[id(n)] = _node(n, row_vals, tensors, strides, params, row_idx, rows, device)
+                row_vals[id(n)] = _node(n, row_vals, tensors, strides, params, row_idx, rows, device,
+                                        extents)
         else:
             full_vals[id(n)] = _node(n, full_vals, tensors, strides, params, full_idx,
-                                     rows * per_row, device)
+                                     rows * per_row, device, extents)
     full_stores, row_stores = split_stores(kern, on_rows)
     _store(kern, row_stores, tensors, strides, row_vals, rows, device)
     if per_row:

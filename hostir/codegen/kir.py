@@ -17,6 +17,7 @@ from typing import Any
 
 from ..ir.dtypes import DataType, coerce
 from ..ir.node import Op, Val
+from ..ir.printer import Namer, scalar_text
 
 
 class K:
@@ -25,6 +26,8 @@ class K:
     INDEX = "index"      # arg=d: the thread's index along iteration dim d
     CONST = "const"      # arg=value
     PARAM = "param"      # arg=k: scalar kernel parameter k (extent, scalar input)
+    EXTENT = "extent"    # arg=d: the launch's iteration extent along dim d (its `e<d>` parameter;
+                         # a symbolic paired kernel's pair distance)
     LOAD = "load"        # arg=k: tensor input k; src=(pred, *indices)
     REDUCE = "reduce"    # arg=op ("sum" | "max" | "min" | "prod"); src=(value,): over the reduced dims
     CHECK = "check"      # src=(ok, value, index, extent, pred), arg=message: `value` where `pred`
@@ -65,6 +68,9 @@ class Kernel:
     extent_vals: list[Val] = field(default_factory=list)  # iteration space (scalar Vals)
     stores: list[tuple[int, KNode, tuple]] = field(default_factory=list)  # (output k, value, index)
     pairs: tuple = ()    # (dim, full extent) of every paired dim; the kernel iterates half of each
+                         # (full extent None: any extent where `guards` hold)
+    guards: tuple = ()   # Bool scalar Vals (of the call's extents and shape scalars) that must all
+                         # hold for a launch of this kernel: a symbolic paired kernel's preconditions
     order: list[KNode] = field(default_factory=list)      # every node, producers first
     reduced: tuple = ()  # iteration dims a reduction kernel reduces (innermost-first order kept)
     scanned: int = -1    # the iteration dim a scan kernel's SCAN nodes run along (-1: none)
@@ -78,13 +84,44 @@ class Kernel:
         return tuple(d for d in range(len(self.extent_vals)) if d not in self.reduced)
 
 
+def linear(n: KNode) -> tuple[dict[int, tuple[KNode, int]], int]:
+    """`n` as a sum of coefficient * atom terms and a constant: ({id(atom):
+    (atom, coefficient)}, constant). Int additions, subtractions and products
+    by a constant are looked through; every other node is an atom."""
+    terms: dict[int, list] = {}
+    const = 0
+    stack = [(n, 1)]
+    while stack:
+        x, k = stack.pop()
+        if x.op == K.CONST and isinstance(x.arg, int) and not isinstance(x.arg, bool):
+            const += k * x.arg
+        elif x.dtype is DataType.Int and x.op in (Op.ADD, Op.SUB):
+            stack += [(x.src[0], k), (x.src[1], k if x.op is Op.ADD else -k)]
+        elif x.dtype is DataType.Int and x.op is Op.MUL and any(s.op == K.CONST for s in x.src):
+            c, y = (x.src[0], x.src[1]) if x.src[0].op == K.CONST else (x.src[1], x.src[0])
+            stack.append((y, k * c.arg))
+        else:
+            terms.setdefault(id(x), [x, 0])[1] += k
+    return {i: (a, c) for i, (a, c) in terms.items() if c}, const
+
+
 class Builder:
-    """Interns nodes and records them in creation (topological) order."""
+    """Interns nodes and records them in creation (topological) order.
+
+    Index arithmetic folds as it builds. Where a symbolic iteration extent
+    (K.EXTENT: a symbolic paired kernel's pair distance H) takes part, sums
+    are kept as canonical linear forms (`INDEX + k * EXTENT + c`, atoms in a
+    fixed order), so that `(i + H) - H` is `i` and two lanes' equal indices are
+    one node; `cmp` decides comparisons over the dims' ranges (`ranges`) for
+    every value of the symbolic extents (each at least 1: a launch that runs a
+    point has a nonempty iteration space)."""
 
     def __init__(self):
         self._table: dict[tuple, KNode] = {}
         self.order: list[KNode] = []
-        self.ranges: dict[int, int] = {}  # INDEX dim -> static extent, for folding compares
+        self._pos: dict[int, int] = {}
+        self._symbolic: set[int] = set()  # linear forms built with a K.EXTENT term
+        self.ranges: dict[int, int | KNode] = {}  # INDEX dim -> its extent (K.EXTENT: symbolic)
 
     def mk(self, op, dtype: DataType, src=(), arg=None) -> KNode:
         key = (op, dtype, tuple(id(s) for s in src), arg if not isinstance(arg, float) else ("f", arg))
@@ -92,6 +129,7 @@ class Builder:
         if node is None:
             node = KNode(op, dtype, tuple(src), arg)
             self._table[key] = node
+            self._pos[id(node)] = len(self.order)
             self.order.append(node)
         return node
 
@@ -106,6 +144,8 @@ class Builder:
 
     # index arithmetic with folding; affine forms are kept as `x + c` (c constant last)
     def add(self, a: KNode, b: KNode) -> KNode:
+        if self._is_symbolic(a) or self._is_symbolic(b):
+            return self._combine([(a, 1), (b, 1)])
         if self.is_const(a) and not self.is_const(b):
             a, b = b, a
         if self.is_const(b, 0):
@@ -117,6 +157,8 @@ class Builder:
         return self.mk(Op.ADD, DataType.Int, (a, b))
 
     def sub(self, a: KNode, b: KNode) -> KNode:
+        if self._is_symbolic(a) or self._is_symbolic(b):
+            return self._combine([(a, 1), (b, -1)])
         if self.is_const(b):
             return self.add(a, self.i(-b.arg))
         return self.mk(Op.SUB, DataType.Int, (a, b))
@@ -130,6 +172,10 @@ class Builder:
             return self.i(0)
         if self.is_const(a) and self.is_const(b):
             return self.i(a.arg * b.arg)
+        if self.is_const(a) and self._is_symbolic(b):
+            return self._combine([(b, a.arg)])
+        if self.is_const(b) and self._is_symbolic(a):
+            return self._combine([(a, b.arg)])
         return self.mk(Op.MUL, DataType.Int, (a, b))
 
     def floordiv(self, a: KNode, b: KNode) -> KNode:
@@ -141,6 +187,42 @@ class Builder:
         if self.is_const(b, 1):
             return self.i(0)
         return self.mk(Op.REMAINDER, DataType.Int, (a, b))
+
+    def _is_symbolic(self, n: KNode) -> bool:
+        return n.op == K.EXTENT or id(n) in self._symbolic
+
+    def _combine(self, parts: list[tuple[KNode, int]]) -> KNode:
+        """The canonical node of sum(k * linear(x) for x, k in parts): index
+        terms first (by dim), then other atoms by creation, extents last, and
+        the constant at the end."""
+        terms: dict[int, list] = {}
+        const = 0
+        for x, k in parts:
+            ts, c = linear(x)
+            const += k * c
+            for i, (atom, coef) in ts.items():
+                terms.setdefault(i, [atom, 0])[1] += k * coef
+        items = sorted(((a, c) for a, c in terms.values() if c), key=self._rank)
+        acc = None
+        for atom, c in items:
+            if acc is None:
+                acc = atom if c == 1 else self.mk(Op.MUL, DataType.Int, (atom, self.i(c)))
+            else:
+                term = atom if abs(c) == 1 else self.mk(Op.MUL, DataType.Int, (atom, self.i(abs(c))))
+                acc = self.mk(Op.ADD if c > 0 else Op.SUB, DataType.Int, (acc, term))
+        if acc is None:
+            return self.i(const)
+        if const:
+            acc = self.mk(Op.ADD, DataType.Int, (acc, self.i(const)))
+        if any(a.op == K.EXTENT for a, _ in items):
+            self._symbolic.add(id(acc))
+        return acc
+
+    def _rank(self, term) -> tuple:
+        atom = term[0]
+        if atom.op == K.INDEX:
+            return (0, atom.arg)
+        return (2, atom.arg) if atom.op == K.EXTENT else (1, self._pos.get(id(atom), -1))
 
     def land(self, a: KNode | None, b: KNode | None) -> KNode | None:
         """Conjunction of predicates; None means always true."""
@@ -155,23 +237,48 @@ class Builder:
         return self.mk(Op.LOGICAL_AND, DataType.Bool, (a, b))
 
     def _bounds(self, n: KNode):
-        """[lo, hi] of an index expression `INDEX(d) + c` or a constant, else None."""
-        if self.is_const(n):
-            return (n.arg, n.arg)
-        c = 0
-        if n.op is Op.ADD and self.is_const(n.src[1]):
-            n, c = n.src[0], n.src[1].arg
-        if n.op == K.INDEX and n.arg in self.ranges:
-            return (c, self.ranges[n.arg] - 1 + c)
-        return None
+        """(lo, hi) of an index expression over the dims' ranges, each a linear
+        form in the symbolic extents ({id: coefficient}, constant); None where
+        an atom's range is unknown."""
+        terms, c = linear(n)
+        lo, hi = [{}, c], [{}, c]
+        for atom, k in terms.values():
+            if atom.op == K.EXTENT:
+                for form in (lo, hi):
+                    form[0][id(atom)] = form[0].get(id(atom), 0) + k
+                continue
+            r = self.ranges.get(atom.arg) if atom.op == K.INDEX else None
+            if r is None:
+                return None
+            form = hi if k > 0 else lo  # the index runs over [0, r - 1]: k * (r - 1) bounds one side
+            if isinstance(r, int):
+                form[1] += k * (r - 1)
+            else:
+                form[0][id(r)] = form[0].get(id(r), 0) + k
+                form[1] -= k
+        return lo, hi
+
+    @staticmethod
+    def _always(a, b, shift: int, nonneg: bool) -> bool:
+        """Is form a - form b - shift >= 0 (nonneg) or < 0 for every value of
+        the symbolic extents (each >= 1)?"""
+        coefs = dict(a[0])
+        for i, k in b[0].items():
+            coefs[i] = coefs.get(i, 0) - k
+        at_one = sum(coefs.values()) + a[1] - b[1] - shift
+        if nonneg:
+            return all(k >= 0 for k in coefs.values()) and at_one >= 0
+        return all(k <= 0 for k in coefs.values()) and at_one < 0
 
     def cmp(self, op: Op, a: KNode, b: KNode) -> KNode:
         ra, rb = self._bounds(a), self._bounds(b)
         if ra is not None and rb is not None:
-            decided = {
-                Op.LT: (ra[1] < rb[0], ra[0] >= rb[1]), Op.GE: (ra[0] >= rb[1], ra[1] < rb[0]),
-                Op.LE: (ra[1] <= rb[0], ra[0] > rb[1]), Op.GT: (ra[0] > rb[1], ra[1] <= rb[0]),
-            }.get(op)
+            (alo, ahi), (blo, bhi) = ra, rb
+            lt = self._always(ahi, blo, 0, False)   # a < b everywhere
+            ge = self._always(alo, bhi, 0, True)    # a >= b everywhere
+            le = self._always(ahi, blo, 1, False)   # a <= b
+            gt = self._always(alo, bhi, 1, True)    # a > b
+            decided = {Op.LT: (lt, ge), Op.GE: (ge, lt), Op.LE: (le, gt), Op.GT: (gt, le)}.get(op)
             if decided is not None:
                 if decided[0]:
                     return self.const(True, DataType.Bool)
@@ -308,8 +415,8 @@ def verify_kernel(kern: Kernel) -> None:
         if any(id(s) not in seen for s in node.src):
             fail(f"{node!r} uses a node defined after it")
         seen.add(id(node))
-        if node.op == K.INDEX and not 0 <= node.arg < n:
-            fail(f"index of dim {node.arg}, but the kernel iterates over {n} dims")
+        if node.op in (K.INDEX, K.EXTENT) and not 0 <= node.arg < n:
+            fail(f"{node.op} of dim {node.arg}, but the kernel iterates over {n} dims")
         if node.op == K.REDUCE and (not kern.reduced or node.arg not in REDUCE_OPS):
             fail(f"{node!r} ({node.arg}) in a kernel that reduces dims {list(kern.reduced)}")
         if node.op == K.SCAN and (not 0 <= kern.scanned < n or node.arg not in REDUCE_OPS):
@@ -340,8 +447,10 @@ def verify_kernel(kern: Kernel) -> None:
 def kernel_text(kern: Kernel) -> str:
     """Kernel IR as SSA lines, for dumps and debugging."""
     names: dict[int, str] = {}
+    namer = Namer()  # one naming of the guards' leaves
     lines = [f"kernel {kern.name}: {len(kern.inputs)} inputs, {len(kern.outputs)} outputs, "
              f"{len(kern.extent_vals)} dims" + (f", paired {list(kern.pairs)}" if kern.pairs else "")
+             + (f" where {' and '.join(scalar_text(g, namer) for g in kern.guards)}" if kern.guards else "")
              + (f", reduces dims {list(kern.reduced)}" if kern.reduced else "")
              + (f", scans dim {kern.scanned}" if kern.scanned >= 0 else "")]
     for k, node in enumerate(kern.order):

@@ -12,10 +12,11 @@ from __future__ import annotations
 import itertools
 
 from ..ir.dtypes import DataType, compute_dtype, exact_cast, promote
-from ..ir.errors import UnsupportedError
+from ..ir.errors import ExecutionError, UnsupportedError
 from ..ir.node import OPS, AxisKind, Family, Kind, Op, Val, const
 from ..ir.ops.common import operand_index
 from ..segment import Segment
+from .halves import Halves, leaves
 from .kir import K, Builder, Kernel, KNode, TensorParam
 
 INT = DataType.Int
@@ -30,6 +31,8 @@ class PointwiseLowering:
         self.in_slot: dict[int, int] = {}
         self.param_slot: dict[int, int] = {}
         self.memo: dict[tuple, KNode] = {}
+        self.halves: Halves | None = None  # a symbolic paired kernel: Int scalars as a * H + c
+        self.half: KNode | None = None     # ... and H, the launch's extent along the paired dim
 
     # ------------------------------------------------------------ scalars and types
     def scalar(self, v: Val) -> KNode:
@@ -37,6 +40,9 @@ class PointwiseLowering:
         b = self.b
         if v.op is Op.CONST:
             return b.const(v.arg, v.dtype)
+        form = self.halves.form(v) if self.halves is not None else None
+        if form is not None:
+            return self.cast(b.add(b.mul(self.half, b.i(form[0])), b.i(form[1])), v.dtype)
         if not v.src:
             slot = self.param_slot.get(id(v))
             if slot is None:
@@ -110,32 +116,43 @@ class PointwiseLowering:
         return self.value(s, operand_index(s, v.ndim, ix, self.b.i(0)), pred)
 
     # ------------------------------------------------------------ kernel
-    def run(self, extents: list[int] | None = None, pair_dims: tuple = ()) -> Kernel:
+    def run(self, extents: list[int] | None = None, pair_dims: tuple = (),
+            halves: Halves | None = None) -> Kernel:
         """Lower the segment. `extents` (the plan's iteration extents) let index
         ranges fold predicates; for each dim of `pair_dims`, each thread computes
-        the points i and i + E/2 along it (E its extent), so values both need,
-        such as the two halves of a rotation, are read once."""
+        the points i and i + H along it (H half its extent), so values both need,
+        such as the two halves of a rotation, are read once. H is a constant
+        from `extents`, or, given `halves` (a symbolic plan, one paired dim),
+        the launch's extent along that dim (K.EXTENT), the scalars rewritten as
+        forms in H and the kernel guarded by `halves.guards`."""
         seg, b, k = self.seg, self.b, self.k
         ref = seg.outputs[0]
         k.extent_vals = [a.extent for a in ref.logical]
-        offsets = []
+        shifts = {}
         for d in pair_dims:
-            half = extents[d] // 2
-            k.extent_vals[d] = const(half)
-            b.ranges[d] = half
-            offsets.append((0, half))
-        k.pairs = tuple((d, extents[d]) for d in pair_dims)
+            if halves is None:
+                k.extent_vals[d] = const(extents[d] // 2)
+                b.ranges[d] = extents[d] // 2
+                shifts[d] = b.i(extents[d] // 2)
+            else:
+                static = halves.half.op is Op.CONST
+                self.halves = halves
+                self.half = shifts[d] = b.i(halves.half.arg) if static else b.mk(K.EXTENT, INT, arg=d)
+                k.extent_vals[d] = halves.half
+                b.ranges[d] = halves.half.arg if static else self.half
+        k.pairs = tuple((d, None if halves is not None else extents[d]) for d in pair_dims)
         ix0 = tuple(b.mk(K.INDEX, INT, arg=d) for d in range(ref.ndim))
         for o in seg.outputs:
             if o.ndim != ref.ndim:
                 raise UnsupportedError(f"pointwise kernel: outputs of different rank ({o!r}, {ref!r})")
             k.outputs.append(TensorParam(o, o.ndim, o.dtype))
-        for combo in itertools.product(*offsets):
-            shift = dict(zip(pair_dims, combo))
-            ix = tuple(b.add(i, b.i(shift[d])) if d in shift else i for d, i in enumerate(ix0))
+        for lanes in itertools.product(*((False, True) for _ in pair_dims)):
+            moved = {d for d, second in zip(pair_dims, lanes) if second}
+            ix = tuple(b.add(i, shifts[d]) if d in moved else i for d, i in enumerate(ix0))
             for slot, o in enumerate(seg.outputs):
                 k.stores.append((slot, self.cast(self.value(o, ix, None), o.dtype), ix))
         k.order = _reachable(b.order, [n for _, v, ix in k.stores for n in (v, *ix)])
+        k.guards = tuple(halves.guards) if halves is not None else ()
         return k
 
     def moving_loads(self, dim: int) -> list[KNode]:
@@ -303,26 +320,65 @@ def _may_share(kern: Kernel, d: int, deps) -> bool:
 
 
 def lower_pointwise(seg: Segment, name: str, extents: list[int] | None = None,
-                    pairing: bool = True) -> tuple[Kernel, Kernel | None]:
-    """The segment's kernel, and with the plan's `extents` a paired-lane variant
-    of it along the dim where that reads fewest elements per point (None where
-    pairing reads no fewer)."""
+                    pairing: bool = True, at=None) -> tuple[Kernel, Kernel | None]:
+    """The segment's kernel, and a paired-lane variant of it along the dim where
+    that reads fewest elements per point (None where pairing reads no fewer).
+    A specialized plan gives its `extents` (compiled into the variant); a
+    symbolic one `at`, the values of the call it is made for (a function of a
+    scalar Val): its variant holds for every call that meets `Kernel.guards`."""
     base = PointwiseLowering(seg, name)
     plain = base.run()
-    if not extents or not pairing:
+    if not pairing or (not extents and at is None):
         return plain, None
     best, best_gain = None, 0.0
     deps = _index_deps(plain)
-    for d, e in enumerate(extents):
-        if e < 2 or e % 2 or not _may_share(plain, d, deps):
+    for d in range(len(plain.extent_vals)):
+        if not _may_share(plain, d, deps):
             continue
         before = base.moving_loads(d)
-        try:
-            low = PointwiseLowering(seg, name)
-            cand = low.run(extents, pair_dims=(d,))
-        except UnsupportedError:
-            continue
-        gain = len(before) - len(low.moving_loads(d)) / 2  # loads per point saved
-        if gain > best_gain:
-            best, best_gain = cand, gain
+        for low, cand in _paired(seg, name, d, extents, at):
+            gain = len(before) - len(low.moving_loads(d)) / 2  # loads per point saved
+            if gain > best_gain:
+                best, best_gain = cand, gain
     return plain, best
+
+
+def _paired(seg: Segment, name: str, d: int, extents, at):
+    """(lowering, kernel) of each paired variant along dim `d` worth trying: the
+    plan's extents compiled in; or, in a symbolic plan, the scalars as forms in
+    H, first with only the extent's own leaf, then also with shape scalars that
+    equal H or 2H at the plan's call (assumed to stay so)."""
+    if extents is not None:
+        if extents[d] >= 2 and extents[d] % 2 == 0:
+            low = PointwiseLowering(seg, name)
+            try:
+                yield low, low.run(extents, pair_dims=(d,))
+            except UnsupportedError:
+                pass
+        return
+    extent, shape = seg.outputs[0].logical[d].extent, shape_leaves(seg)
+    try:
+        for relate in (False, True):
+            halves = Halves(extent, at, shape, relate)
+            if not halves.exact or (relate and not halves.relatable()):
+                return
+            low = PointwiseLowering(seg, name)
+            try:
+                cand = low.run(pair_dims=(d,), halves=halves)
+            except UnsupportedError:
+                continue
+            if halves.ok:
+                yield low, cand
+    except ExecutionError:  # a value the plan's call does not have
+        return
+
+
+def shape_leaves(seg: Segment) -> dict[int, Val]:
+    """The leaves of the segment's extents and resize bounds, by id: values in
+    the input signature (a launch prepared for one signature may rely on them)."""
+    roots = [a.extent for v in (*seg.inputs, *seg.exprs) if v.is_tensor for a in v.axes]
+    for v in seg.exprs:
+        bounds = OPS[v.op].bounds
+        if bounds is not None:
+            roots += list(bounds(v))
+    return {id(x): x for r in roots for x in leaves(r)}

@@ -133,11 +133,21 @@ class KernelSpec:
             verify_kernel(k)
 
     # ------------------------------------------------------------ launch rule
-    def kernel_for(self, full: list[int]) -> tuple[Kernel, list[int]]:
-        """(kernel, its iteration extents) for a launch over extents `full`: the
-        paired kernel (half of each paired dim) where its extents match, else the plain one."""
+    @property
+    def guards(self) -> tuple:
+        """Bool scalar Vals the launch rule reads (the paired kernel's
+        preconditions in a symbolic plan): the runtime evaluates them on the
+        call's values and hands them to `kernel_for`."""
+        return self.paired.guards if self.paired is not None else ()
+
+    def kernel_for(self, full: list[int], held=()) -> tuple[Kernel, list[int]]:
+        """(kernel, its iteration extents) for a launch over extents `full`, where
+        `held` are the values of `guards`: the paired kernel (half of each paired
+        dim) where its extents match (a specialized plan's) and its guards hold
+        (a symbolic plan's), else the plain one."""
         k = self.paired
-        if k is None or not all(full[d] == e for d, e in k.pairs):
+        if k is None or not all(e is None or full[d] == e for d, e in k.pairs) or not (
+                len(held) == len(k.guards) and all(held)):
             return self.plain, full
         extents = list(full)
         for d, _ in k.pairs:
@@ -385,11 +395,13 @@ observers: list = []
 typical variants of each one with NVRTC, for sm_90, without a GPU)."""
 
 
-def pointwise_spec(seg, name: str, extents: list[int] | None, options: KernelOptions) -> KernelSpec:
+def pointwise_spec(seg, name: str, extents: list[int] | None, options: KernelOptions,
+                   at=None) -> KernelSpec:
     """The spec of a pointwise segment (raises UnsupportedError where an op has
-    no kernel rule). `extents`, the plan's iteration extents, let the scheduler
-    choose paired lanes."""
-    plain, paired = lower_pointwise(seg, name, extents, options.pairing)
+    no kernel rule). `extents`, a specialized plan's iteration extents, or `at`,
+    the values of the call a symbolic plan is made for, let the scheduler
+    choose paired lanes (`lower_pointwise`)."""
+    plain, paired = lower_pointwise(seg, name, extents, options.pairing, at)
     return _made(KernelSpec(name, plain, paired, options))
 
 

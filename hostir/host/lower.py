@@ -16,19 +16,27 @@ from . import ir as H
 from .steps import AliasStep, KernelStep, TorchStep
 
 
-def make_step(seg: Segment, sf: SegmentedFusion, env: Env | None, options: KernelOptions):
+def make_step(seg: Segment, sf: SegmentedFusion, env: Env | None, options: KernelOptions,
+              specialized: bool = True):
     """The launch target of a segment: views for an alias segment, a generated
     kernel where the segment's kind has a code generator, torch ops otherwise.
-    `env` (the inputs the plan is made for) lets the scheduler pick paired lanes."""
+    `env` (the inputs the plan is made for) lets the scheduler pick paired
+    lanes: with its extents compiled in where the plan is `specialized`, else
+    with preconditions checked at launch."""
     if seg.scheduler == "alias":
         return AliasStep(seg, sf.aliases.views)
     if seg.scheduler == "pointwise":
+        extents = at = None
+        if env is not None and specialized:
+            try:
+                extents = env.extents(seg.outputs[0].logical)
+            except ExecutionError:
+                pass
+        elif env is not None:
+            at = env.scalar
         try:
-            extents = env.extents(seg.outputs[0].logical) if env is not None else None
-        except ExecutionError:
-            extents = None
-        try:
-            return KernelStep(seg, pointwise_spec(seg, f"hir_seg{seg.id}_pointwise", extents, options))
+            return KernelStep(seg, pointwise_spec(seg, f"hir_seg{seg.id}_pointwise", extents, options,
+                                                  at))
         except UnsupportedError:
             pass
     if seg.scheduler == "scan":
@@ -45,7 +53,7 @@ def make_step(seg: Segment, sf: SegmentedFusion, env: Env | None, options: Kerne
 
 
 def segment_launches(seg: Segment, sf: SegmentedFusion, env: Env | None,
-                     options: KernelOptions) -> list[H.LaunchKernel]:
+                     options: KernelOptions, specialized: bool = True) -> list[H.LaunchKernel]:
     """The launch statements of a segment: one, or a scatter's fill kernel and
     then its write kernel into the fill's result (torch ops where a prologue
     op has no kernel rule)."""
@@ -61,11 +69,13 @@ def segment_launches(seg: Segment, sf: SegmentedFusion, env: Env | None,
             launches.append(H.LaunchKernel(KernelStep(seg, spec, inputs, part), inputs, seg.outputs,
                                            into=part == "write"))
         return launches
-    return [H.LaunchKernel(make_step(seg, sf, env, options), seg.inputs, seg.outputs)]
+    return [H.LaunchKernel(make_step(seg, sf, env, options, specialized), seg.inputs, seg.outputs)]
 
 
 def lower(sf: SegmentedFusion, env: Env | None = None,
-          options: KernelOptions | None = None) -> H.HostIR:
+          options: KernelOptions | None = None, specialized: bool = True) -> H.HostIR:
+    """The host program of `sf`; `specialized` says whether the plan compiled
+    its resize bounds in (else its kernels must hold for other calls too)."""
     options = options or KernelOptions.from_config()
     fusion = sf.fusion
     outputs = {id(o.val) for o in fusion.outputs}
@@ -75,7 +85,7 @@ def lower(sf: SegmentedFusion, env: Env | None = None,
             last_use[id(v)] = i
     body: list = []
     for i, seg in enumerate(sf.segments):
-        body += segment_launches(seg, sf, env, options)
+        body += segment_launches(seg, sf, env, options, specialized)
         for v in seg.inputs:
             if (v.is_tensor and v.op is not Op.TENSOR_INPUT and id(v) not in outputs
                     and last_use[id(v)] == i):

@@ -82,6 +82,6 @@ def build_plan(fusion: Fusion, env: Env, key: tuple, specialize: bool) -> Plan:
     aliases = _stage("aliases", analyze_aliases(simplified, env))
     sf = _stage("segments", segment(simplified, aliases, notes))
     config.log("segments", lambda: _segments_line(sf))
-    program = _stage("host_ir", lower(sf, env, options), verify_program)
+    program = _stage("host_ir", lower(sf, env, options, specialize), verify_program)
     _stage("kernels", compile_kernels(program, env), Kernels.verify)
     return Plan(key, sf, specialize, program, Compiler().block(program.body), shape_checks(concrete))

@@ -59,7 +59,7 @@ class KernelStep:
     def _first(self, ctx, args: list, out=None) -> list:
         spec = self.spec
         full = [ctx.scalar(e) for e in spec.plain.extent_vals]
-        kernel, extents = spec.kernel_for(full)
+        kernel, extents = spec.kernel_for(full, [ctx.scalar(g) for g in spec.guards])
         positions = self.positions[id(kernel)]
         if kernel.reduced and not math.prod(full[d] for d in kernel.reduced) and any(
                 n.op == K.REDUCE and n.arg in ("max", "min") for n in kernel.order):
@@ -92,13 +92,13 @@ class KernelStep:
         likely use (CUDA only; an extent known only later waits for the launch)."""
         try:
             full = [env.scalar(e) for e in self.spec.plain.extent_vals]
-            kernel, _ = self.spec.kernel_for(full)
+            kernel, extents = self.spec.kernel_for(full, [env.scalar(g) for g in self.spec.guards])
             params = [env.scalar(p) for p in kernel.params]
         except ExecutionError:
             return
         ins = [args[p] if args[p] is not None else _fresh(t.val, env)
                for p, t in zip(self.positions[id(kernel)], kernel.inputs)]
-        backend.prefetch(self.spec, full, ins, params, env.device)
+        backend.prefetch(self.spec, kernel, extents, ins, params, env.device)
 
 
 def _fresh(val, env):

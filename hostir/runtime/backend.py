@@ -178,12 +178,12 @@ def start(spec: KernelSpec, kernel: Kernel, extents: list[int], ins: list, outs:
     return prep
 
 
-def prefetch(spec: KernelSpec, full: list[int], ins: list, params: list,
+def prefetch(spec: KernelSpec, kernel: Kernel, extents: list[int], ins: list, params: list,
              device: torch.device) -> None:
     """Start compiling, on the background NVRTC pool, the variant a first launch
-    over extents `full` with inputs `ins` will most likely use (the same rule as
-    `start`), so that a plan's kernels compile in parallel."""
-    kernel, extents = spec.kernel_for(full)
+    of `kernel` (the spec's `kernel_for` choice) over `extents` with inputs
+    `ins` will most likely use (the same rule as `start`), so that a plan's
+    kernels compile in parallel."""
     if not spec.count(kernel, extents, 1):
         return
     variant = spec.choose(kernel, extents, ins, None, params)
