@@ -242,6 +242,18 @@ for src, dst in ((0, 1), (1, 0), (2, 0)):
         text = str(fd._dist.program)
         assert text.count("start all_to_all") == 1 and "allgather" not in text, text
 
+# a scatter reads its operands whole: a sharded input is gathered first
+with FusionDefinition() as fd:
+    inp = fd.define_tensor([-1, -1], dtype=DataType.Float, mesh=mesh, placements=[Shard(0)])
+    idx = fd.define_tensor([-1, -1], dtype=DataType.Int)
+    src = fd.define_tensor([-1, -1], dtype=DataType.Float)
+    fd.add_output(fd.ops.scatter(fd.ops.mul(inp, 2.0), idx, src, 1))
+x, v = full(2 * d, 6), full(2 * d, 3)
+index = torch.stack([torch.randperm(6, generator=torch.Generator().manual_seed(r))[:3]
+                     for r in range(2 * d)]).to(DEV)
+check("scatter of a gathered input", fd.execute([shard(x, 0), index, v])[0],
+      torch.scatter(x * 2, 1, index, v))
+
 # uneven shards are an error on every rank, naming the difference
 with FusionDefinition() as fd:
     inp = fd.define_tensor((-1,), contiguity=True, dtype=DataType.Float, mesh=mesh, placements=[Shard(0)])
