@@ -48,11 +48,14 @@ def test_seed000_rotation_with_residual(device, n):
     assert "in0[" in code and "__global__" in code
 
 
-def rope_fusion(dtype):
+def rope_fusion(dtype, compute=None):
+    """RoPE on inputs of `dtype`, computed in `compute` (default: as promoted)."""
     with FusionDefinition() as fd:
         x = fd.define_tensor(shape=[-1, -1, -1, -1], contiguity=True, dtype=dtype)
         cos = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=dtype)
         sin = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=dtype)
+        if compute is not None:
+            x, cos, sin = (fd.ops.cast(t, compute) for t in (x, cos, sin))
         d = fd.ops.size(x, 3)
         h = fd.ops.div(d, 2)
         b, nh, s = (fd.ops.size(x, i) for i in range(3))
@@ -336,22 +339,7 @@ def test_symbolic_pairing_reads_non_contiguous_inputs(device):
 
 def rope_float_fusion():
     """benchmarks/pointwise.py's rope_case: bf16 in and out, float math."""
-    with FusionDefinition() as fd:
-        xb = fd.define_tensor(shape=[-1, -1, -1, -1], contiguity=True, dtype=DataType.BFloat16)
-        cosb = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.BFloat16)
-        sinb = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.BFloat16)
-        x, cos, sin = (fd.ops.cast(t, DataType.Float) for t in (xb, cosb, sinb))
-        dd = fd.ops.size(x, 3)
-        hh = fd.ops.div(dd, 2)
-        bb, nh, ss = (fd.ops.size(x, i) for i in range(3))
-        x1 = fd.ops.slice(x, [0, 0, 0, 0], [bb, nh, ss, hh])
-        x2 = fd.ops.slice(x, [0, 0, 0, hh], [bb, nh, ss, dd])
-        rot = fd.ops.cat([fd.ops.neg(x2), x1], -1)
-        cb = fd.ops.broadcast_in_dim(cos, [bb, nh, ss, dd], [2, 3])
-        sb = fd.ops.broadcast_in_dim(sin, [bb, nh, ss, dd], [2, 3])
-        out = fd.ops.add(fd.ops.mul(x, cb), fd.ops.mul(rot, sb))
-        fd.add_output(fd.ops.cast(out, DataType.BFloat16))
-    return fd
+    return rope_fusion(DataType.BFloat16, compute=DataType.Float)
 
 
 @pytest.mark.parametrize("device", DEVICES)

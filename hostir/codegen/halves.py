@@ -32,20 +32,6 @@ _INT_OPS = (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.CEILDIV, Op.REMAINDER, Op.NEG, Op
 _COMPARES = (Op.LT, Op.GE, Op.LE, Op.GT, Op.EQ, Op.NE)
 
 
-def leaves(v: Val) -> list[Val]:
-    """The leaf Vals (no sources, not constants) under scalar `v`."""
-    out, seen, stack = [], set(), [v]
-    while stack:
-        x = stack.pop()
-        if id(x) in seen:
-            continue
-        seen.add(id(x))
-        if not x.src and x.op is not Op.CONST:
-            out.append(x)
-        stack.extend(x.src)
-    return out
-
-
 class Halves:
     """Int scalars as forms a * H + c under `guards`, H = x // 2 with x the
     one leaf of the paired dim's extent E (checked: E's form is 2H, so E = x),
@@ -68,7 +54,7 @@ class Halves:
             self.h0 = max(1, extent.arg // 2)
             self.exact = extent.arg >= 2 and extent.arg % 2 == 0
             return
-        xs = [x for x in leaves(extent) if x.dtype.is_int]
+        xs = [x for x in S.leaves(extent) if x.dtype.is_int]
         self.exact = False
         if len(xs) != 1 or id(xs[0]) not in shape_leaves:
             return

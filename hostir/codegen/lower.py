@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import itertools
 
+from ..ir import scalar as S
 from ..ir.dtypes import DataType, compute_dtype, exact_cast, promote
 from ..ir.errors import ExecutionError, UnsupportedError
 from ..ir.node import OPS, AxisKind, Family, Kind, Op, Val, const
 from ..ir.ops.common import operand_index
 from ..segment import Segment
-from .halves import Halves, leaves
+from .halves import Halves
 from .kir import K, Builder, Kernel, KNode, TensorParam
 
 INT = DataType.Int
@@ -381,4 +382,4 @@ def shape_leaves(seg: Segment) -> dict[int, Val]:
         bounds = OPS[v.op].bounds
         if bounds is not None:
             roots += list(bounds(v))
-    return {id(x): x for r in roots for x in leaves(r)}
+    return {id(x): x for r in roots for x in S.leaves(r)}

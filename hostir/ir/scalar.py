@@ -150,3 +150,18 @@ def evaluate_scalar(v: Val, env: dict):
     result = apply_scalar(v.op, v.dtype, args)
     env[v] = result
     return result
+
+
+def leaves(v: Val) -> list[Val]:
+    """The leaves (no sources, not constants: inputs, extents) of scalar
+    expression `v`, in first-use order."""
+    out, seen, stack = [], set(), [v]
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if not x.src and x.op is not Op.CONST:
+            out.append(x)
+        stack.extend(reversed(x.src))
+    return out

@@ -393,16 +393,7 @@ class Segmenter:
 
 def _scalar_inputs(v: Val) -> list[Val]:
     """The scalar inputs a scalar expression reads, in first-use order."""
-    out, seen, stack = [], set(), [v]
-    while stack:
-        x = stack.pop()
-        if id(x) in seen:
-            continue
-        seen.add(id(x))
-        if x.op is Op.SCALAR_INPUT:
-            out.append(x)
-        stack.extend(reversed(x.src))
-    return out
+    return [x for x in S.leaves(v) if x.op is Op.SCALAR_INPUT]
 
 
 def segment(fusion: Fusion, aliases: AliasPlan, notes=()) -> SegmentedFusion:
