@@ -9,7 +9,7 @@ from .dist.communicator import Communicator
 from .dist.layout import part_of
 from .dist.mesh import DeviceMesh, ParallelType, Partial, Placement, Replicate, Shard
 from .dist.sharding import LoopDomain
-from .ir.errors import DefinitionError
+from .ir.errors import DefinitionError, UnsupportedError
 
 
 class IterDomain:
@@ -54,5 +54,68 @@ def shard_tensor(t: torch.Tensor, tv) -> torch.Tensor:
     return t.contiguous()
 
 
+def dtensor_execute(fd, inputs) -> list:
+    """nvFuser's `dtensor_execute`: run `fd` on `torch.distributed.tensor`
+    DTensors (and plain tensors), each DTensor's placements checked against
+    the fusion's annotation of that input; returns the outputs as DTensors on
+    the inputs' device mesh, placed as hostir computed them."""
+    from torch.distributed.tensor import DTensor
+    given = [(i, x) for i, x in enumerate(inputs) if isinstance(x, DTensor)]
+    if not given:
+        raise DefinitionError("dtensor_execute: no input is a DTensor (use fd.execute)")
+    tmesh = given[0][1].device_mesh
+    mesh = DeviceMesh(tmesh.mesh)
+    for i, x in given:
+        if DeviceMesh(x.device_mesh.mesh) != mesh:
+            raise DefinitionError(f"dtensor_execute: input {i} is on {DeviceMesh(x.device_mesh.mesh)}, "
+                                  f"input {given[0][0]} on {mesh}: one mesh for all")
+        _check_placements(fd, i, x, mesh)
+    outs = fd.execute([x.to_local() if isinstance(x, DTensor) else x for x in inputs])
+    shardings = fd.output_shardings() if fd._dist is not None else [None] * len(outs)
+    return [DTensor.from_local(o, tmesh, _placements(j, sh, mesh), run_check=False)
+            for j, (o, sh) in enumerate(zip(outs, shardings))]
+
+
+def _check_placements(fd, i: int, x, mesh: DeviceMesh) -> None:
+    from .dist.sharding import placements_sharding
+    val = fd._inputs[i]
+    want = fd._sharding_of(val)
+    got = placements_sharding(val, mesh, [_hostir_placement(p) for p in x.placements])
+    if want.mesh is not None and want.mesh != mesh:
+        raise DefinitionError(f"dtensor_execute: input {i} ({val.name}) is annotated on {want.mesh} "
+                              f"but the DTensor is on {mesh}")
+    if (want.dims, want.partial, want.layouts) != (got.dims, got.partial, got.layouts):
+        raise DefinitionError(f"dtensor_execute: input {i} ({val.name}) is annotated "
+                              f"{want.describe()} but the DTensor is placed {list(x.placements)} "
+                              f"({got.describe()})")
+
+
+def _hostir_placement(p) -> Placement:
+    if p.is_shard():
+        return Shard(p.dim)
+    if p.is_partial():
+        return Partial(getattr(p, "reduce_op", "sum"))
+    return Replicate()
+
+
+def _placements(j: int, sh, mesh: DeviceMesh) -> list:
+    from torch.distributed.tensor import Partial as TPartial, Replicate as TReplicate, Shard as TShard
+    if sh is None or sh.mesh is None:
+        return [TReplicate()] * mesh.ndim
+    out = []
+    for m in range(mesh.ndim):
+        e = sh.on(m)
+        if e is None:
+            out.append(TReplicate())
+        elif e[0] == "partial":
+            out.append(TPartial(e[1]))
+        elif not sh.layout(e[1]).is_block:
+            raise UnsupportedError(f"dtensor_execute: output {j} lies as {sh.describe()}, which no "
+                                   f"DTensor placement describes (annotate it in contiguous blocks)")
+        else:
+            out.append(TShard(e[1]))
+    return out
+
+
 __all__ = ["Communicator", "DeviceMesh", "IterDomain", "ParallelType", "Partial", "Placement",
-           "Replicate", "Shard", "shard_tensor"]
+           "Replicate", "Shard", "dtensor_execute", "shard_tensor"]

@@ -68,6 +68,13 @@ def test_shards_that_are_not_one_block(n, backend):
     _ok(proc, n, f"all layouts ok ({n} ranks)")
 
 
+@pytest.mark.parametrize("n", [2, 4])
+def test_dtensors_in_and_out(n):
+    """hostir.dtensor_execute: nvFuser's test_dtensor programs (torch backend)."""
+    proc = run_mpi(n, "tests/mpi/dtensors.py", env={"HOSTIR_COMM_BACKEND": "torch"})
+    _ok(proc, n, f"all dtensor programs ok ({n} ranks)")
+
+
 @pytest.mark.parametrize("n,backend,chunks", [(2, "torch", "1 3"), (2, "mpi", "3"), (4, "torch", "3")])
 def test_stream_pipelined_fusions(n, backend, chunks):
     """Stream-parallel axes: host for-loops over chunks on rotating streams, s in {1, 3}."""
