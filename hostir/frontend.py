@@ -539,6 +539,15 @@ class _FusionView:
     def outputs(self) -> list:
         return [Tensor(o.val, self._fd) for o in self._fd._outputs]
 
+    def vals(self) -> list:
+        """The inputs, then every value the outputs are computed from (producers
+        first): constants and extents aside."""
+        fd = self._fd
+        seen = {id(v) for v in fd._inputs}
+        nodes = list(fd._inputs) + [v for v in Fusion(tuple(fd._inputs), tuple(fd._outputs)).exprs()
+                                    if id(v) not in seen]
+        return [Tensor(v, fd) if v.is_tensor else Scalar(v, fd) for v in nodes]
+
 
 class Ops:
     """`fd.ops`: every op of the frontend, with nvFuser's argument conventions.

@@ -37,6 +37,9 @@ class _Handle:
     def __repr__(self) -> str:
         return f"{self.val.name}: {type_text(self.val)}"
 
+    def is_tensor(self) -> bool:
+        return self.val.is_tensor
+
     def _bin(self, op, other, reverse=False):
         a, b = (other, self) if reverse else (self, other)
         return self.fd.ops._pointwise(op, a, b)

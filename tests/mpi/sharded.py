@@ -242,6 +242,65 @@ for src, dst in ((0, 1), (1, 0), (2, 0)):
         text = str(fd._dist.program)
         assert text.count("start all_to_all") == 1 and "allgather" not in text, text
 
+# nvFuser's test_multidevice programs: every value given the mesh through
+# fd.fusion.vals(), a device axis without a split (one index per rank)
+with FusionDefinition() as fd:
+    t0 = fd.define_tensor((-1, -1), contiguity=False, dtype=DataType.Float)
+    t1 = fd.ops.relu(t0)
+    fd.add_output(fd.ops.add(t1, t1))
+    for t in fd.fusion.vals():
+        if t.is_tensor():
+            t.set_device_mesh(mesh)
+    for t in fd.fusion.inputs():
+        t.axis(0).parallelize(X)
+x = full(d, 4)
+# (the output has the mesh and no device axis: replicated, as nvFuser returns it)
+check("pointwise, each rank one row, gathered", fd.execute([shard(x, 0)])[0], x.relu() * 2)
+assert fd.output_shardings()[0].is_replicated
+
+# a replicated and a sharded operand: the replicated one is sliced locally
+with FusionDefinition() as fd:
+    a_ = fd.define_tensor((-1, -1), contiguity=True, dtype=DataType.Half)
+    b_ = fd.define_tensor((-1, -1), contiguity=True, dtype=DataType.Half)
+    fd.add_output(fd.ops.add(a_, b_))
+    a_.set_device_mesh(mesh)
+    b_.set_device_mesh(mesh)
+    b_.outer_split(0, d)
+    b_.axis(0).parallelize(X)
+x, y = full(2 * d, 3, dtype=torch.half), full(2 * d, 3, dtype=torch.half)
+check("replicated + sharded", fd.execute([x, shard(y, 0)])[0], shard(x.float() + y.float(), 0),
+      rtol=1e-3, atol=1e-3)
+
+# broadcast and squeeze around a sharded input, sums over a sharded and a local dim
+with FusionDefinition() as fd:
+    inp = fd.define_tensor((-1, -1, -1), dtype=DataType.BFloat16)
+    t2 = fd.ops.cast(fd.ops.squeeze(fd.ops.broadcast(inp, [True, False, False, False]), dims=[0]),
+                     dtype=DataType.Float)
+    fd.add_output(fd.ops.sum(t2, dims=[0]))
+    fd.add_output(fd.ops.sum(t2, dims=[1]))
+    for t in fd.fusion.inputs():
+        t.set_device_mesh(mesh)
+        t.outer_split(0, d)
+        t.axis(0).parallelize(X)
+x = full(d * 3, 5, 6, dtype=torch.bfloat16)
+s0, s1 = fd.execute([shard(x, 0)])
+check("a sum over the sharded dim", s0, x.float().sum(0), rtol=1e-3, atol=1e-3)
+check("a sum over a local dim", s1, shard(x, 0).float().sum(1), rtol=1e-3, atol=1e-3)
+
+# var_mean over a local dim of a tensor sharded on another
+with FusionDefinition() as fd:
+    inp = fd.define_tensor(shape=[1, 16 * d, 48], contiguity=True)
+    var, mean = fd.ops.var_mean(inp, dims=[2], correction=0, keepdim=False)
+    fd.add_output(var)
+    fd.add_output(mean)
+    inp.set_device_mesh(mesh)
+    inp.outer_split(1, d)
+    inp.axis(1).parallelize(X)
+x = full(1, 16 * d, 48)
+var, mean = fd.execute([shard(x, 1)])
+check("var_mean (var) of a local dim", var, shard(x, 1).var(2, correction=0), rtol=1e-4, atol=1e-4)
+check("var_mean (mean) of a local dim", mean, shard(x, 1).mean(2), rtol=1e-4, atol=1e-4)
+
 # a scatter reads its operands whole: a sharded input is gathered first
 with FusionDefinition() as fd:
     inp = fd.define_tensor([-1, -1], dtype=DataType.Float, mesh=mesh, placements=[Shard(0)])
