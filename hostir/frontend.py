@@ -484,6 +484,11 @@ class FusionDefinition:
         return self._dist.output_shardings()
 
     @property
+    def fec(self):
+        """nvFuser's executor cache handle: `fd.fec.get_output_shardings()`."""
+        return _ExecutorView(self)
+
+    @property
     def _cache(self) -> FusionCache:
         if self._fusion_cache is None:
             self._fusion_cache = FusionCache(self.ir(), type(self).__name__)
@@ -525,6 +530,11 @@ class FusionDefinition:
 
     def __repr__(self) -> str:
         return self.fusion_ir() if self._fusion is not None else "FusionDefinition(<undefined>)"
+
+
+class _ExecutorView:
+    def __init__(self, fd: FusionDefinition):
+        self.get_output_shardings = fd.output_shardings
 
 
 class _FusionView:

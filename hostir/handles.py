@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .ir.dtypes import DataType
-from .ir.errors import UnsupportedError
-from .ir.node import Op, Val
+from .dist.sharding import LoopDomain
+from .ir.errors import DefinitionError, UnsupportedError
+from .ir.node import AxisKind, Op, Val
 from .ir.printer import type_text
 from .multidevice import IterDomain
 from .repro import recorded
@@ -95,13 +96,16 @@ class Tensor(_Handle):
         return self.fd.ops.size(self, dim)
 
     # multi-GPU scheduling, in nvFuser's vocabulary (see hostir.multidevice)
+    def _loop_domain(self):
+        return self.fd._domain(self.val)
+
     def set_device_mesh(self, mesh) -> None:
-        self.fd._domain(self.val).mesh = mesh
+        self._loop_domain().mesh = mesh
 
     def split(self, axis: int, factor: int, inner_split: bool = True) -> None:
         """Split loop axis `axis`: the inner part has `factor` (the outer part with
         inner_split=False). A tensor's logical shape does not change."""
-        self.fd._domain(self.val).split(axis, factor, inner_split)
+        self._loop_domain().split(axis, factor, inner_split)
 
     def outer_split(self, axis: int, factor: int) -> None:
         self.split(axis, factor, inner_split=False)
@@ -110,17 +114,17 @@ class Tensor(_Handle):
         self.split(axis, factor, inner_split=True)
 
     def axis(self, i: int):
-        domain = self.fd._domain(self.val)
+        domain = self._loop_domain()
         return IterDomain(domain, domain.index(i, "axis"))
 
     def get_loop_domain(self) -> list:
         """The loop axes, as `axis(i)` gives them one at a time."""
-        domain = self.fd._domain(self.val)
+        domain = self._loop_domain()
         return [IterDomain(domain, i) for i in range(len(domain.axes))]
 
     def reorder(self, old2new: dict) -> None:
         """Move loop axes: `{old position: new position}`."""
-        domain = self.fd._domain(self.val)
+        domain = self._loop_domain()
         axes = list(domain.axes)
         moved = {domain.index(o, "reorder"): domain.index(n, "reorder") for o, n in old2new.items()}
         rest = [a for i, a in enumerate(axes) if i not in moved]
@@ -132,15 +136,40 @@ class Tensor(_Handle):
 
     def set_allocation_domain(self, axes, new_contiguity=None) -> None:
         """Accepted: hostir allocates a communicated dim outermost itself."""
-        self.fd._domain(self.val)
+        self._loop_domain()
 
     def merge(self, *args, **kwargs):
-        raise UnsupportedError("merge of loop axes is not supported; shard a dim with one split")
+        raise UnsupportedError("merge of loop axes is not supported; split a dim instead (a dim "
+                               "may be split several times)")
 
-    def rfactor(self, *args, **kwargs):
-        raise UnsupportedError("rfactor is not supported: a reduction over a sharded dim gives "
-                               "partial results that hostir combines with a collective itself")
+    def rfactor(self, axes) -> "Tensor":
+        """nvFuser's rfactor of reduction loop axes: the tensor of partial results
+        over those axes. hostir computes a reduction over a sharded dim so
+        itself (local partial results, then a collective), so the handle this
+        returns takes annotations (a mesh, parallelized axes) and checks them
+        for sense but leaves the plan to hostir."""
+        domain = self._loop_domain()
+        picked = [domain.index(a, "rfactor") for a in (axes if isinstance(axes, (list, tuple)) else [axes])]
+        for i in picked:
+            if self.val.axes[domain.axes[i].source].kind is not AxisKind.REDUCE:
+                raise DefinitionError(f"rfactor of {self.val!r}: loop axis {i} is not a reduction axis")
+        return _Partials(self.val, self.fd, domain)
 
     @property
     def mesh(self):
-        return self.fd._domain(self.val).mesh
+        return self._loop_domain().mesh
+
+
+class _Partials(Tensor):
+    """What `rfactor` returns: the local partial results of a reduction. Its
+    annotations go to a loop domain of its own, which the plan does not read
+    (hostir makes and combines the partials itself)."""
+
+    __slots__ = ("_own",)
+
+    def __init__(self, val: Val, fd: "FusionDefinition", of):
+        super().__init__(val, fd)
+        self._own = LoopDomain(val, of.mesh)
+
+    def _loop_domain(self):
+        return self._own

@@ -109,3 +109,21 @@ def test_a_dim_in_another_layout_moves_whole():
     assert reshard_steps(cyc, cyc) == []
     partial = sh(MESH1, ("partial", "sum"))
     assert reshard_steps(partial, cyc) == [("allreduce", 0, "sum"), ("take", 1, Layout((0,), (None, 1)))]
+
+
+def test_rfactor_takes_reduction_axes_and_its_annotations_leave_the_plan_alone():
+    with FusionDefinition() as fd:
+        a = fd.define_tensor([-1, 8], dtype=DataType.Float)
+        b = fd.define_tensor([8, -1], dtype=DataType.Float)
+        out = fd.ops.matmul(a, b)
+        fd.add_output(out)
+        out.set_device_mesh(MESH1)
+        out.outer_split(-1, 4)  # [i{M}, i{N}, r{4}, r{2}]
+        with pytest.raises(DefinitionError, match="loop axis 0 is not a reduction axis"):
+            out.rfactor(axes=[0])
+        partials = out.rfactor(axes=[-1])
+        partials.set_device_mesh(MESH1)
+        partials.axis(-2).parallelize(X)
+    assert fd._sharding_of(out.val).is_replicated  # the output's own annotation is unchanged
+    with pytest.raises(UnsupportedError, match="merge of loop axes"):
+        out.merge(0)

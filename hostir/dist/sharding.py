@@ -68,6 +68,13 @@ class Sharding:
                 n *= self.mesh.shape[m]
         return n
 
+    def axis_sharded_on(self, ptype: ParallelType) -> int:
+        """nvFuser's name: the logical dim split over `ptype`'s mesh dim (-1: none)."""
+        if self.mesh is None:
+            return -1
+        d = self.dim_on(ptype.mesh_dim(self.mesh))
+        return -1 if d is None else d
+
     @property
     def is_replicated(self) -> bool:
         return not self.dims and not self.partial

@@ -301,6 +301,38 @@ var, mean = fd.execute([shard(x, 1)])
 check("var_mean (var) of a local dim", var, shard(x, 1).var(2, correction=0), rtol=1e-4, atol=1e-4)
 check("var_mean (mean) of a local dim", mean, shard(x, 1).mean(2), rtol=1e-4, atol=1e-4)
 
+# the output's sharded axis read back as nvFuser does, through fd.fec
+with FusionDefinition() as fd:
+    inp = fd.define_tensor([2, 3, e])
+    weight = fd.define_tensor([d * e, e], contiguity=True, mesh=mesh, placements=[Shard(0)])
+    fd.add_output(fd.ops.linear(inp, weight))
+    fd.add_output(fd.ops.relu(inp))
+    inp.set_device_mesh(mesh)
+x, W = full(2, 3, e), full(d * e, e)
+out, _ = fd.execute([x, shard(W, 0)])
+sharded, whole = fd.fec.get_output_shardings()
+assert sharded.axis_sharded_on(X) == 2 and whole.axis_sharded_on(X) == -1, (sharded, whole)
+check("column-parallel linear, its sharding read back", out, shard(F.linear(x, W), 2))
+
+# nvFuser's test_row_parallel_matmul: rfactor's partials annotated (hostir plans them)
+with FusionDefinition() as fd:
+    inp = fd.define_tensor([-1, d * e], contiguity=True, dtype=DataType.Float)
+    weight = fd.define_tensor([d * e, e], contiguity=True, dtype=DataType.Float)
+    out = fd.ops.matmul(inp, weight)
+    fd.add_output(out)
+    for t in (inp, weight, out):
+        t.set_device_mesh(mesh)
+    inp.outer_split(-1, d)
+    inp.axis(-2).parallelize(X)
+    weight.outer_split(0, d)
+    weight.axis(0).parallelize(X)
+    out.outer_split(-1, d)
+    local_out = out.rfactor(axes=[-1])
+    local_out.set_device_mesh(mesh)
+    local_out.axis(-2).parallelize(X)
+x, w = full(4, d * e), full(d * e, e)
+check("row-parallel matmul with rfactor", fd.execute([shard(x, -1), shard(w, 0)])[0], x @ w)
+
 # a scatter reads its operands whole: a sharded input is gathered first
 with FusionDefinition() as fd:
     inp = fd.define_tensor([-1, -1], dtype=DataType.Float, mesh=mesh, placements=[Shard(0)])
