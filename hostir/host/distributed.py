@@ -200,7 +200,7 @@ class DistributedFusion:
     def _body(self, name: str, dests: list | None = None) -> list:
         """Launch the pieces with the communication between them; returns each
         output in its output sharding, or (with `dests`) writes it there."""
-        fusion, prop, hp = self.fusion, self.prop, self.hp
+        fusion, prop = self.fusion, self.prop
         self.dest: dict = {}  # (id(tensor), sharding) -> the buffer its piece writes into
         for j, (o, sh) in enumerate(zip(fusion.outputs, prop.outputs)):
             if o.alias_input is not None:

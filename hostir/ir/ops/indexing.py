@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from .. import scalar as S
-from ..dtypes import DataType, compute_dtype
+from ..dtypes import DataType
 from ..errors import DefinitionError, ExecutionError, UnsupportedError
 from ..node import Axis, AxisKind, Family, Op, OpDef, Val, define
 from ..printer import operand_text
