@@ -45,8 +45,6 @@ WHY = {
     "real": "complex dtypes are not supported yet (no complex kernels)",
     "isreal": "complex dtypes are not supported yet (no complex kernels)",
     "argmax": "index-returning reductions are not built yet",
-    "topk": "sorting ops are not built yet",
-    "argsort": "sorting ops are not built yet",
 }
 
 

@@ -1,5 +1,5 @@
 """Ops of fd.ops that run through ATen in segments of their own: sdpfa_fwd and
-sdpfa_bwd (flash attention). Against torch eager on random
+sdpfa_bwd (flash attention), topk and argsort. Against torch eager on random
 data (F.scaled_dot_product_attention and autograd for attention): many shapes
 (size-1 batch and heads, L != S, head dims 16..128), the dtypes the CPU flash
 kernels take, causal or not, custom scales, BSHE-strided and non-contiguous
@@ -12,10 +12,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from hostir import (DataType, DefinitionError, ExecutionError, FusionDefinition, UnsupportedError,
-                    VerificationError)
+from hostir import (DataType, DefinitionError, ExecutionError, FusionDefinition, InputError,
+                    UnsupportedError, VerificationError)
 from hostir.ir.node import OPS, Op, Val
-from ops_util import TEST_DEVICE, TORCH, declare, relayout, run
+from ops_util import TEST_DEVICE, TORCH, check, declare, rand, relayout, run
 
 D = DataType
 ON_CPU = TEST_DEVICE == "cpu"
@@ -381,15 +381,17 @@ def test_a_tuple_of_results_prints_its_types_and_is_read_by_result_nodes_only():
         verify(Fusion(fd._fusion.inputs, (Output(bad),)))
 
 
-def test_attention_says_where_operand_dims_go():
+def test_attention_and_sorting_say_where_operand_dims_go():
     """OpDef.dims: batch and head dims pass through attention (sequence and
-    embedding dims are whole); each result maps its call's dims to its own."""
+    embedding dims are whole); sorting keeps every dim but the sorted one; each
+    result maps its call's dims to its own."""
     with FusionDefinition() as fd:
         q = fd.define_tensor([2, 3, 5, 16], dtype=D.BFloat16)
         k, v = (fd.define_tensor([2, 3, 7, 16], dtype=D.BFloat16) for _ in range(2))
         out, lse, seed, offset = fd.ops.sdpfa_fwd(q, k, v)
         grads = fd.ops.sdpfa_bwd(out, q, k, v, out, lse, None, None, seed, offset, None)
-        for t in (out, lse, seed, offset, *grads):
+        x = fd.define_tensor([4, 9, 6])
+        for t in (out, lse, seed, offset, *grads, *fd.ops.topk(x, 3, 1), fd.ops.argsort(x, 2)):
             fd.add_output(t)
     seen = set()
     for v_ in fd.ir().exprs():
@@ -402,8 +404,149 @@ def test_attention_says_where_operand_dims_go():
                 if od is not None:
                     assert s.logical[sd].extent.arg == v_.logical[od].extent.arg, (v_.op, i, sd, od)
         seen.add(v_.op)
-    assert {Op.SDPFA_FWD, Op.SDPFA_BWD, Op.RESULT} <= seen
+    assert {Op.SDPFA_FWD, Op.SDPFA_BWD, Op.TOPK, Op.ARGSORT, Op.RESULT} <= seen
     fwd = out.val.src[0]
     assert OPS[Op.SDPFA_FWD].dims(fwd, 0) == (0, 1, None, None)
     assert OPS[Op.SDPFA_FWD].dims(fwd, 1) == (0, 1, None, None)
     assert OPS[Op.RESULT].dims(lse.val, 0) == (0, 1, 2, None)
+
+
+# ------------------------------------------------------------------ topk
+
+SORT_DTYPES = [D.Float, D.BFloat16, D.Half, D.Double, D.Int, D.Int32]
+# (shape, dim, k)
+TOPK_CASES = [((9,), 0, 4), ((4, 9), 1, 3), ((4, 9), 0, 4), ((4, 9), -1, 9), ((3, 1, 7), 2, 1),
+              ((1, 6), 1, 0), ((5, 4, 6), 1, 2), ((2, 33), 1, 17)]
+
+
+def _distinct(shape, dtype):
+    """Random values without ties (a permutation of small integers, exact in
+    every dtype), so the indices are determined."""
+    n = math.prod(shape)
+    return (torch.randperm(n).reshape(shape) - n // 2).to(TORCH[dtype])
+
+
+@pytest.mark.parametrize("dtype", SORT_DTYPES, ids=lambda d: d.short)
+@pytest.mark.parametrize("case", TOPK_CASES, ids=str)
+@pytest.mark.parametrize("largest,sorted_", [(True, True), (False, True), (True, False)])
+def test_topk(case, dtype, largest, sorted_):
+    shape, dim, k = case
+    x = _distinct(shape, dtype)
+
+    def build(fd):
+        values, indices = fd.ops.topk(declare(fd, x), k, dim=dim, largest=largest, sorted=sorted_)
+        fd.add_output(values)
+        fd.add_output(indices)
+    values, indices = run(build, [x])
+    want_v, want_i = torch.topk(x, k, dim, largest=largest, sorted=True)
+    assert indices.dtype == torch.int64 and values.dtype == x.dtype
+    if not sorted_:  # any order: compare in sorted order
+        order = values.argsort(dim, descending=largest)
+        values, indices = values.gather(dim, order), indices.gather(dim, order)
+    check(values, want_v)
+    check(indices, want_i)
+
+
+def test_topk_nvfuser_defaults_and_a_scalar_k_that_changes():
+    """nvFuser's defaults (dim=-1, largest=True, sorted=False), and k a scalar
+    input: each call's k gives the result's extent."""
+    x = rand((5, 12), D.Float)
+    with FusionDefinition() as fd:
+        t = declare(fd, x)
+        k = fd.define_scalar(None, dtype=D.Int)
+        values, indices = fd.ops.topk(t, k)
+        fd.add_output(fd.ops.mul(values, 2.0))
+        fd.add_output(indices)
+    for kk in (3, 12, 1, 0):
+        values, indices = (o.cpu() for o in fd.execute([x.to(TEST_DEVICE), kk]))
+        assert values.shape == (5, kk)
+        check(values.sort(1, descending=True).values, torch.topk(x, kk).values * 2)
+        check(x.gather(1, indices) * 2, values)
+    with pytest.raises(InputError, match=r"topk: k=13 is out of range for dim 1 of arg T0 .* extent 12"):
+        fd.execute([x, 13])
+    with pytest.raises(InputError, match=r"topk: k=-1 is out of range"):
+        fd.execute([x, -1])
+
+
+@pytest.mark.parametrize("layout", ["strided", "transposed"])
+def test_topk_of_non_contiguous_input_between_generated_kernels(layout):
+    x = relayout(rand((6, 10), D.Float), layout)
+
+    def build(fd):
+        values, indices = fd.ops.topk(fd.ops.neg(declare(fd, x, layout)), 4, 1, True, True)
+        fd.add_output(fd.ops.add(values, 1.0))
+        fd.add_output(fd.ops.mul(indices, 2))
+    values, indices = run(build, [x])
+    want = torch.topk(-x, 4, 1)
+    check(values, want.values + 1)
+    check(indices, want.indices * 2)
+
+
+def test_topk_bad_input():
+    with FusionDefinition() as fd:
+        t = fd.define_tensor([4, 9])
+        with pytest.raises(DefinitionError, match=r"topk: k=10 is out of range for dim 1 of arg T0 "
+                                                  r"\(float\[4, 9\]\) with extent 9"):
+            fd.ops.topk(t, 10, 1)
+        with pytest.raises(DefinitionError, match=r"topk: k=-2 is out of range"):
+            fd.ops.topk(t, -2)
+        with pytest.raises(DefinitionError, match="topk: k must be an int or an Int scalar"):
+            fd.ops.topk(t, 2.0)
+        with pytest.raises(DefinitionError, match="topk: dim 2 is out of range"):
+            fd.ops.topk(t, 2, 2)
+        with pytest.raises(DefinitionError, match="topk: largest must be a bool"):
+            fd.ops.topk(t, 2, 1, 1)
+        with pytest.raises(UnsupportedError, match="topk: Bool tensors are not supported"):
+            fd.ops.topk(fd.define_tensor([4], dtype=D.Bool), 2)
+        with pytest.raises(DefinitionError, match="topk: arg must have at least 1 dim"):
+            fd.ops.topk(fd.define_tensor([]), 1)
+        fd.add_output(t)
+
+
+# ------------------------------------------------------------------ argsort
+
+ARGSORT_CASES = [((9,), 0), ((4, 9), 1), ((4, 9), 0), ((3, 1, 7), -1), ((1, 6), 0), ((5, 4, 6), 1), ((0, 3), 1)]
+
+
+@pytest.mark.parametrize("dtype", SORT_DTYPES + [D.Bool], ids=lambda d: d.short)
+@pytest.mark.parametrize("case", ARGSORT_CASES, ids=str)
+@pytest.mark.parametrize("descending", [False, True])
+def test_argsort_stable(case, dtype, descending):
+    """Stable: exactly torch's order, ties (small ints, bools) included."""
+    shape, dim = case
+    x = rand(shape, dtype, ints=(-3, 3))
+
+    def build(fd):
+        fd.add_output(fd.ops.argsort(declare(fd, x), dim, descending=descending, stable=True))
+    (out,) = run(build, [x])
+    check(out, torch.argsort(x, dim=dim, descending=descending, stable=True))
+
+
+@pytest.mark.parametrize("dtype", [D.Float, D.Int32], ids=lambda d: d.short)
+@pytest.mark.parametrize("case", ARGSORT_CASES, ids=str)
+def test_argsort_unstable_sorts(case, dtype):
+    """Not stable (nvFuser's default): ties in any order, so check that the
+    indices are a permutation that sorts."""
+    shape, dim = case
+    x = rand(shape, dtype, ints=(-3, 3))
+
+    def build(fd):
+        fd.add_output(fd.ops.argsort(fd.ops.abs(declare(fd, x)), dim))
+    (out,) = run(build, [x])
+    assert out.dtype == torch.int64
+    dim = dim % len(shape)
+    positions = torch.arange(shape[dim]).view([-1 if d == dim else 1 for d in range(len(shape))])
+    check(out.sort(dim).values, positions.expand(shape))
+    check(x.abs().gather(dim, out), x.abs().sort(dim).values)
+
+
+def test_argsort_bad_input():
+    with FusionDefinition() as fd:
+        t = fd.define_tensor([4, 9])
+        with pytest.raises(DefinitionError, match="argsort: dim -3 is out of range"):
+            fd.ops.argsort(t, -3)
+        with pytest.raises(DefinitionError, match="argsort: stable must be a bool"):
+            fd.ops.argsort(t, 0, False, None)
+        with pytest.raises(DefinitionError, match="argsort: arg must be a tensor"):
+            fd.ops.argsort(fd.define_scalar(1.0), 0)
+        fd.add_output(t)

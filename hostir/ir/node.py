@@ -73,6 +73,8 @@ class Op(enum.Enum):
     SDPFA_FWD = "sdpfa_fwd"      # src=(q, k, v, dropout_p, is_causal[, scale]); 4 results
     SDPFA_BWD = "sdpfa_bwd"      # src=(grad, q, k, v, out, lse, dropout_p, is_causal, seed,
                                  # offset[, scale]); 3 results
+    TOPK = "topk"                # src=(input, k), arg=(dim, largest, sorted); 2 results
+    ARGSORT = "argsort"          # src=(input,), arg=(dim, descending, stable)
     RESULT = "result"            # src=(node,), arg=i: result i of a several-result node
     # factories
     FULL = "full"                # src=(fill, *extents)

@@ -18,7 +18,7 @@ Every cut records a reason. Kinds:
   would need a grid-wide sync); a prologue of pointwise ops that only it
   reads, indexed per use.
 - matmul: one matmul/linear, run through ATen.
-- aten: one call of another op that runs through ATen (sdpfa_fwd, ...),
+- aten: one call of another op that runs through ATen (sdpfa_fwd, topk, ...),
   with the RESULT nodes that read its several results.
 - alias: views of inputs returned as outputs; launches nothing.
 """
