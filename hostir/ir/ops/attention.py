@@ -9,9 +9,10 @@ of them, in an ATen segment of its own.
 Shapes as nvFuser's: query [*B, H, L, E], key [*B, H, S, E], value [*B, H, S,
 Ev], output [*B, H, L, Ev], log_sumexp [*B, H, L] (Float), where *B is one or
 more batch dims (nvFuser's sharded form [D, N, H, L, E] is one more). ATen's
-flash kernels need Ev == E; hostir checks it. The output keeps the query's
-stride order and each gradient its input's (a BSHE-strided query gives a
-BSHE-strided output), log_sumexp is contiguous, as nvFuser's.
+flash kernels need Ev == E; hostir checks it. The output keeps the stride
+order of the query it is given and each gradient its input's (a BSHE-strided
+query gives a BSHE-strided output; an intermediate a generated kernel made is
+contiguous), log_sumexp is contiguous, as nvFuser's.
 
 The rng state: ATen's CUDA kernel returns it as a uint64 [2] tensor and an
 empty uint64 scalar (nvFuser's philox_seed and philox_offset since torch 2.7).
@@ -336,10 +337,10 @@ def _bwd_check(v: Val):
 
 define(OpDef(Op.SDPFA_FWD, Family.ATEN, (5, 6),
              rebuild=lambda v, src: sdpfa_fwd_node(*src[:5], src[5] if len(src) > 5 else None),
-             reference=_fwd_reference, text=_text(3, ("dropout_p", "is_causal", "scale")), dims=_fwd_dims, check=_fwd_check,
-             results=_fwd_results))
+             reference=_fwd_reference, text=_text(3, ("dropout_p", "is_causal", "scale")),
+             dims=_fwd_dims, check=_fwd_check, results=_fwd_results))
 define(OpDef(Op.SDPFA_BWD, Family.ATEN, (10, 11),
              rebuild=lambda v, src: sdpfa_bwd_node(*src[:10], src[10] if len(src) > 10 else None),
              reference=_bwd_reference,
-             text=_text(6, ("dropout_p", "is_causal", "philox_seed", "philox_offset", "scale")), dims=_bwd_dims, check=_bwd_check,
-             results=_bwd_results))
+             text=_text(6, ("dropout_p", "is_causal", "philox_seed", "philox_offset", "scale")),
+             dims=_bwd_dims, check=_bwd_check, results=_bwd_results))
