@@ -554,8 +554,9 @@ class _FusionView:
         first): constants and extents aside."""
         fd = self._fd
         seen = {id(v) for v in fd._inputs}
+        # a tuple of results is no value of nvFuser's (its RESULT nodes are)
         nodes = list(fd._inputs) + [v for v in Fusion(tuple(fd._inputs), tuple(fd._outputs)).exprs()
-                                    if id(v) not in seen]
+                                    if id(v) not in seen and not O.is_several(v)]
         return [Tensor(v, fd) if v.is_tensor else Scalar(v, fd) for v in nodes]
 
 

@@ -45,10 +45,6 @@ WHY = {
     "real": "complex dtypes are not supported yet (no complex kernels)",
     "isreal": "complex dtypes are not supported yet (no complex kernels)",
     "argmax": "index-returning reductions are not built yet",
-    "sdpfa_fwd": "attention is not built (no flash-attention kernels)",
-    "sdpfa_bwd": "attention is not built (no flash-attention kernels)",
-    "topk": "sorting ops are not built yet",
-    "argsort": "sorting ops are not built yet",
 }
 
 

@@ -897,6 +897,106 @@ def _(fd):
     fd.add_output(fd.ops.add(fd.ops.mul(sym(fd, 2), 2.0), 1.0))
 
 
+# ---------------------------------------------------------------- attention and sorting (ATen segments)
+
+BF16 = torch.bfloat16
+
+
+def _sdpa_grads(q, k, v, g, is_causal=True, scale=None):
+    q, k, v = (t.clone().requires_grad_() for t in (q, k, v))
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale)
+    out.backward(g)
+    return [out.detach(), q.grad, k.grad, v.grad]
+
+
+@program("sdpa_fwd_bwd_thunder", lambda: [r(2, 4, 16, 32, dtype=BF16), r(2, 4, 12, 32, dtype=BF16),
+                                          r(2, 4, 12, 32, dtype=BF16), r(2, 4, 16, 32, dtype=BF16)],
+         _sdpa_grads, 2e-2, 2e-2)
+def _(fd):
+    """Thunder's nvFuser executor: scalars defined once, positional arguments, scale None."""
+    q, k, v, g = (fd.define_tensor(shape=[-1, -1, -1, -1], contiguity=[True] * 4, dtype=D.BFloat16,
+                                   is_cpu=False) for _ in range(4))
+    s0 = fd.define_scalar(0.0, dtype=D.Double)
+    s1 = fd.define_scalar(True, dtype=D.Bool)
+    t4, t5, t6, t7 = fd.ops.sdpfa_fwd(q, k, v, s0, s1, None)
+    t8, t9, t10 = fd.ops.sdpfa_bwd(g, q, k, v, t4, t5, s0, s1, t6, t7, None)
+    for t in (t4, t8, t9, t10):
+        fd.add_output(t)
+
+
+def _sdpa_bwd_inputs():
+    q, k, v, g = r(1, 2, 8, 16, dtype=BF16), r(1, 2, 8, 16, dtype=BF16), r(1, 2, 8, 16, dtype=BF16), \
+        r(1, 2, 8, 16, dtype=BF16)
+    out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, False, scale=0.5)
+    return [g, q, k, v, out, lse.contiguous(), torch.zeros(2, dtype=torch.int64),
+            torch.zeros((), dtype=torch.int64), 0.5]
+
+
+@program("sdpa_bwd_of_saved_forward", _sdpa_bwd_inputs,
+         lambda g, q, k, v, *_: _sdpa_grads(q, k, v, g, False, 0.5)[1:], 2e-2, 2e-2)
+def _(fd):
+    """nvFuser's test_sdpa_bwd: the forward's results saved as inputs (the rng
+    state as Int tensors), the scale a scalar input."""
+    g, q, k, v, out = (sym(fd, 4, D.BFloat16) for _ in range(5))
+    lse = sym(fd, 3)
+    seed = fd.define_tensor(shape=[2], dtype=D.Int)
+    offset = fd.define_tensor(shape=[], dtype=D.Int)
+    scale = fd.define_scalar(None, dtype=D.Double)
+    for t in fd.ops.sdpfa_bwd(g, q, k, v, out, lse, None, None, seed, offset, scale):
+        fd.add_output(t)
+
+
+def _attention_block(x, w, h=4):
+    b, s, e = x.shape
+    q, k, v = (t.reshape(b, s, h, e // h).permute(0, 2, 1, 3) for t in F.linear(x, w).split(e, -1))
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return [out.permute(0, 2, 1, 3).reshape(b, s, e)]
+
+
+@program("sdpa_attention_block", lambda: [r(2, 8, 64, dtype=BF16), r(192, 64, dtype=BF16, low=-0.3, high=0.3)],
+         _attention_block, 2e-2, 2e-2)
+def _(fd):
+    """Thunder's transformer attention: a linear, its columns sliced into q, k, v,
+    each reshaped to heads and permuted to BHSE (strided views), flash attention,
+    and back to [b, s, e]."""
+    x = fd.define_tensor(shape=[2, 8, 64], contiguity=[True] * 3, dtype=D.BFloat16)
+    w = fd.define_tensor(shape=[192, 64], contiguity=[True] * 2, dtype=D.BFloat16)
+    qkv = fd.ops.linear(x, w)
+    heads = []
+    for i in range(3):
+        t = fd.ops.slice(qkv, start_indices=[0, 0, 64 * i], end_indices=[2, 8, 64 * (i + 1)], strides=[1, 1, 1])
+        heads.append(fd.ops.permute(fd.ops.reshape(t, new_shape=[2, 8, 4, 16]), dims=[0, 2, 1, 3]))
+    attn, *_ = fd.ops.sdpfa_fwd(*heads, dropout_p=0.0, is_causal=True, scale=None)
+    fd.add_output(fd.ops.reshape(fd.ops.permute(attn, dims=[0, 2, 1, 3]), new_shape=[2, 8, 64]))
+
+
+@program("topk_scalar_k", lambda: [r(6, 40), 5],
+         lambda x, k: [torch.topk(x, k, 1).values * 2, torch.topk(x, k, 1).indices])
+def _(fd):
+    t0 = sym(fd, 2)
+    s1 = fd.define_scalar(None, dtype=D.Int)
+    t2, t3 = fd.ops.topk(t0, s1, dim=1, largest=True, sorted=True)
+    fd.add_output(fd.ops.mul(t2, 2.0))
+    fd.add_output(t3)
+
+
+@program("topk_rows_for_scatter", lambda: [r(16, 32), r(16, 32), r(4, 32)],
+         lambda x, y, s: [torch.scatter(x, 0, torch.topk(y, 4, 0).indices, s)])
+def _(fd):
+    """nvFuser's scatter tests pick rows with topk; here inside the fusion (sorted:
+    which src row goes where follows the order)."""
+    x, y, src = sym(fd, 2), sym(fd, 2), sym(fd, 2)
+    _, rows = fd.ops.topk(y, 4, dim=0, sorted=True)
+    fd.add_output(fd.ops.scatter(x, rows, src, 0))
+
+
+@program("argsort_then_gather", lambda: [r(5, 9)], lambda x: [x.sort(1, descending=True).values])
+def _(fd):
+    t0 = sym(fd, 2)
+    order = fd.ops.argsort(t0, dim=1, descending=True, stable=False)
+    fd.add_output(fd.ops.take_along_axis(t0, order, 1))
+
+
 # ---------------------------------------------------------------- the runner
 
 def _to(x):

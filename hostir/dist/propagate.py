@@ -50,14 +50,17 @@ def propagate(fusion: Fusion, annotated: dict) -> Propagation:
         operands = {k: final[s] for k, s in enumerate(v.src) if s.is_tensor}
         c = _forward(v, operands, mesh)
         a = annotated.get(v)
-        if a is not None:
+        if a is not None and v.op is not Op.RESULT:  # a result reads its tuple as computed
             c = _toward(c, a, mesh)
         if v in streamed and c.dim_on_any(streamed[v]):
             c = c.without_dim(streamed[v])
         computed[v] = c
         final[v] = a if a is not None else c
         for k in operands:
-            needs[(v, k)] = _need(v, k, operands[k], c, mesh)
+            if v.op is Op.RESULT:  # a tuple of results is never resharded (its results may be)
+                needs[(v, k)] = computed[v.src[k]]
+            else:
+                needs[(v, k)] = _need(v, k, operands[k], c, mesh)
     outputs = [annotated.get(o.val, final[o.val].without_partial()) for o in fusion.outputs]
     return Propagation(mesh, computed, final, needs, outputs)
 

@@ -113,6 +113,8 @@ class TorchStep:
     def __init__(self, seg: Segment):
         self.seg = seg
         self.name = f"seg{seg.id}_{seg.scheduler}"
+        # the tuples of several-result nodes: only this segment's RESULT nodes read them
+        self.tuples = [v for v in seg.exprs if OPS[v.op].results is not None]
 
     def launch(self, ctx, args: list, out=None) -> list:
         bufs = ctx.out_buffers
@@ -122,6 +124,8 @@ class TorchStep:
                 ctx[v] = buf
             else:
                 ctx[v] = eval_node(v, ctx)
+        for v in self.tuples:  # so that a result is freed when its last reader is done
+            del ctx[v]
         return [ctx[o] for o in self.seg.outputs]
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from .dtypes import coerce
-from .errors import ExecutionError
+from .errors import ExecutionError, HostirError
 from .node import OPS, Op, Val
 from .scalar import evaluate_scalar
 
@@ -48,12 +48,15 @@ def eval_node(v: Val, env: Env):
     if v.is_scalar:
         return env.scalar(v)
     args = [env[s] if s.is_tensor else env.scalar(s) for s in v.src]
+    d = OPS[v.op]
     try:
-        out = OPS[v.op].reference(v, args, env)
-    except ExecutionError:
+        out = d.reference(v, args, env)
+    except HostirError:  # names the op already (an UnsupportedError is a RuntimeError too)
         raise
     except (RuntimeError, ValueError, IndexError, ZeroDivisionError) as e:
         raise ExecutionError(f"{v.op.value} -> {v!r}: {e}") from e
+    if d.results is not None:  # a tuple: its RESULT nodes check each shape
+        return tuple(out)
     expected = env.extents(v.logical)
     if list(out.shape) != expected:
         raise ExecutionError(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from .dtypes import DataType, coerce, python_scalar_dtype
 
@@ -69,6 +69,13 @@ class Op(enum.Enum):
     # matmul family (reduction axis K last in the output's domain)
     MATMUL = "matmul"
     LINEAR = "linear"            # src=(a, w) or (a, w, bias)
+    # through ATen (torch ops), each call a segment of its own
+    SDPFA_FWD = "sdpfa_fwd"      # src=(q, k, v, dropout_p, is_causal[, scale]); 4 results
+    SDPFA_BWD = "sdpfa_bwd"      # src=(grad, q, k, v, out, lse, dropout_p, is_causal, seed,
+                                 # offset[, scale]); 3 results
+    TOPK = "topk"                # src=(input, k), arg=(dim, largest, sorted); 2 results
+    ARGSORT = "argsort"          # src=(input,), arg=(dim, descending, stable)
+    RESULT = "result"            # src=(node,), arg=i: result i of a several-result node
     # factories
     FULL = "full"                # src=(fill, *extents)
     IOTA = "iota"                # src=(length, start, step)
@@ -89,6 +96,7 @@ class Family(enum.Enum):
     SCATTER = "scatter"          # its first source, with values written where an index tensor
                                  # says (a segment of its own: the writes land at data-dependent places)
     MATMUL = "matmul"
+    ATEN = "aten"                # runs through ATen (torch ops) in a segment of its own
     FACTORY = "factory"          # makes a tensor from scalars
 
 
@@ -131,6 +139,10 @@ class OpDef:
       reduction's or a contraction's dim: `partial` says how partial results
       combine, "sum", "max", "min" or "avg"; None: they cannot be), or None
       where it has no counterpart (sharding propagation reads this)
+    - `results(v)`: for an op that makes several tensors in one call (one
+      ATen call for sdpfa_fwd's output, log-sum-exp and rng state), the
+      `ResultType` of each, `v`'s own type first. Such a node's value is the
+      tuple of them; RESULT nodes read it (ir/ops/results.py), nothing else
 
     Pointwise ops also carry `kind` (type rule), `py` (evaluation on Python
     numbers), `torch` (on tensors), `cuda` (a format string over operand
@@ -155,6 +167,7 @@ class OpDef:
     check: Callable | None = None
     write: Callable | None = None
     dims: Callable | None = None
+    results: Callable | None = None
     partial: str | None = None
     kind: Kind | None = None
     py: Callable | None = None
@@ -172,6 +185,16 @@ OPS: dict[Op, OpDef] = {}
 
 REDUCED = "reduced"
 """`OpDef.dims` entry of an operand dim the op combines values along."""
+
+
+class ResultType(NamedTuple):
+    """One result of a several-result node (`OpDef.results`): its dtype and
+    axes, and for each logical dim of the node the result's dim it is (None
+    where the result has no such dim: sharding propagation reads this)."""
+
+    dtype: DataType
+    axes: tuple
+    dims: tuple
 
 
 def define(record: OpDef) -> OpDef:

@@ -82,7 +82,14 @@ def type_text(v: Val, namer: Namer | None = None) -> str:
     if v.is_scalar:
         return v.dtype.short
     namer = _namer(namer)
-    return f"{v.dtype.short}[{', '.join(axis_text(a, namer) for a in v.axes)}]"
+    several = OPS[v.op].results
+    if several is not None:  # a tuple: the type of each result
+        return f"({', '.join(_tensor_type(r.dtype, r.axes, namer) for r in several(v))})"
+    return _tensor_type(v.dtype, v.axes, namer)
+
+
+def _tensor_type(dtype, axes, namer: Namer) -> str:
+    return f"{dtype.short}[{', '.join(axis_text(a, namer) for a in axes)}]"
 
 
 def operand_text(s: Val, namer: Namer) -> str:

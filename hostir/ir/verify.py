@@ -32,8 +32,9 @@ def verify(fusion: Fusion, types: bool = True) -> None:
     if not fusion.outputs:
         raise VerificationError("the fusion has no outputs")
     for out in fusion.outputs:
-        if not out.val.is_tensor:
-            _fail(out.val, "outputs must be tensors")
+        d = OPS.get(out.val.op)
+        if not out.val.is_tensor or (d is not None and d.results is not None):
+            _fail(out.val, "outputs must be tensors (a tuple of results is output by its result nodes)")
         if out.alias_input is not None:
             if id(out.alias_input) not in input_ids or not out.alias_input.is_tensor:
                 _fail(out.val, "alias_input is not a tensor input of this fusion")
@@ -52,6 +53,9 @@ def _verify_node(v: Val, input_ids: set[int], n_inputs: int, types: bool) -> Non
     for s in v.src:
         if not isinstance(s, Val):
             _fail(v, f"source {s!r} is not a Val")
+        several = OPS.get(s.op)
+        if several is not None and several.results is not None and v.op is not Op.RESULT:
+            _fail(v, f"reads {s!r} ({s.op.value}), a tuple of results, other than by a result node")
     lo, hi = d.arity
     if not (lo <= len(v.src) and (hi is None or len(v.src) <= hi)):
         _fail(v, f"{len(v.src)} sources, expected {lo}..{'' if hi is None else hi}")

@@ -150,8 +150,8 @@ def drop_trivial_ops(fusion: Fusion) -> Fusion:
 
 
 def _empty_rule(v: Val, ctx) -> Val | None:
-    if not v.is_tensor or v.op in (Op.FULL, Op.TENSOR_INPUT):
-        return None
+    if not v.is_tensor or v.op in (Op.FULL, Op.TENSOR_INPUT) or OPS[v.op].results is not None:
+        return None  # (a tuple of results stays: its RESULT nodes are replaced instead)
     shape = [a.extent for a in v.logical]
     if any(S.is_const(e, 0) for e in shape):
         return O.full(shape, 0, v.dtype).renamed(v.name)

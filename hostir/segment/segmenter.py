@@ -18,6 +18,8 @@ Every cut records a reason. Kinds:
   would need a grid-wide sync); a prologue of pointwise ops that only it
   reads, indexed per use.
 - matmul: one matmul/linear, run through ATen.
+- aten: one call of another op that runs through ATen (sdpfa_fwd, topk, ...),
+  with the RESULT nodes that read its several results.
 - alias: views of inputs returned as outputs; launches nothing.
 """
 from __future__ import annotations
@@ -98,6 +100,8 @@ def expr_kind(v: Val) -> str:
     family = OPS[v.op].family
     if family is Family.MATMUL:
         return "matmul"
+    if family is Family.ATEN:
+        return "aten"
     if family is Family.REDUCTION:
         return "reduction"
     if family is Family.SCAN:
@@ -114,6 +118,7 @@ class _Group:
     space: tuple                   # iteration shape (pointwise: outputs; reduction: its input)
     reduced: frozenset = frozenset()  # reduced dims (a scan: its scanned dim)
     out_space: tuple | None = None  # reduction output shape
+    call: Val | None = None         # aten: the ATen call's node
     members: list = field(default_factory=list)
     reasons: list = field(default_factory=list)
 
@@ -127,6 +132,7 @@ class Segmenter:
         self.group_of: dict[int, _Group] = {}
         self.groups: list[_Group] = []
         self.merged_into: dict[int, _Group] = {}  # group id -> the group it was merged into
+        self.aten_home: dict[int, _Group] = {}    # id(ATen call node) -> its segment's group
         aliased = aliases.aliased_exprs()
         view_outputs = {id(fusion.outputs[i].val) for i in aliases.views}
         self.exprs = [v for v in fusion.tensor_exprs()]
@@ -167,6 +173,8 @@ class Segmenter:
             return f"{name} is a matmul; it runs through ATen in its own segment"
         if g.kind == "matmul":
             return f"{name} feeds a matmul, which runs through ATen"
+        if k == "aten" or g.kind == "aten":
+            return self._why_not_aten(e, g, name)
         if k == "scatter":
             return (f"{name} writes at positions read from its index: segment {_ref(g)} reads it "
                     f"after its kernels (in one kernel that would need a grid-wide sync)")
@@ -199,6 +207,15 @@ class Segmenter:
             return None
         return (f"{name}: reduces other dims or another shape than segment {_ref(g)} "
                 f"(a reduction of a reduction needs its own kernel)")
+
+    @staticmethod
+    def _why_not_aten(e: Val, g: _Group, name: str) -> str | None:
+        """An ATen call's segment holds the call and the RESULT nodes reading it."""
+        if expr_kind(e) != "aten":
+            return f"{name} feeds {g.call.op.value}, which runs through ATen"
+        if g.kind == "aten" and _call(e) is g.call:
+            return None
+        return f"{name} is part of {_call(e).op.value}, which runs through ATen in a segment of its own"
 
     def _why_not_scan(self, e: Val, g: _Group, name: str, shape: tuple) -> str | None:
         """A scan joins a pointwise or scan group of its own shape (and scanned
@@ -269,6 +286,9 @@ class Segmenter:
             g = _Group(len(self.groups), "scan", self.shape(e), frozenset((e.arg.dim,)))
         else:
             g = _Group(len(self.groups), k, self.shape(e))
+        if k == "aten":
+            g.call = _call(e)
+            self.aten_home[id(g.call)] = g
         g.members.append(e)
         g.reasons.extend(reasons)
         self.group_of[id(e)] = g
@@ -278,7 +298,9 @@ class Segmenter:
     def run(self) -> list[Segment]:
         for e in reversed(self.compute):
             cons = [c for c in self.consumers.get(id(e), []) if id(c) in self.group_of]
-            cgroups = []
+            # an ATen call's results join the segment of the first one placed
+            home = self.aten_home.get(id(_call(e))) if expr_kind(e) == "aten" else None
+            cgroups = [home] if home is not None else []
             for c in cons:
                 g = self.group_of[id(c)]
                 if g not in cgroups:
@@ -389,6 +411,11 @@ class Segmenter:
                 if inp not in inputs:
                     inputs.append(inp)
         return Segment(sid, kind, tuple(members), tuple(inputs), tuple(outputs), tuple(reasons))
+
+
+def _call(v: Val) -> Val:
+    """The ATen call a node belongs to: a RESULT node's source, else itself."""
+    return v.src[0] if v.op is Op.RESULT else v
 
 
 def _scalar_inputs(v: Val) -> list[Val]:

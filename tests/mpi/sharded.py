@@ -345,6 +345,83 @@ index = torch.stack([torch.randperm(6, generator=torch.Generator().manual_seed(r
 check("scatter of a gathered input", fd.execute([shard(x, 0), index, v])[0],
       torch.scatter(x * 2, 1, index, v))
 
+# nvFuser's test_sdpa: head-parallel attention, forward and backward, on inputs
+# [d, b, h / d, s, e / h] with the device dim outermost (BHSE and BSHE
+# layouts, kept by the outputs); each rank runs ATen's flash attention on its
+# heads, no communication
+b, s, h, e = 2, 32, 12, 96
+
+
+def sdpa_fwd_bwd(fd, q, k, v, out_grad):
+    dropout_p = fd.define_scalar(0.0, dtype=DataType.Double)
+    is_causal = fd.define_scalar(True, dtype=DataType.Bool)
+    attn, log_sumexp, seed, offset = fd.ops.sdpfa_fwd(q, k, v, dropout_p, is_causal, scale=None)
+    q_grad, k_grad, v_grad = fd.ops.sdpfa_bwd(out_grad, q, k, v, attn, log_sumexp, dropout_p, is_causal,
+                                              seed, offset, scale=None)
+    for t in (attn, q_grad, k_grad, v_grad):
+        fd.add_output(t)
+
+
+def sdpa_reference(dtype):
+    q, k, v = (full(b, h, s, e // h, dtype=dtype).cpu().requires_grad_() for _ in range(3))
+    grad = full(b, h, s, e // h, dtype=dtype).cpu()
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    out.backward(grad)
+    return [t.detach() for t in (q, k, v, grad)], [out.detach(), q.grad, k.grad, v.grad]
+
+
+for fmt, order in (("BHSE", [4, 3, 2, 1, 0]), ("BSHE", [4, 3, 1, 2, 0])):
+    with FusionDefinition() as fd:
+        sdpa_fwd_bwd(fd, *[fd.define_tensor(shape=[d, b, h // d, s, e // h], contiguity=True,
+                                            dtype=DataType.BFloat16, stride_order=order) for _ in range(4)])
+        # BSHE: the outputs annotated too, as they are computed (no resharding)
+        for t in fd.fusion.inputs() + (fd.fusion.outputs() if fmt == "BSHE" else []):
+            t.set_device_mesh(mesh)
+            t.axis(0).parallelize(X)
+    ins, wants = sdpa_reference(torch.bfloat16)
+
+    def heads(t):
+        """This rank's heads as [1, b, h / d, s, e / h], laid out as `fmt`."""
+        t = t.view(b, d, h // d, s, e // h).narrow(1, rank, 1)
+        t = t.transpose(0, 1).contiguous() if fmt == "BHSE" else t.permute(1, 0, 3, 2, 4).contiguous().transpose(2, 3)
+        return t.to(DEV)
+    outs = fd.execute([heads(t) for t in ins])
+    # (one rank: the device dim of extent 1 is a broadcast, "gathered" from itself into a
+    # contiguous buffer, whose layout the results then keep)
+    if d > 1:
+        assert "start" not in str(fd._dist.program), fd._dist.program  # no collective
+    for name, got, want in zip(("output", "q_grad", "k_grad", "v_grad"), outs, wants):
+        if d > 1:
+            assert (got if fmt == "BHSE" else got.transpose(2, 3)).is_contiguous(), (name, got.stride())
+        check(f"head-parallel sdpa {fmt} {name}", got, heads(want), rtol=1.6e-2, atol=1e-2)
+
+# nvFuser's test_sdpa_loop_split: inputs [b, h, s, e / h] whose head dim is split
+# over the ranks (Float on the CPU, whose flash attention takes it)
+flash_dtype = DataType.BFloat16 if DEV.type == "cuda" else DataType.Float
+with FusionDefinition() as fd:
+    sdpa_fwd_bwd(fd, *[fd.define_tensor(shape=[-1, h, -1, e // h], dtype=flash_dtype) for _ in range(4)])
+    for t in fd.fusion.inputs():
+        t.set_device_mesh(mesh)
+        t.split(1, d, inner_split=False)
+        t.axis(1).parallelize(X)
+ins, wants = sdpa_reference(flash_dtype.torch)
+outs = fd.execute([shard(t.to(DEV), 1) for t in ins])
+for name, got, want in zip(("output", "q_grad", "k_grad", "v_grad"), outs, wants):
+    check(f"head-split sdpa {name}", got, shard(want.to(DEV), 1),
+          **(dict(rtol=1.6e-2, atol=1e-2) if DEV.type == "cuda" else {}))
+
+# attention takes sequences whole: inputs sharded on the sequence dim are gathered
+with FusionDefinition() as fd:
+    qkv = [fd.define_tensor(shape=[-1, h, -1, e // h], dtype=flash_dtype, mesh=mesh,
+                            placements=[Shard(2)]) for _ in range(3)]
+    attn, *_ = fd.ops.sdpfa_fwd(*qkv, is_causal=True)
+    fd.add_output(attn)
+ins, wants = sdpa_reference(flash_dtype.torch)
+(got,) = fd.execute([shard(t.to(DEV), 2) for t in ins[:3]])
+assert "allgather" in str(fd._dist.program), fd._dist.program
+check("sequence-sharded sdpa, gathered", got, wants[0],
+      **(dict(rtol=1.6e-2, atol=1e-2) if DEV.type == "cuda" else {}))
+
 # uneven shards are an error on every rank, naming the difference
 with FusionDefinition() as fd:
     inp = fd.define_tensor((-1,), contiguity=True, dtype=DataType.Float, mesh=mesh, placements=[Shard(0)])

@@ -8,6 +8,9 @@ from . import leaves  # noqa: F401  (registers the leaf records)
 from .common import FRONTEND, describe, norm_dim
 from .factories import full, iota
 from .matmul import linear, matmul
+from .results import is_several, result, results
+from .attention import sdpfa_bwd, sdpfa_fwd
+from .sorting import argsort, topk
 from .pointwise import as_tensor, cast, compute_type, pointwise, set_, where
 from .reductions import ReductionArg, reduction, reduction_raw, var_mean
 from .scans import ScanArg, scan, scan_raw
@@ -16,7 +19,8 @@ from .random import random
 from .resize import cat, pad, pad_raw, slice_, slice_raw
 from .views import broadcast, broadcast_in_dim, expand, permute, reshape, squeeze
 
-__all__ = ["FRONTEND", "ONE", "ZERO", "ReductionArg", "as_tensor", "broadcast", "broadcast_in_dim",
-           "cast", "cat", "compute_type", "describe", "embedding_fwd", "expand", "gather", "index_select", "full", "iota", "linear", "matmul",
+__all__ = ["FRONTEND", "ONE", "ZERO", "ReductionArg", "argsort", "as_tensor", "broadcast", "broadcast_in_dim",
+           "cast", "cat", "compute_type", "describe", "embedding_fwd", "expand", "gather", "index_select", "full", "iota", "is_several", "linear", "matmul",
            "norm_dim", "pad", "pad_raw", "permute", "pointwise", "reduction", "reduction_raw",
-           "reshape", "ScanArg", "scan", "scan_raw", "scatter", "set_", "slice_", "slice_raw", "squeeze", "take_along_axis", "var_mean", "where"]
+           "reshape", "result", "results", "ScanArg", "scan", "scan_raw", "scatter", "sdpfa_bwd", "sdpfa_fwd", "set_",
+           "slice_", "slice_raw", "squeeze", "take_along_axis", "topk", "var_mean", "where"]
