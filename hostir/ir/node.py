@@ -36,6 +36,7 @@ class Op(enum.Enum):
     ISFINITE = "isfinite"; LOGICAL_NOT = "logical_not"; BITWISE_NOT = "bitwise_not"
     SIGNBIT = "signbit"; ACOSH = "acosh"; ASINH = "asinh"; ATANH = "atanh"; ERFINV = "erfinv"
     LGAMMA = "lgamma"; FRAC = "frac"; SILU = "silu"; ISNEGINF = "isneginf"; ISPOSINF = "isposinf"
+    ERFCINV = "erfcinv"
     # binary pointwise
     ADD = "add"; SUB = "sub"; MUL = "mul"; DIV = "div"; TRUEDIV = "truediv"
     FMOD = "fmod"; REMAINDER = "remainder"; POW = "pow"; ATAN2 = "atan2"
