@@ -140,13 +140,35 @@ __device__ __forceinline__ double hir_atan2(double a, double b) { return atan2(a
 template <typename T> __device__ __forceinline__ T hir_bitwise_not(T x) { return ~x; }
 __device__ __forceinline__ bool hir_bitwise_not(bool x) { return !x; }
 
+// argmax's accumulator: a value and its index. hir_argmax keeps the greater value
+// (a NaN the greatest), of equal values (and of NaNs) the smaller index: a strict
+// order on the pairs, so any order of combining picks the first greatest, as torch.
+template <typename T> struct hir_vi { T v; long long i; };
+template <typename T> __device__ __forceinline__ hir_vi<T> hir_argmax(hir_vi<T> a, hir_vi<T> b) {
+  const bool a_nan = a.v != a.v, b_nan = b.v != b.v;
+  const bool b_wins = b_nan ? (!a_nan || b.i < a.i)
+                            : (!a_nan && (b.v > a.v || (b.v == a.v && b.i < a.i)));
+  return b_wins ? b : a;
+}
+template <typename T> __device__ __forceinline__ hir_vi<T> hir_ld_l2(const hir_vi<T>* p) {
+  return {hir_ld_l2(&p->v), hir_ld_l2(&p->i)};
+}
+
+// A warp shuffle of a value or of a pair (field by field).
+template <typename V> __device__ __forceinline__ V hir_shfl_xor(V v, int o, int w) {
+  return __shfl_xor_sync(0xffffffffu, v, o, w);
+}
+template <typename T> __device__ __forceinline__ hir_vi<T> hir_shfl_xor(hir_vi<T> v, int o, int w) {
+  return {__shfl_xor_sync(0xffffffffu, v.v, o, w), __shfl_xor_sync(0xffffffffu, v.i, o, w)};
+}
+
 // Reduction of v over each group of min(T, 32) consecutive lanes of a warp (T a
 // power of two); every lane of the group gets the result.
 template <int T, typename V, typename F>
 __device__ __forceinline__ V hir_warp_reduce(V v, F f) {
   constexpr int W = T < 32 ? T : 32;
 #pragma unroll
-  for (int o = W / 2; o > 0; o /= 2) v = f(v, __shfl_xor_sync(0xffffffffu, v, o, W));
+  for (int o = W / 2; o > 0; o /= 2) v = f(v, hir_shfl_xor(v, o, W));
   return v;
 }
 

@@ -43,7 +43,6 @@ WHY = {
     "imag": "complex dtypes are not supported yet (no complex kernels)",
     "real": "complex dtypes are not supported yet (no complex kernels)",
     "isreal": "complex dtypes are not supported yet (no complex kernels)",
-    "argmax": "index-returning reductions are not built yet",
     "scatter": "writes at data-dependent positions: needs a scatter kernel, not built yet",
     "sdpfa_fwd": "attention is not built (no flash-attention kernels)",
     "sdpfa_bwd": "attention is not built (no flash-attention kernels)",

@@ -412,7 +412,9 @@ def vector_width(kern: Kernel) -> int:
     # inputs read once per vector (a gather's index, a row's scale) do not bound it
     moving = {node.arg for node in kern.order if node.op == K.LOAD and id(node) in dep}
     sizes = [t.dtype.itemsize for k, t in enumerate(kern.inputs) if k in moving]
-    sizes += [t.dtype.itemsize for t in kern.outputs]
+    # nor do a reduction's outputs of the kept dims (one store per row: argmax's Int64)
+    per_point = {s for s, _, ix in kern.stores if not kern.reduced or any(id(i) in dep for i in ix)}
+    sizes += [t.dtype.itemsize for s, t in enumerate(kern.outputs) if s in per_point]
     v = max(1, 16 // max(sizes or [4]))
     if v == 1:
         return 1
