@@ -6,9 +6,8 @@ Each prints the same kernel IR as the interpreter runs; the launch rule in
 spec.py picks which one a launch uses."""
 from __future__ import annotations
 
-from ..ir.dtypes import DataType
-from .cuda import (CTYPE, _affine, _closure, _inner_deps, _literal, _offset, _Printer,
-                   vector_loads)
+from .cuda import CTYPE, _affine, _closure, _inner_deps, _offset, _Printer, vector_loads
+from .cuda_combine import _COMBINE, acc_bytes, acc_init, acc_point, acc_type, acc_value
 from .kir import K, Kernel, KNode, levels, partial_bytes, passes, row_nodes, split_stores
 
 
@@ -29,49 +28,6 @@ def schedule_source(kern: Kernel, vec: int, idx: str, block: int, pdl: bool, nam
     if outer:
         return _OuterPrinter(kern, name, idx, block, pdl, vec).source()
     return _ReductionPrinter(kern, name, idx, block, threads, pdl, vec, chunks).source()
-
-
-_COMBINE = {"sum": "x + y", "max": "hir_max(x, y)", "min": "hir_min(x, y)", "prod": "x * y",
-            "argmax": "hir_argmax(x, y)"}
-
-
-def _reduce_init(op: str, dtype: DataType) -> str:
-    if op in ("sum", "prod"):
-        return _literal(0 if op == "sum" else 1, dtype)
-    if dtype.is_float:
-        return _literal(float("-inf") if op == "max" else float("inf"), dtype)
-    bits = 8 * dtype.itemsize
-    lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
-    if op == "max":
-        return f"({_literal(lo + 1, dtype)} - 1)"
-    return _literal(hi, dtype)
-
-
-# A REDUCE node's accumulator: a value of its type, or for argmax a (value, index)
-# pair (hir_vi in kernels/hostir.cuh) whose index is the node's value.
-
-def _acc_type(n: KNode) -> str:
-    return f"hir_vi<{CTYPE[n.src[0].dtype]}>" if n.arg == "argmax" else CTYPE[n.dtype]
-
-
-def _acc_init(n: KNode) -> str:
-    """The combine's identity (argmax: the lowest value at an index past every point)."""
-    if n.arg == "argmax":
-        return f"{_acc_type(n)}{{{_reduce_init('max', n.src[0].dtype)}, 9223372036854775807LL}}"
-    return _reduce_init(n.arg, n.dtype)
-
-
-def _acc_point(n: KNode, names: dict) -> str:
-    """What one point brings to the accumulator."""
-    if n.arg == "argmax":
-        value, index = (names[id(s)] for s in n.src)
-        return f"{_acc_type(n)}{{{value}, (long long)({index})}}"
-    return names[id(n.src[0])]
-
-
-def _acc_value(n: KNode, acc: str) -> str:
-    """The node's value from its accumulator."""
-    return f"{acc}.i" if n.arg == "argmax" else acc
 
 
 def _pass_of(n: KNode, level: dict) -> int:
@@ -110,7 +66,7 @@ class _ReductionPrinter(_Printer):
         L.append(f"  const int lane = threadIdx.x % {T};")
         for j, n in enumerate(reduces):
             if T > 32:
-                L.append(f"  __shared__ {_acc_type(n)} smem{j}[{self.block // 32}];")
+                L.append(f"  __shared__ {acc_type(n)} smem{j}[{self.block // 32}];")
         count = " * ".join(f"e{d}" for d in k.reduced)
         L.append(f"  const {idx} R = {count};")
         L.append(f"  for ({idx} base = ({idx})blockIdx.x * {groups}; base < nslots; "
@@ -139,14 +95,14 @@ class _ReductionPrinter(_Printer):
                 L.append(f"    alignas(16) {CTYPE[n.dtype]} {name}[{self.chunks * self.vec}];")
         for p, mine, stores, body in work:
             for n in mine:
-                L.append(f"    {_acc_type(n)} {acc[id(n)]} = {_acc_init(n)};")
+                L.append(f"    {acc_type(n)} {acc[id(n)]} = {acc_init(n)};")
             if self.vec == 1:
                 self._scalar_pass(mine, stores, body, names, acc)
             else:
                 self._vector_pass(mine, stores, body, names, acc)
             self._group_reduce(mine, [reduces.index(n) for n in mine], acc)
             for n in mine:
-                names[id(n)] = _acc_value(n, acc[id(n)])
+                names[id(n)] = acc_value(n, acc[id(n)])
             self.emit_all([n for n in k.order if id(n) in rows and level[id(n)] == p + 1
                            and n.op != K.REDUCE], names, "", "    ")
         if row_stores:
@@ -177,7 +133,7 @@ class _ReductionPrinter(_Printer):
         """Each accumulator takes in its REDUCE's value at this point."""
         for n in reduces:
             a = acc[id(n)]
-            self.lines.append(f"{indent}{{ const {_acc_type(n)} x = {a}, y = {_acc_point(n, names)}; "
+            self.lines.append(f"{indent}{{ const {acc_type(n)} x = {a}, y = {acc_point(n, names)}; "
                               f"{a} = {_COMBINE[n.arg]}; }}")
 
     def _stores(self, stores, names, indent: str) -> None:
@@ -203,7 +159,7 @@ class _ReductionPrinter(_Printer):
         all of a pass's accumulators together."""
         L, T = self.lines, self.threads
         for n in mine:
-            ct, a = _acc_type(n), acc[id(n)]
+            ct, a = acc_type(n), acc[id(n)]
             L.append(f"    {a} = hir_warp_reduce<{T}>({a}, []({ct} x, {ct} y) {{ return "
                      f"{_COMBINE[n.arg]}; }});")
         if T <= 32 or not mine:
@@ -217,7 +173,7 @@ class _ReductionPrinter(_Printer):
         L.append("    {")
         L.append(f"      const int first = (threadIdx.x / {T}) * {T // 32};")
         for n, j in zip(mine, slots):
-            a, ct = acc[id(n)], _acc_type(n)
+            a, ct = acc[id(n)], acc_type(n)
             L.append(f"      {a} = smem{j}[first];")
             L.append(f"      for (int w = 1; w < {T // 32}; ++w) {{ const {ct} x = {a}, "
                      f"y = smem{j}[first + w]; {a} = {_COMBINE[n.arg]}; }}")
@@ -470,7 +426,7 @@ class _OuterPrinter(_ReductionPrinter):
         self.pdl_wait()
         L.append("  const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;")
         for j, n in enumerate(reduces):
-            L.append(f"  __shared__ {_acc_type(n)} red{j}[{ty_n}][{32 * V + 1}];")
+            L.append(f"  __shared__ {acc_type(n)} red{j}[{ty_n}][{32 * V + 1}];")
         L.append("  __shared__ bool last;")
         L.append(f"  const {idx} R = {' * '.join(f'e{d}' for d in k.reduced)};")
         L.append(f"  const {idx} tiles = (nslots + {32 * V - 1}) / {32 * V}, "
@@ -485,8 +441,8 @@ class _OuterPrinter(_ReductionPrinter):
         self.emit_all([n for n in k.order if id(n) in rows and level[id(n)] == 0
                        and id(n) not in self.dep], names, f"i{last_dim}", "    ")
         for j, n in enumerate(reduces):
-            L.append(f"    {_acc_type(n)} a{j}[{V}];")
-            L.append(f"    #pragma unroll\n    for (int u = 0; u < {V}; ++u) a{j}[u] = {_acc_init(n)};")
+            L.append(f"    {acc_type(n)} a{j}[{V}];")
+            L.append(f"    #pragma unroll\n    for (int u = 0; u < {V}; ++u) a{j}[u] = {acc_init(n)};")
         acc = {id(n): f"a{j}[u]" for j, n in enumerate(reduces)}
         L.append(f"    const {idx} hi = (g + 1) * per < R ? (g + 1) * per : R;")
         L.append("    #pragma unroll 4")
@@ -516,7 +472,7 @@ class _OuterPrinter(_ReductionPrinter):
         L.append("    if (split > 1) {")
         offset = 0  # bytes per (split * nslots) before reduce j's partials
         for j, n in enumerate(reduces):
-            L.append(f"      {_acc_type(n)}* ws{j} = reinterpret_cast<{_acc_type(n)}*>("
+            L.append(f"      {acc_type(n)}* ws{j} = reinterpret_cast<{acc_type(n)}*>("
                      f"ws + (size_t){offset} * split * nslots);")
             offset += partial_bytes(n)
         L.append("      if (ty == 0 && active) {")
@@ -534,7 +490,7 @@ class _OuterPrinter(_ReductionPrinter):
         L.append("      #pragma unroll")
         L.append(f"      for (int u = 0; u < {V}; ++u) {{")
         for j, n in enumerate(reduces):
-            L.append(f"        a{j}[u] = {_acc_init(n)};")
+            L.append(f"        a{j}[u] = {acc_init(n)};")
         L.append("      }")
         L.append("      if (active) {")
         L.append("        #pragma unroll 4")
@@ -542,7 +498,7 @@ class _OuterPrinter(_ReductionPrinter):
         L.append("          #pragma unroll")
         L.append(f"          for (int u = 0; u < {V}; ++u) {{")
         for j, n in enumerate(reduces):
-            L.append(f"            {{ const {_acc_type(n)} x = a{j}[u], y = hir_ld_l2(ws{j} + w * nslots + row + u); "
+            L.append(f"            {{ const {acc_type(n)} x = a{j}[u], y = hir_ld_l2(ws{j} + w * nslots + row + u); "
                      f"a{j}[u] = {_COMBINE[n.arg]}; }}")
         L.append("          }")
         L.append("        }")
@@ -556,7 +512,7 @@ class _OuterPrinter(_ReductionPrinter):
             L.append(f"      const {idx} ii = i{last_dim} + u;")
             point = dict(names)
             for n in reduces:
-                point[id(n)] = _acc_value(n, acc[id(n)])
+                point[id(n)] = acc_value(n, acc[id(n)])
             self._epilogue(rows, row_stores, point, "      ", "ty == 0 && active", "ii")
             L.append("    }")
         L.append("  }")
@@ -576,7 +532,7 @@ class _OuterPrinter(_ReductionPrinter):
         L.append(f"{indent}  #pragma unroll")
         L.append(f"{indent}  for (int u = 0; u < {V}; ++u) {{")
         for j, n in enumerate(reduces):
-            L.append(f"{indent}    for (int w = 1; w < {ty_n}; ++w) {{ const {_acc_type(n)} x = a{j}[u], "
+            L.append(f"{indent}    for (int w = 1; w < {ty_n}; ++w) {{ const {acc_type(n)} x = a{j}[u], "
                      f"y = red{j}[w][tx * {V} + u]; a{j}[u] = {_COMBINE[n.arg]}; }}")
         L.append(f"{indent}  }}")
         L.append(f"{indent}}}")
@@ -598,12 +554,21 @@ def row_invariant_loads(kern: Kernel) -> set[int]:
     return {id(n) for n in kern.order if n.op == K.LOAD and id(n) not in dep}
 
 
-def outer_width(kern: Kernel) -> int:
+SHARED_BYTES = 48 * 1024  # the static shared memory a block may declare
+
+
+def outer_width(kern: Kernel, block: int = 256) -> int:
     """Kept points per lane of an outer reduction: 16 bytes of its widest input,
-    when some load can read them as one vector (stores stay per point)."""
+    when some load can read them as one vector (stores stay per point), and
+    when the block's shared combine arrays (a row of 32 * width + 1 accumulators
+    per warp and reduction) fit: float8 inputs ask for 8 a lane, argmax's
+    accumulators take 16 bytes."""
     if not kern.inputs:
         return 1
     v = min(8, max(1, 16 // max(t.dtype.itemsize for t in kern.inputs)))
+    per_lane = sum(acc_bytes(n) for n in kern.order if n.op == K.REDUCE)
+    while v > 1 and (block // 32) * (32 * v + 1) * per_lane > SHARED_BYTES - 64:
+        v //= 2
     return v if v > 1 and vector_loads(kern, v) else 1
 
 

@@ -109,7 +109,7 @@ class KernelSpec:
         self.paired = paired
         self.options = options
         self._variants: dict[tuple, Variant] = {}
-        self._vec = {id(k): outer_width(k) if outer_ok(k) else vector_width(k)
+        self._vec = {id(k): outer_width(k, options.block) if outer_ok(k) else vector_width(k)
                      for k in self.kernels}
         self._layouts = {id(k): layout(k) for k in self.kernels}
         self._positions: dict[tuple, list[int]] = {}
