@@ -61,7 +61,7 @@ class PointwiseLowering:
             return x
         if x.op is Op.CAST and x.src[0].dtype is dtype and exact_cast(dtype, x.dtype):
             return x.src[0]  # e.g. bf16 -> float -> bf16: the round trip is the identity
-        if x.op == K.CONST and dtype not in (DataType.Half, DataType.BFloat16):
+        if x.op == K.CONST and compute_dtype(dtype) is dtype:  # (not a float stored as bits)
             return self.b.const(x.arg, dtype)
         return self.b.mk(Op.CAST, dtype, (x,), arg=dtype)
 

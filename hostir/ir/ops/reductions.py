@@ -56,6 +56,8 @@ def reduction(op: Op, t: Val, dims=None, keepdim: bool = False,
         t = cast(t, dtype)  # an explicit dtype is kept, also Int32 (torch, nvFuser)
     elif op in (Op.SUM, Op.PROD) and not t.dtype.is_float:
         t = cast(t, DataType.Int)  # sums and products of integers and bools are Int by default
+    elif t.dtype.is_float8:
+        t = cast(t, DataType.Float)  # arithmetic on float8 is in (and gives) Float
     out = reduction_raw(op, t, ReductionArg(dims))
     return _keepdim(out, dims, t.ndim) if keepdim else out
 
@@ -72,7 +74,7 @@ def var_mean(t: Val, dims=None, correction: int = 1, keepdim: bool = False, *,
     dims = _reduction_dims("var_mean", t, _dims_or_axes("var_mean", dims, axes))
     if not isinstance(correction, (int, float)) or isinstance(correction, bool):
         raise DefinitionError(f"var_mean: correction must be a number, got {correction!r}")
-    if not t.dtype.is_float:
+    if not t.dtype.is_float or t.dtype.is_float8:
         t = cast(t, DataType.Float)
     var = reduction_raw(Op.VAR, t, ReductionArg(dims, correction))
     mean = reduction_raw(Op.MEAN, t, ReductionArg(dims))
