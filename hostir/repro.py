@@ -118,7 +118,9 @@ def _input_code(x) -> str:
         vals = x.detach().cpu().tolist()
         return f"torch.tensor({vals!r}, dtype={x.dtype}, {dev})"
     storage = x.untyped_storage().nbytes() // max(x.element_size(), 1)
-    if x.dtype.is_floating_point or x.dtype.is_complex:
+    if x.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):  # (randn does not make float8)
+        base = f"torch.randn({storage}, {dev}).to({x.dtype})"
+    elif x.dtype.is_floating_point or x.dtype.is_complex:
         base = f"torch.randn({storage}, dtype={x.dtype}, {dev})"
     elif x.dtype == torch.bool:
         base = f"(torch.rand({storage}, {dev}) < 0.5)"

@@ -56,6 +56,7 @@ HIR_UNARY(hir_acosh, acoshf, acosh)
 HIR_UNARY(hir_asinh, asinhf, asinh)
 HIR_UNARY(hir_atanh, atanhf, atanh)
 HIR_UNARY(hir_erfinv, erfinvf, erfinv)
+HIR_UNARY(hir_erfcinv, erfcinvf, erfcinv)
 HIR_UNARY(hir_lgamma, lgammaf, lgamma)
 HIR_UNARY(hir_ceil, ceilf, ceil)
 HIR_UNARY(hir_floor, floorf, floor)
@@ -139,13 +140,35 @@ __device__ __forceinline__ double hir_atan2(double a, double b) { return atan2(a
 template <typename T> __device__ __forceinline__ T hir_bitwise_not(T x) { return ~x; }
 __device__ __forceinline__ bool hir_bitwise_not(bool x) { return !x; }
 
+// argmax's accumulator: a value and its index. hir_argmax keeps the greater value
+// (a NaN the greatest), of equal values (and of NaNs) the smaller index: a strict
+// order on the pairs, so any order of combining picks the first greatest, as torch.
+template <typename T> struct hir_vi { T v; long long i; };
+template <typename T> __device__ __forceinline__ hir_vi<T> hir_argmax(hir_vi<T> a, hir_vi<T> b) {
+  const bool a_nan = a.v != a.v, b_nan = b.v != b.v;
+  const bool b_wins = b_nan ? (!a_nan || b.i < a.i)
+                            : (!a_nan && (b.v > a.v || (b.v == a.v && b.i < a.i)));
+  return b_wins ? b : a;
+}
+template <typename T> __device__ __forceinline__ hir_vi<T> hir_ld_l2(const hir_vi<T>* p) {
+  return {hir_ld_l2(&p->v), hir_ld_l2(&p->i)};
+}
+
+// A warp shuffle of a value or of a pair (field by field).
+template <typename V> __device__ __forceinline__ V hir_shfl_xor(V v, int o, int w) {
+  return __shfl_xor_sync(0xffffffffu, v, o, w);
+}
+template <typename T> __device__ __forceinline__ hir_vi<T> hir_shfl_xor(hir_vi<T> v, int o, int w) {
+  return {__shfl_xor_sync(0xffffffffu, v.v, o, w), __shfl_xor_sync(0xffffffffu, v.i, o, w)};
+}
+
 // Reduction of v over each group of min(T, 32) consecutive lanes of a warp (T a
 // power of two); every lane of the group gets the result.
 template <int T, typename V, typename F>
 __device__ __forceinline__ V hir_warp_reduce(V v, F f) {
   constexpr int W = T < 32 ? T : 32;
 #pragma unroll
-  for (int o = W / 2; o > 0; o /= 2) v = f(v, __shfl_xor_sync(0xffffffffu, v, o, W));
+  for (int o = W / 2; o > 0; o /= 2) v = f(v, hir_shfl_xor(v, o, W));
   return v;
 }
 
@@ -241,3 +264,60 @@ __device__ __forceinline__ float hir_silu(float x) { return x / (1.0f + hir_exp(
 __device__ __forceinline__ double hir_silu(double x) { return x / (1.0 + exp(-x)); }
 template <typename T> __device__ __forceinline__ bool hir_isneginf(T x) { return hir_isinf(x) && x < T(0); }
 template <typename T> __device__ __forceinline__ bool hir_isposinf(T x) { return hir_isinf(x) && x > T(0); }
+
+// ---------------------------------------------------------------- float8
+// Float8_e4m3fn and Float8_e5m2 travel as bytes and convert as torch's CPU kernels
+// do, in integer code (no cuda_fp8.h: pip's NVRTC lacks it). From float: round to
+// nearest even; e4m3fn has no inf and saturates to +-448 (inf too); e5m2 overflows
+// to inf; a NaN becomes 0x7f with its sign. To float: exact, a NaN with torch's
+// bits. Other types go through float (double rounds to float first, as in torch).
+// The block between the markers also compiles as host C++: tests/test_float8.py
+// checks its bits against torch's.
+// HIR_FP8_BEGIN
+typedef unsigned char hir_e4m3;
+typedef unsigned char hir_e5m2;
+#ifdef __CUDACC__
+#define HIR_FP8_FN __device__ __forceinline__
+HIR_FP8_FN unsigned int hir_fp8_bits(float f) { return __float_as_uint(f); }
+HIR_FP8_FN float hir_fp8_float(unsigned int u) { return __uint_as_float(u); }
+#else
+#define HIR_FP8_FN static inline
+HIR_FP8_FN unsigned int hir_fp8_bits(float f) { unsigned int u; __builtin_memcpy(&u, &f, 4); return u; }
+HIR_FP8_FN float hir_fp8_float(unsigned int u) { float f; __builtin_memcpy(&f, &u, 4); return f; }
+#endif
+// m >> s, rounded to nearest, ties to even (0 < s < 32)
+HIR_FP8_FN unsigned int hir_fp8_rne(unsigned int m, int s) {
+  const unsigned int q = m >> s, rest = m & ((1u << s) - 1u), half = 1u << (s - 1);
+  return q + ((rest > half || (rest == half && (q & 1u))) ? 1u : 0u);
+}
+HIR_FP8_FN hir_e4m3 hir_f_to_e4m3(float f) {
+  const unsigned int u = hir_fp8_bits(f), a = u & 0x7fffffffu, sign = (u >> 24) & 0x80u;
+  if (a > 0x7f800000u) return (hir_e4m3)(sign | 0x7fu);  // NaN
+  if (a >= 0x43e00000u) return (hir_e4m3)(sign | 0x7eu);  // |f| >= 448, inf too: 448
+  if (a >= 0x3c800000u) return (hir_e4m3)(sign | hir_fp8_rne(a - (120u << 23), 20));  // normal
+  const int e = (int)(a >> 23);  // below 2^-6: a multiple of 2^-9; below 2^-10, zero
+  if (e < 117) return (hir_e4m3)sign;
+  return (hir_e4m3)(sign | hir_fp8_rne((a & 0x7fffffu) | 0x800000u, 141 - e));
+}
+HIR_FP8_FN hir_e5m2 hir_f_to_e5m2(float f) {
+  const unsigned int u = hir_fp8_bits(f), a = u & 0x7fffffffu, sign = (u >> 24) & 0x80u;
+  if (a > 0x7f800000u) return (hir_e5m2)(sign | 0x7fu);  // NaN
+  if (a >= 0x47800000u) return (hir_e5m2)(sign | 0x7cu);  // |f| >= 65536, inf too: inf
+  if (a >= 0x38800000u) return (hir_e5m2)(sign | hir_fp8_rne(a - (112u << 23), 21));  // normal
+  const int e = (int)(a >> 23);  // below 2^-14: a multiple of 2^-16; below 2^-17, zero
+  if (e < 110) return (hir_e5m2)sign;
+  return (hir_e5m2)(sign | hir_fp8_rne((a & 0x7fffffu) | 0x800000u, 134 - e));
+}
+HIR_FP8_FN float hir_e4m3_to_f(hir_e4m3 b) {
+  const unsigned int sign = (unsigned int)(b & 0x80u) << 24, e = (b >> 3) & 15u, m = b & 7u;
+  if (e == 15u && m == 7u) return hir_fp8_float(sign | 0x7ff00000u);  // NaN
+  if (e == 0u) return hir_fp8_float(sign | hir_fp8_bits((float)m * 0.001953125f));  // m * 2^-9
+  return hir_fp8_float(sign | ((e + 120u) << 23) | (m << 20));
+}
+HIR_FP8_FN float hir_e5m2_to_f(hir_e5m2 b) {
+  const unsigned int sign = (unsigned int)(b & 0x80u) << 24, e = (b >> 2) & 31u, m = b & 3u;
+  if (e == 31u) return hir_fp8_float(sign | (m ? 0x7fc00000u | (m << 21) : 0x7f800000u));  // NaN, inf
+  if (e == 0u) return hir_fp8_float(sign | hir_fp8_bits((float)m * 1.52587890625e-05f));  // m * 2^-16
+  return hir_fp8_float(sign | ((e + 112u) << 23) | (m << 21));
+}
+// HIR_FP8_END

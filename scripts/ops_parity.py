@@ -40,11 +40,9 @@ fusion_ir last_cuda_code
 """.split()
 
 WHY = {
-    "erfcinv": "no torch counterpart to test against; not built",
     "imag": "complex dtypes are not supported yet (no complex kernels)",
     "real": "complex dtypes are not supported yet (no complex kernels)",
     "isreal": "complex dtypes are not supported yet (no complex kernels)",
-    "argmax": "index-returning reductions are not built yet",
 }
 
 

@@ -16,6 +16,7 @@ TORCH = {
     DataType.Float: torch.float32, DataType.Double: torch.float64,
     DataType.Half: torch.float16, DataType.BFloat16: torch.bfloat16,
     DataType.Int: torch.int64, DataType.Int32: torch.int32, DataType.Bool: torch.bool,
+    DataType.Float8_e4m3fn: torch.float8_e4m3fn, DataType.Float8_e5m2: torch.float8_e5m2,
 }
 FROM_TORCH = {v: k for k, v in TORCH.items()}
 

@@ -69,6 +69,9 @@ UNARY_TABLE = {
     "asinh": (torch.asinh, {}, FIB),
     "atanh": (torch.atanh, dict(low=-0.95, high=0.95, ints=(0, 1)), FLOATS),
     "erfinv": (torch.erfinv, dict(low=-0.95, high=0.95, ints=(0, 1)), FLOATS),
+    # torch has no erfcinv: erfinv(1 - x) in float64 is accurate on [0.05, 1.95]
+    "erfcinv": (lambda x: torch.special.erfinv(1 - x.double()).to(x.dtype),
+                dict(low=0.05, high=1.95, ints=(0, 2)), FLOATS),
     "lgamma": (torch.lgamma, dict(low=0.1, high=8.0, ints=(1, 9)), FLOATS),
     "frac": (torch.frac, ROUNDING, FLOATS),
     "silu": (torch.nn.functional.silu, {}, FLOATS),
@@ -796,3 +799,32 @@ def test_mod_is_cpp_remainder(dtype):
         fd.add_output(fd.ops.mod(declare(fd, a), declare(fd, b)))
     (out,) = run(build, [a, b])
     check(out, torch.fmod(a, b))
+
+
+# erfcinv where erfinv(1 - x) cannot check it (tiny x: 1 - x rounds to 1), the
+# expected values from mpmath at 60 digits; the edges of its domain; out of it NaN
+ERFCINV_KNOWN = [(0.25, 0.8134198475976185416903), (0.5, 0.4769362762044698733814),
+                 (1.5, -0.4769362762044698733814), (1.75, -0.8134198475976185416903),
+                 (2.0 ** -20, 3.465505025803330717256), (2.0 ** -100, 8.16304891921745198872),
+                 (0.0, math.inf), (1.0, 0.0), (2.0, -math.inf), (-0.5, math.nan), (2.5, math.nan),
+                 (math.nan, math.nan)]
+
+
+@pytest.mark.parametrize("dtype", [D.Double, D.Float, D.BFloat16], ids=lambda d: d.name)
+def test_erfcinv_known_values(dtype):
+    known = ERFCINV_KNOWN + ([(2.0 ** -1000, 26.25464242249640974712)] if dtype is D.Double else [])
+    x = torch.tensor([k for k, _ in known], dtype=TORCH[dtype])
+    want = torch.tensor([v for _, v in known], dtype=torch.float64).to(TORCH[dtype])
+    (out,) = run(lambda fd: fd.add_output(fd.ops.erfcinv(declare(fd, x))), [x])
+    rtol = {D.Double: 1e-14, D.Float: 2e-6}.get(dtype, 8e-3)
+    check(out, want, rtol=rtol, atol=0)
+
+
+def test_erfcinv_of_a_scalar_folds_to_the_same_value():
+    with FusionDefinition() as fd:
+        s = fd.ops.erfcinv(fd.define_scalar(0.5))
+        t = fd.define_tensor(shape=[-1], contiguity=[True], dtype=D.Double)
+        fd.add_output(fd.ops.add(t, s))
+    x = rand((3,), D.Double)
+    (out,) = fd.execute([x])
+    check(out, x + 0.4769362762044698733814)

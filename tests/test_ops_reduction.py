@@ -488,3 +488,171 @@ def test_normalization_over_an_expanded_dim_stores_every_point(n, width):
     y = (x * x.sum()).unsqueeze(1).expand(n, width)
     check(out, torch.exp(y - y.amax(1, keepdim=True)), kind="reduction")
     check(out2, y * y.sum(1, keepdim=True), kind="reduction")
+
+
+# ------------------------------------------------------------------ argmax
+# torch.argmax's semantics: the Int64 index of the first greatest value along
+# one dim (or of the flattened tensor), NaN the greatest (the first NaN). A
+# generated reduction kernel combines (value, index) pairs.
+
+ARGMAX_CASES = [
+    # (shape, decl, dim)
+    ((4, 5, 6), "sym", 0),
+    ((4, 5, 6), "sym", 1),
+    ((4, 5, 6), "sym", -1),
+    ((4, 5, 6), "sym", None),
+    ((4, 5, 6), "transposed", 2),
+    ((4, 5, 6), "transposed", 1),
+    ((6, 7), "strided", 0),
+    ((6, 7), "strided", 1),
+    ((6, 7), "sliced_fp", 1),
+    ((4, 1, 6), "bcast", 1),
+    ((4, 1, 6), "bcast", None),
+    ((1, 5), "sym", 0),
+    ((1, 5), "sym", 1),
+    ((9,), "sym", 0),
+    ((13, 1), "static", 1),
+    ((3, 37), "static", 1),
+    ((37, 3), "static", 0),
+    ((0, 5), "sym", 1),
+]
+ARGMAX_DTYPES = [D.Float, D.Double, D.Half, D.BFloat16, D.Int, D.Int32]
+
+
+def _argmax_id(c):
+    shape, decl, dim = c
+    return f"{'x'.join(map(str, shape))}-{decl}-{dim}"
+
+
+def _run_keeping_fd(build, inputs):
+    """`run`, also returning the FusionDefinition (its segments and CUDA code)."""
+    made = []
+    outs = run(lambda fd: (build(fd), made.append(fd)), inputs)
+    return outs, made[0]
+
+
+def _argmax_run(xs, decl, dim, keepdim, prologue=None):
+    def build(fd):
+        t = declare(fd, xs, decl)
+        fd.add_output(fd.ops.argmax(prologue(fd, t) if prologue else t, dim, keepdim))
+    (out,), fd = _run_keeping_fd(build, [xs])
+    return out, fd
+
+
+@pytest.mark.parametrize("dtype", ARGMAX_DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("case", ARGMAX_CASES, ids=_argmax_id)
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_argmax(case, dtype, keepdim):
+    shape, decl, dim = case
+    x = rand(shape, dtype, ints=(-4, 4))  # few distinct ints (and halves): ties, the first wins
+    xs = relayout(x, decl)
+    out, _ = _argmax_run(xs, decl, dim, keepdim)
+    want = torch.argmax(x, dim, keepdim=keepdim)
+    assert want.dtype == torch.int64
+    check(out, want)
+
+
+@pytest.mark.parametrize("dim", [0, 1, None])
+@pytest.mark.parametrize("dtype", [D.Float, D.Double, D.Half, D.BFloat16], ids=lambda d: d.name)
+def test_argmax_nan_inf_and_ties(dim, dtype):
+    nan, inf = float("nan"), float("inf")
+    rows = [[1.0, nan, 3.0, nan, 2.0],        # the first NaN, not the larger 3
+            [-inf, -inf, -inf, -inf, -inf],   # all equal: the first
+            [2.0, 5.0, 5.0, -1.0, 5.0],       # ties: the first greatest
+            [0.0, -0.0, 0.0, -0.0, -1.0],     # +0 and -0 are equal
+            [nan, nan, nan, nan, nan],
+            [-1.0, inf, 3.0, inf, nan],       # NaN beats inf
+            [-3.0, -2.0, -inf, -2.0, -7.0]]
+    x = torch.tensor(rows, dtype=torch.float64).to(TORCH[dtype])
+    x = x if dim != 0 else x.t().contiguous()
+    for xs in (x, x.t().contiguous().t()):  # contiguous and column-major
+        out, _ = _argmax_run(xs, "transposed" if not xs.is_contiguous() else "sym", dim, False)
+        check(out, torch.argmax(x, dim))
+
+
+# a pointwise prologue in the reduction kernel, on inner (a row of threads) and
+# outer (tiles of kept points, blocks split over long reduced dims on GPUs) rows
+@pytest.mark.parametrize("shape,dim", [((5, 37), 1), ((3, 4096), 1), ((2, 40000), 1), ((4096, 64), 0),
+                                       ((3000, 5), 0), ((2, 70000, 3), 1), ((64, 300, 33), 0),
+                                       ((7, 1), 1), ((1, 9), 0), ((0, 9), 1), ((9, 0), 0)],
+                         ids=lambda c: str(c))
+@pytest.mark.parametrize("dtype", [D.Float, D.BFloat16, D.Int32], ids=lambda d: d.name)
+def test_argmax_of_a_pointwise_prologue(shape, dim, dtype):
+    x = rand(shape, dtype, ints=(-50, 50))
+    out, fd = _argmax_run(x, "sym", dim, False,
+                          prologue=lambda fd, t: fd.ops.add(fd.ops.mul(t, 2), 1))
+    check(out, torch.argmax(x * 2 + 1, dim))  # (bfloat16: each op rounded, in hostir too)
+    if 0 not in shape:
+        segs = fd.last_segments()
+        assert [s.scheduler for s in segs] == ["reduction"], [s.scheduler for s in segs]
+        assert "hir_argmax" in fd.last_cuda_code()
+
+
+def test_argmax_beside_max_and_in_a_normalization():
+    """max and argmax of one row in one kernel (torch.max(x, dim)'s pair), and a
+    one-hot of the argmax read back at every point of the row (two passes)."""
+    x = rand((6, 33), D.Float)
+
+    def build(fd):
+        t = declare(fd, x)
+        fd.add_output(fd.ops.max(t, [1]))
+        fd.add_output(fd.ops.argmax(t, 1))
+        a = fd.ops.argmax(t, 1, keepdim=True)
+        cols = fd.ops.broadcast(fd.ops.iota(fd.ops.size(t, 1)), [True, False])
+        fd.add_output(fd.ops.cast(fd.ops.eq(cols, a), D.Float))
+    (m, i, onehot), fd = _run_keeping_fd(build, [x])
+    values, indices = torch.max(x, 1)
+    check(m, values, rtol=0, atol=0)
+    check(i, indices)
+    check(onehot, F.one_hot(indices, 33).float())
+    segs = fd.last_segments()
+    assert ["max", "argmax"] in [list(s.ops) for s in segs]  # one kernel for both
+    assert sorted(s.scheduler for s in segs) == ["normalization", "reduction"]
+    assert "hir_argmax" in fd.last_cuda_code()
+
+
+def test_argmax_of_a_zero_dim_tensor_and_keep_dim_spelling():
+    x = rand((), D.Float)
+    y = rand((3, 4), D.Float)
+
+    def build(fd):
+        fd.add_output(fd.ops.argmax(declare(fd, x)))
+        fd.add_output(fd.ops.argmax(declare(fd, x), 0))
+        fd.add_output(fd.ops.argmax(declare(fd, y), 1, keep_dim=True))
+        fd.add_output(fd.ops.argmax(declare(fd, y), None, True))
+    a, b, c, d = run(build, [x, x, y, y])
+    check(a, torch.argmax(x))
+    check(b, torch.argmax(x, 0))
+    check(c, torch.argmax(y, 1, keepdim=True))
+    check(d, torch.argmax(y, keepdim=True))
+
+
+@pytest.mark.parametrize("dim,msg", [
+    ([0, 1], "dim must be an int or None"), (2, "dim 2 is out of range"), (True, "dim must be"),
+])
+def test_argmax_bad_dims_are_definition_errors(dim, msg):
+    from hostir import FusionDefinition
+    from hostir.ir.errors import DefinitionError
+    with pytest.raises(DefinitionError, match=msg) as e:
+        with FusionDefinition() as fd:
+            t = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=D.Float)
+            fd.ops.argmax(t, dim)
+    assert "argmax" in str(e.value) and "T0" in str(e.value)
+
+
+def test_argmax_of_bool_and_over_an_empty_dim_are_errors():
+    from hostir import ExecutionError, FusionDefinition
+    from hostir.ir.errors import DefinitionError
+    with pytest.raises(DefinitionError, match=r"argmax: .*T0.* is Bool"):
+        with FusionDefinition() as fd:
+            fd.ops.argmax(fd.define_tensor(shape=[-1], contiguity=[True], dtype=D.Bool), 0)
+    with pytest.raises(DefinitionError, match=r"argmax: dim 1 of .*T0.* has extent 0"):
+        with FusionDefinition() as fd:
+            fd.ops.argmax(fd.define_tensor(shape=[3, 0], contiguity=[True, True], dtype=D.Float), 1)
+    with FusionDefinition() as fd:  # empty at run time only
+        t = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=D.Float)
+        fd.add_output(fd.ops.argmax(fd.ops.exp(t), 1))
+    with pytest.raises(ExecutionError, match=r"argmax -> .*: dim 1 of .* has extent 0"):
+        fd.execute([torch.randn(3, 0)])
+    (out,) = fd.execute([torch.randn(0, 4)])  # an empty kept dim is fine
+    assert out.shape == (0,) and out.dtype == torch.int64

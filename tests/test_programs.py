@@ -287,6 +287,30 @@ def _(fd):
     fd.add_output(fd.ops.sum(sym(fd, 2, D.Int32), [1]))
 
 
+@program("cast_fp8_both_ways", lambda: [r(5, 5, low=-500, high=500), r(5, 5, dtype=torch.bfloat16)],
+         lambda a, b: [a.to(torch.float8_e4m3fn), b.to(torch.float8_e5m2).to(torch.bfloat16)])
+def _(fd):  # nvFuser's test_cast_fp8 form (e4m3fn saturates at 448, as torch)
+    t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+    t1 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.BFloat16)
+    fd.add_output(fd.ops.cast(t0, dtype=DataType.Float8_e4m3fn))
+    t2 = fd.ops.cast(t1, dtype=DataType.Float8_e5m2)
+    fd.add_output(fd.ops.cast(t2, dtype=DataType.BFloat16))
+
+
+@program("fp8_dequantize_scale", lambda: [r(4, 16).to(torch.float8_e4m3fn), r(1, 16, low=0.5, high=2.0)],
+         lambda q, s: [(q.float() * s).to(torch.bfloat16)])
+def _(fd):  # float8 times a Float scale is Float (float8 upcasts), then stored as bf16
+    q = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float8_e4m3fn)
+    s = fd.define_tensor(shape=[1, -1], contiguity=[None, True], dtype=DataType.Float)
+    fd.add_output(fd.ops.cast(fd.ops.mul(q, s), DataType.BFloat16))
+
+
+@program("erfcinv_probit", lambda: [r(6, 5, low=0.05, high=1.95)],
+         lambda x: [torch.special.erfinv(1 - x.double()).float()], 1e-5, 1e-5)
+def _(fd):
+    fd.add_output(fd.ops.erfcinv(sym(fd, 2)))
+
+
 # ---------------------------------------------------------------- definition forms
 
 @program("define_tensor_sizes_strides", lambda: [r(3, 4)], lambda a: [a * 2])
@@ -670,6 +694,32 @@ def _(fd):
     a, b = sym(fd, 2), sym(fd, 2)
     d = fd.ops.sub(a, b)
     fd.add_output(fd.ops.div(fd.ops.sum(fd.ops.mul(d, d), [0, 1]), 21.0))
+
+
+@program("argmax_greedy_token", lambda: [r(3, 50, dtype=torch.bfloat16)],
+         lambda logits: [logits.float().argmax(-1)])
+def _(fd):  # a decoder's greedy pick over the vocabulary
+    t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.BFloat16)
+    t1 = fd.ops.cast(t0, DataType.Float)
+    fd.add_output(fd.ops.argmax(t1, dim=-1))
+
+
+@program("argmax_of_softmax_keepdim", lambda: [r(4, 9)],
+         lambda x: [torch.softmax(x, 1).argmax(1, keepdim=True), torch.softmax(x, 1).amax(1)], 1e-6, 1e-6)
+def _(fd):
+    x = sym(fd, 2)
+    e = fd.ops.exp(fd.ops.sub(x, fd.ops.max(x, [1], keepdim=True)))
+    p = fd.ops.div(e, fd.ops.sum(e, [1], keepdim=True))
+    fd.add_output(fd.ops.argmax(p, 1, True))
+    fd.add_output(fd.ops.max(p, [1]))
+
+
+@program("argmax_outer_and_flat", lambda: [r(40, 3, dtype=torch.int32)],
+         lambda a: [a.argmax(0), a.argmax()])
+def _(fd):
+    a = sym(fd, 2, D.Int32)
+    fd.add_output(fd.ops.argmax(a, 0))
+    fd.add_output(fd.ops.argmax(a))
 
 
 # ---------------------------------------------------------------- scans, indexing, random, matmul

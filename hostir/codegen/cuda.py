@@ -14,10 +14,14 @@ from .kir import K, Kernel, KNode, layout, linear
 CTYPE = {
     DataType.Bool: "bool", DataType.Int32: "int", DataType.Int: "long long",
     DataType.Half: "hir_half", DataType.BFloat16: "hir_bf16", DataType.Float: "float",
-    DataType.Double: "double",
+    DataType.Double: "double", DataType.Float8_e4m3fn: "hir_e4m3", DataType.Float8_e5m2: "hir_e5m2",
 }
-# how a scalar parameter travels (a bool goes as a 4-byte int)
-PARAM_CTYPE = {**CTYPE, DataType.Bool: "int", DataType.Half: "float", DataType.BFloat16: "float"}
+# Floats stored as bits: (to float, from float), kernels/hostir.cuh
+NARROW = {DataType.Half: ("hir_h2f", "hir_f2h"), DataType.BFloat16: ("hir_bf2f", "hir_f2bf"),
+          DataType.Float8_e4m3fn: ("hir_e4m3_to_f", "hir_f_to_e4m3"),
+          DataType.Float8_e5m2: ("hir_e5m2_to_f", "hir_f_to_e5m2")}
+# how a scalar parameter travels (a bool goes as a 4-byte int, a narrow float as a float)
+PARAM_CTYPE = {**CTYPE, DataType.Bool: "int", **{d: "float" for d in NARROW}}
 
 
 def _literal(value, dtype: DataType) -> str:
@@ -36,14 +40,12 @@ def _literal(value, dtype: DataType) -> str:
 
 
 def _cast(x: str, src: DataType, dst: DataType) -> str:
-    if dst is DataType.Half:
-        return f"hir_f2h((float)({x}))" if src is not DataType.BFloat16 else f"hir_f2h(hir_bf2f({x}))"
-    if dst is DataType.BFloat16:
-        return f"hir_f2bf((float)({x}))" if src is not DataType.Half else f"hir_f2bf(hir_h2f({x}))"
-    if src is DataType.Half:
-        return f"({CTYPE[dst]})hir_h2f({x})"
-    if src is DataType.BFloat16:
-        return f"({CTYPE[dst]})hir_bf2f({x})"
+    """Narrow floats convert through float (as torch converts them)."""
+    if dst in NARROW:
+        from_float = NARROW[dst][1]
+        return f"{from_float}({NARROW[src][0]}({x}))" if src in NARROW else f"{from_float}((float)({x}))"
+    if src in NARROW:
+        return f"({CTYPE[dst]}){NARROW[src][0]}({x})"
     if dst is DataType.Bool:
         return f"(({x}) != 0)"
     return f"({CTYPE[dst]})({x})"
@@ -62,6 +64,8 @@ def _expr(n: KNode, name) -> str:
     if op == K.INDEX:
         return f"i{n.arg}"
     if op == K.PARAM:
+        if n.dtype in NARROW:  # (it travels as a float)
+            return _cast(f"p{n.arg}", DataType.Float, n.dtype)
         return f"({CTYPE[n.dtype]})p{n.arg}"
     if op == K.EXTENT:
         return f"({CTYPE[n.dtype]})e{n.arg}"
@@ -435,7 +439,9 @@ def vector_width(kern: Kernel) -> int:
     # inputs read once per vector (a gather's index, a row's scale) do not bound it
     moving = {node.arg for node in kern.order if node.op == K.LOAD and id(node) in dep}
     sizes = [t.dtype.itemsize for k, t in enumerate(kern.inputs) if k in moving]
-    sizes += [t.dtype.itemsize for t in kern.outputs]
+    # nor do a reduction's outputs of the kept dims (one store per row: argmax's Int64)
+    per_point = {s for s, _, ix in kern.stores if not kern.reduced or any(id(i) in dep for i in ix)}
+    sizes += [t.dtype.itemsize for s, t in enumerate(kern.outputs) if s in per_point]
     v = max(1, 16 // max(sizes or [4]))
     if v == 1:
         return 1

@@ -5,7 +5,8 @@ split, combine lines and initial values, and combine in a fixed order."""
 from __future__ import annotations
 
 from .cuda import CTYPE, _closure, _offset
-from .cuda_schedules import _COMBINE, _ReductionPrinter, _closure_of, _reduce_init
+from .cuda_combine import _COMBINE, _reduce_init
+from .cuda_schedules import _ReductionPrinter, _closure_of
 from .kir import K, Kernel
 from .scan import COLUMN_ROWS, COLUMN_WARPS
 

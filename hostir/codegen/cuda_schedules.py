@@ -6,10 +6,9 @@ Each prints the same kernel IR as the interpreter runs; the launch rule in
 spec.py picks which one a launch uses."""
 from __future__ import annotations
 
-from ..ir.dtypes import DataType
-from .cuda import (CTYPE, _affine, _closure, _inner_deps, _literal, _offset, _Printer,
-                   vector_loads)
-from .kir import K, Kernel, KNode, levels, passes, row_nodes, split_stores
+from .cuda import CTYPE, _affine, _closure, _inner_deps, _offset, _Printer, vector_loads
+from .cuda_combine import _COMBINE, acc_bytes, acc_init, acc_point, acc_type, acc_value
+from .kir import K, Kernel, KNode, levels, partial_bytes, passes, row_nodes, split_stores
 
 
 STAGED = -2  # a Variant's `tile` for the staged-gather schedule (_StagePrinter)
@@ -31,19 +30,9 @@ def schedule_source(kern: Kernel, vec: int, idx: str, block: int, pdl: bool, nam
     return _ReductionPrinter(kern, name, idx, block, threads, pdl, vec, chunks).source()
 
 
-_COMBINE = {"sum": "x + y", "max": "hir_max(x, y)", "min": "hir_min(x, y)", "prod": "x * y"}
-
-
-def _reduce_init(op: str, dtype: DataType) -> str:
-    if op in ("sum", "prod"):
-        return _literal(0 if op == "sum" else 1, dtype)
-    if dtype.is_float:
-        return _literal(float("-inf") if op == "max" else float("inf"), dtype)
-    bits = 8 * dtype.itemsize
-    lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
-    if op == "max":
-        return f"({_literal(lo + 1, dtype)} - 1)"
-    return _literal(hi, dtype)
+def _pass_of(n: KNode, level: dict) -> int:
+    """The pass over the row that computes REDUCE node `n` (levels, kir.py)."""
+    return level[id(n)] - 1
 
 
 class _ReductionPrinter(_Printer):
@@ -77,7 +66,7 @@ class _ReductionPrinter(_Printer):
         L.append(f"  const int lane = threadIdx.x % {T};")
         for j, n in enumerate(reduces):
             if T > 32:
-                L.append(f"  __shared__ {CTYPE[n.dtype]} smem{j}[{self.block // 32}];")
+                L.append(f"  __shared__ {acc_type(n)} smem{j}[{self.block // 32}];")
         count = " * ".join(f"e{d}" for d in k.reduced)
         L.append(f"  const {idx} R = {count};")
         L.append(f"  for ({idx} base = ({idx})blockIdx.x * {groups}; base < nslots; "
@@ -92,9 +81,9 @@ class _ReductionPrinter(_Printer):
         acc = {id(n): f"a{j}" for j, n in enumerate(reduces)}
         work = []
         for p in passes(k):
-            mine = [n for n in reduces if level[id(n.src[0])] == p]
+            mine = [n for n in reduces if _pass_of(n, level) == p]
             stores = [st for st in full_stores if level[id(st[1])] == p]
-            roots = [n.src[0] for n in mine] + [x for st in stores for x in (st[1], *st[2])]
+            roots = [s for n in mine for s in n.src] + [x for st in stores for x in (st[1], *st[2])]
             work.append((p, mine, stores, _closure_of(roots, rows)))  # row values are named already
         if self.chunks:  # vectors read in several passes stay in registers from the first
             uses: dict[int, int] = {}
@@ -106,14 +95,14 @@ class _ReductionPrinter(_Printer):
                 L.append(f"    alignas(16) {CTYPE[n.dtype]} {name}[{self.chunks * self.vec}];")
         for p, mine, stores, body in work:
             for n in mine:
-                L.append(f"    {CTYPE[n.dtype]} {acc[id(n)]} = {_reduce_init(n.arg, n.dtype)};")
+                L.append(f"    {acc_type(n)} {acc[id(n)]} = {acc_init(n)};")
             if self.vec == 1:
                 self._scalar_pass(mine, stores, body, names, acc)
             else:
                 self._vector_pass(mine, stores, body, names, acc)
             self._group_reduce(mine, [reduces.index(n) for n in mine], acc)
             for n in mine:
-                names[id(n)] = acc[id(n)]
+                names[id(n)] = acc_value(n, acc[id(n)])
             self.emit_all([n for n in k.order if id(n) in rows and level[id(n)] == p + 1
                            and n.op != K.REDUCE], names, "", "    ")
         if row_stores:
@@ -144,7 +133,7 @@ class _ReductionPrinter(_Printer):
         """Each accumulator takes in its REDUCE's value at this point."""
         for n in reduces:
             a = acc[id(n)]
-            self.lines.append(f"{indent}{{ const {CTYPE[n.dtype]} x = {a}, y = {names[id(n.src[0])]}; "
+            self.lines.append(f"{indent}{{ const {acc_type(n)} x = {a}, y = {acc_point(n, names)}; "
                               f"{a} = {_COMBINE[n.arg]}; }}")
 
     def _stores(self, stores, names, indent: str) -> None:
@@ -170,7 +159,7 @@ class _ReductionPrinter(_Printer):
         all of a pass's accumulators together."""
         L, T = self.lines, self.threads
         for n in mine:
-            ct, a = CTYPE[n.dtype], acc[id(n)]
+            ct, a = acc_type(n), acc[id(n)]
             L.append(f"    {a} = hir_warp_reduce<{T}>({a}, []({ct} x, {ct} y) {{ return "
                      f"{_COMBINE[n.arg]}; }});")
         if T <= 32 or not mine:
@@ -184,7 +173,7 @@ class _ReductionPrinter(_Printer):
         L.append("    {")
         L.append(f"      const int first = (threadIdx.x / {T}) * {T // 32};")
         for n, j in zip(mine, slots):
-            a, ct = acc[id(n)], CTYPE[n.dtype]
+            a, ct = acc[id(n)], acc_type(n)
             L.append(f"      {a} = smem{j}[first];")
             L.append(f"      for (int w = 1; w < {T // 32}; ++w) {{ const {ct} x = {a}, "
                      f"y = smem{j}[first + w]; {a} = {_COMBINE[n.arg]}; }}")
@@ -437,7 +426,7 @@ class _OuterPrinter(_ReductionPrinter):
         self.pdl_wait()
         L.append("  const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;")
         for j, n in enumerate(reduces):
-            L.append(f"  __shared__ {CTYPE[n.dtype]} red{j}[{ty_n}][{32 * V + 1}];")
+            L.append(f"  __shared__ {acc_type(n)} red{j}[{ty_n}][{32 * V + 1}];")
         L.append("  __shared__ bool last;")
         L.append(f"  const {idx} R = {' * '.join(f'e{d}' for d in k.reduced)};")
         L.append(f"  const {idx} tiles = (nslots + {32 * V - 1}) / {32 * V}, "
@@ -452,14 +441,14 @@ class _OuterPrinter(_ReductionPrinter):
         self.emit_all([n for n in k.order if id(n) in rows and level[id(n)] == 0
                        and id(n) not in self.dep], names, f"i{last_dim}", "    ")
         for j, n in enumerate(reduces):
-            L.append(f"    {CTYPE[n.dtype]} a{j}[{V}];")
-            L.append(f"    #pragma unroll\n    for (int u = 0; u < {V}; ++u) a{j}[u] = {_reduce_init(n.arg, n.dtype)};")
+            L.append(f"    {acc_type(n)} a{j}[{V}];")
+            L.append(f"    #pragma unroll\n    for (int u = 0; u < {V}; ++u) a{j}[u] = {acc_init(n)};")
         acc = {id(n): f"a{j}[u]" for j, n in enumerate(reduces)}
         L.append(f"    const {idx} hi = (g + 1) * per < R ? (g + 1) * per : R;")
         L.append("    #pragma unroll 4")
         L.append(f"    for ({idx} r = g * per + ty; r < hi; r += {ty_n}) {{")
         self._split("r", k.reduced, "      ")
-        roots = [n.src[0] for n in reduces] + [x for st in full_stores for x in (st[1], *st[2])]
+        roots = [s for n in reduces for s in n.src] + [x for st in full_stores for x in (st[1], *st[2])]
         body = _closure_of(roots, {id(n) for n in rows if id(n) not in self.dep})
         local = dict(names)  # once per reduced point: what does not move along the kept innermost dim
         self.emit_all([n for n in body if id(n) not in self.dep], local, f"i{last_dim}", "      ")
@@ -481,9 +470,11 @@ class _OuterPrinter(_ReductionPrinter):
         L.append("    }")
         self._block_combine(reduces, "    ")
         L.append("    if (split > 1) {")
+        offset = 0  # bytes per (split * nslots) before reduce j's partials
         for j, n in enumerate(reduces):
-            L.append(f"      {CTYPE[n.dtype]}* ws{j} = reinterpret_cast<{CTYPE[n.dtype]}*>("
-                     f"ws + (size_t){j} * split * nslots * 8);")
+            L.append(f"      {acc_type(n)}* ws{j} = reinterpret_cast<{acc_type(n)}*>("
+                     f"ws + (size_t){offset} * split * nslots);")
+            offset += partial_bytes(n)
         L.append("      if (ty == 0 && active) {")
         for j in range(len(reduces)):
             L.append(f"        #pragma unroll\n        for (int u = 0; u < {V}; ++u) ws{j}[g * nslots + row + u] = a{j}[u];")
@@ -499,7 +490,7 @@ class _OuterPrinter(_ReductionPrinter):
         L.append("      #pragma unroll")
         L.append(f"      for (int u = 0; u < {V}; ++u) {{")
         for j, n in enumerate(reduces):
-            L.append(f"        a{j}[u] = {_reduce_init(n.arg, n.dtype)};")
+            L.append(f"        a{j}[u] = {acc_init(n)};")
         L.append("      }")
         L.append("      if (active) {")
         L.append("        #pragma unroll 4")
@@ -507,7 +498,7 @@ class _OuterPrinter(_ReductionPrinter):
         L.append("          #pragma unroll")
         L.append(f"          for (int u = 0; u < {V}; ++u) {{")
         for j, n in enumerate(reduces):
-            L.append(f"            {{ const {CTYPE[n.dtype]} x = a{j}[u], y = hir_ld_l2(ws{j} + w * nslots + row + u); "
+            L.append(f"            {{ const {acc_type(n)} x = a{j}[u], y = hir_ld_l2(ws{j} + w * nslots + row + u); "
                      f"a{j}[u] = {_COMBINE[n.arg]}; }}")
         L.append("          }")
         L.append("        }")
@@ -521,7 +512,7 @@ class _OuterPrinter(_ReductionPrinter):
             L.append(f"      const {idx} ii = i{last_dim} + u;")
             point = dict(names)
             for n in reduces:
-                point[id(n)] = acc[id(n)]
+                point[id(n)] = acc_value(n, acc[id(n)])
             self._epilogue(rows, row_stores, point, "      ", "ty == 0 && active", "ii")
             L.append("    }")
         L.append("  }")
@@ -541,7 +532,7 @@ class _OuterPrinter(_ReductionPrinter):
         L.append(f"{indent}  #pragma unroll")
         L.append(f"{indent}  for (int u = 0; u < {V}; ++u) {{")
         for j, n in enumerate(reduces):
-            L.append(f"{indent}    for (int w = 1; w < {ty_n}; ++w) {{ const {CTYPE[n.dtype]} x = a{j}[u], "
+            L.append(f"{indent}    for (int w = 1; w < {ty_n}; ++w) {{ const {acc_type(n)} x = a{j}[u], "
                      f"y = red{j}[w][tx * {V} + u]; a{j}[u] = {_COMBINE[n.arg]}; }}")
         L.append(f"{indent}  }}")
         L.append(f"{indent}}}")
@@ -563,12 +554,21 @@ def row_invariant_loads(kern: Kernel) -> set[int]:
     return {id(n) for n in kern.order if n.op == K.LOAD and id(n) not in dep}
 
 
-def outer_width(kern: Kernel) -> int:
+SHARED_BYTES = 48 * 1024  # the static shared memory a block may declare
+
+
+def outer_width(kern: Kernel, block: int = 256) -> int:
     """Kept points per lane of an outer reduction: 16 bytes of its widest input,
-    when some load can read them as one vector (stores stay per point)."""
+    when some load can read them as one vector (stores stay per point), and
+    when the block's shared combine arrays (a row of 32 * width + 1 accumulators
+    per warp and reduction) fit: float8 inputs ask for 8 a lane, argmax's
+    accumulators take 16 bytes."""
     if not kern.inputs:
         return 1
     v = min(8, max(1, 16 // max(t.dtype.itemsize for t in kern.inputs)))
+    per_lane = sum(acc_bytes(n) for n in kern.order if n.op == K.REDUCE)
+    while v > 1 and (block // 32) * (32 * v + 1) * per_lane > SHARED_BYTES - 64:
+        v //= 2
     return v if v > 1 and vector_loads(kern, v) else 1
 
 

@@ -98,7 +98,10 @@ _REDUCE = {"sum": lambda x: x.sum(1), "max": lambda x: x.amax(1), "min": lambda 
            "prod": lambda x: x.prod(1)}
 
 
-def _reduce(n, x: torch.Tensor, rows: int, per_row: int):
+def _reduce(n, srcs: list, rows: int, per_row: int):
+    x = srcs[0]
+    if n.arg == "argmax":
+        return _argmax(x, srcs[1], rows, per_row)
     if per_row == 0:  # an empty reduction: its identity
         init = {"sum": 0, "prod": 1, "max": float("-inf"), "min": float("inf")}[n.arg]
         if not n.dtype.is_float and n.arg in ("max", "min"):
@@ -107,6 +110,16 @@ def _reduce(n, x: torch.Tensor, rows: int, per_row: int):
         return torch.full((rows,), init, dtype=n.dtype.torch, device=x.device)
     x = x.expand(rows * per_row).reshape(rows, per_row)
     return _REDUCE[n.arg](x).to(n.dtype.torch)  # amax/amin: NaN wins, as in the kernel
+
+
+def _argmax(x: torch.Tensor, index: torch.Tensor, rows: int, per_row: int) -> torch.Tensor:
+    """The index of each row's first greatest value (torch.argmax: NaN the
+    greatest), read from the REDUCE's index source at that point."""
+    if per_row == 0:  # (the launch refuses these; the kernel's pair identity keeps no index)
+        return torch.zeros(rows, dtype=torch.int64, device=x.device)
+    x = x.expand(rows * per_row).reshape(rows, per_row)
+    at = torch.argmax(x, dim=1, keepdim=True)
+    return index.expand(rows * per_row).reshape(rows, per_row).gather(1, at).reshape(rows)
 
 
 def interpret(kern: Kernel, slots: tuple[Slot, ...], values: list, vec: int = 1) -> None:
@@ -180,7 +193,7 @@ def _interpret_reduction(kern, tensors, strides, params, extents, device) -> Non
     for n in kern.order:
         if id(n) in on_rows:
             if n.op == K.REDUCE:
-                row_vals[id(n)] = _reduce(n, full_vals[id(n.src[0])], rows, per_row)
+                row_vals[id(n)] = _reduce(n, [full_vals[id(s)] for s in n.src], rows, per_row)
             else:
                 row_vals[id(n)] = _node(n, row_vals, tensors, strides, params, row_idx, rows, device,
                                         extents)

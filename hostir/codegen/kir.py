@@ -29,7 +29,9 @@ class K:
     EXTENT = "extent"    # arg=d: the launch's iteration extent along dim d (its `e<d>` parameter;
                          # a symbolic paired kernel's pair distance)
     LOAD = "load"        # arg=k: tensor input k; src=(pred, *indices)
-    REDUCE = "reduce"    # arg=op ("sum" | "max" | "min" | "prod"); src=(value,): over the reduced dims
+    REDUCE = "reduce"    # arg=op ("sum" | "max" | "min" | "prod"); src=(value,): over the reduced dims;
+                         # arg="argmax": src=(value, index), the index of the first greatest value
+                         # (NaN the greatest), combined as (value, index) pairs
     CHECK = "check"      # src=(ok, value, index, extent, pred), arg=message: `value` where `pred`
                          # implies `ok`; else an error naming the index (always on CPU, on GPUs
                          # when the kernel is built with HIR_CHECK_INDICES)
@@ -357,7 +359,13 @@ def pack(slots, ins, outs, params, extents, count, pointer, scratch=(None, None,
 
 # ---------------------------------------------------------------- verifier and printer
 
-REDUCE_OPS = ("sum", "max", "min", "prod")
+REDUCE_OPS = ("sum", "max", "min", "prod", "argmax")
+
+
+def partial_bytes(n: KNode) -> int:
+    """Bytes of one partial result of REDUCE node `n` in a split reduction's
+    workspace: 8, or 16 for argmax's (value, index) pair."""
+    return 16 if n.arg == "argmax" else 8
 
 
 def row_nodes(kern: Kernel) -> set[int]:
@@ -394,7 +402,7 @@ def levels(kern: Kernel) -> dict[int, int]:
 def passes(kern: Kernel) -> list[int]:
     """The passes over each row a reduction kernel makes (levels with work)."""
     level = levels(kern)
-    return sorted({level[id(n.src[0])] for n in kern.order if n.op == K.REDUCE}
+    return sorted({level[id(n)] - 1 for n in kern.order if n.op == K.REDUCE}
                   | {level[id(v)] for _, v, _ in split_stores(kern)[0]})
 
 
@@ -419,6 +427,8 @@ def verify_kernel(kern: Kernel) -> None:
             fail(f"{node.op} of dim {node.arg}, but the kernel iterates over {n} dims")
         if node.op == K.REDUCE and (not kern.reduced or node.arg not in REDUCE_OPS):
             fail(f"{node!r} ({node.arg}) in a kernel that reduces dims {list(kern.reduced)}")
+        if node.op == K.REDUCE and len(node.src) != (2 if node.arg == "argmax" else 1):
+            fail(f"{node!r} ({node.arg}) with {len(node.src)} sources")
         if node.op == K.SCAN and (not 0 <= kern.scanned < n or node.arg not in REDUCE_OPS):
             fail(f"{node!r} ({node.arg}) in a kernel that scans dim {kern.scanned}")
         if node.op == K.PARAM and not 0 <= node.arg < len(kern.params):

@@ -68,7 +68,7 @@ class PointwiseLowering:
             return x
         if x.op is Op.CAST and x.src[0].dtype is dtype and exact_cast(dtype, x.dtype):
             return x.src[0]  # e.g. bf16 -> float -> bf16: the round trip is the identity
-        if x.op == K.CONST and dtype not in (DataType.Half, DataType.BFloat16):
+        if x.op == K.CONST and compute_dtype(dtype) is dtype:  # (not a float stored as bits)
             return self.b.const(x.arg, dtype)
         return self.b.mk(Op.CAST, dtype, (x,), arg=dtype)
 
@@ -182,7 +182,7 @@ class PointwiseLowering:
         """Whether `n` varies along a reduction kernel's rows (never: no rows)."""
         return False
 
-    def reduce(self, op: str, value: KNode) -> KNode:
+    def reduce(self, op: str, value: KNode, index: KNode | None = None) -> KNode:
         raise UnsupportedError("a reduction in a pointwise kernel")
 
 
@@ -248,10 +248,22 @@ class ReductionLowering(PointwiseLowering):
             self._moves[id(n)] = got
         return got
 
-    def reduce(self, op: str, value: KNode) -> KNode:
+    def reduce(self, op: str, value: KNode, index: KNode | None = None) -> KNode:
+        """A REDUCE of `value` over the reduced dims; with `index` (argmax) of
+        (value, index) pairs, whose result is the chosen pair's index."""
         if value.dtype is DataType.Bool:
             value = self.cast(value, DataType.Int32)
+        if index is not None:
+            return self.b.mk(K.REDUCE, INT, (value, index), arg=op)
         return self.b.mk(K.REDUCE, value.dtype, (value,), arg=op)
+
+    def reduced_index(self) -> KNode:
+        """The point's row-major index among the reduced dims' points."""
+        b, flat = self.b, None
+        for d in self.k.reduced:
+            i = b.mk(K.INDEX, INT, arg=d)
+            flat = i if flat is None else b.add(b.mul(flat, self.scalar(self.space.logical[d].extent)), i)
+        return flat
 
     def reduced_count(self) -> KNode:
         """The number of points reduced per kept point, as a kernel value."""

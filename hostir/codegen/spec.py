@@ -16,7 +16,8 @@ from functools import cached_property
 from .. import config
 from .cuda import kernel_source, vector_loads, vector_width
 from .cuda_schedules import STAGE_BLOCK, STAGE_BYTES, STAGED, outer_ok, outer_width, staged_gather, tile_loads
-from .kir import K, Kernel, Slot, kernel_text, layout, levels, passes, split_stores, verify_kernel
+from .kir import (K, Kernel, Slot, kernel_text, layout, levels, partial_bytes, passes, split_stores,
+                  verify_kernel)
 from .lower import ReductionLowering, lower_pointwise
 
 I32_MAX = 2 ** 31 - 1
@@ -108,7 +109,7 @@ class KernelSpec:
         self.paired = paired
         self.options = options
         self._variants: dict[tuple, Variant] = {}
-        self._vec = {id(k): outer_width(k) if outer_ok(k) else vector_width(k)
+        self._vec = {id(k): outer_width(k, options.block) if outer_ok(k) else vector_width(k)
                      for k in self.kernels}
         self._layouts = {id(k): layout(k) for k in self.kernels}
         self._positions: dict[tuple, list[int]] = {}
@@ -243,9 +244,9 @@ class KernelSpec:
     @staticmethod
     def scratch_size(kernel: Kernel, count: int, split: int) -> tuple[int, int]:
         """(workspace bytes, zeroed counters) of a launch split `split` ways: a
-        split outer reduction's partial results (8 bytes each) and arrival counters."""
-        reduces = sum(1 for n in kernel.order if n.op == K.REDUCE)
-        return 8 * split * count * reduces, -(-count // 32)
+        split outer reduction's partial results (kir.partial_bytes each) and arrival counters."""
+        per_slot = sum(partial_bytes(n) for n in kernel.order if n.op == K.REDUCE)
+        return per_slot * split * count, -(-count // 32)
 
     def _row_schedule(self, kernel: Kernel, vectors: int) -> tuple[int, int]:
         """(threads, chunks) for rows of `vectors` vectors: a kernel that makes
@@ -256,7 +257,7 @@ class KernelSpec:
         got = self._positions.get(key)
         if got is None:
             level = levels(kernel)
-            per_pass = [sum(1 for n in kernel.order if n.op == K.REDUCE and level[id(n.src[0])] == p)
+            per_pass = [sum(1 for n in kernel.order if n.op == K.REDUCE and level[id(n)] - 1 == p)
                         for p in passes(kernel)]
             got = self._positions[key] = len(per_pass) > 1
         several = got

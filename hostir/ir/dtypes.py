@@ -17,6 +17,8 @@ class DataType(enum.Enum):
     BFloat16 = "bfloat16"
     Float = "float32"
     Double = "float64"
+    Float8_e4m3fn = "float8_e4m3fn"
+    Float8_e5m2 = "float8_e5m2"
 
     def __repr__(self) -> str:
         return f"DataType.{self.name}"
@@ -27,7 +29,12 @@ class DataType(enum.Enum):
 
     @property
     def is_float(self) -> bool:
-        return self in (DataType.Half, DataType.BFloat16, DataType.Float, DataType.Double)
+        return self in (DataType.Half, DataType.BFloat16, DataType.Float, DataType.Double,
+                        DataType.Float8_e4m3fn, DataType.Float8_e5m2)
+
+    @property
+    def is_float8(self) -> bool:
+        return self in (DataType.Float8_e4m3fn, DataType.Float8_e5m2)
 
     @property
     def is_int(self) -> bool:
@@ -56,16 +63,18 @@ class DataType(enum.Enum):
 _SHORT = {
     DataType.Null: "null", DataType.Bool: "bool", DataType.Int32: "int32", DataType.Int: "int64",
     DataType.Half: "half", DataType.BFloat16: "bf16", DataType.Float: "float",
-    DataType.Double: "double",
+    DataType.Double: "double", DataType.Float8_e4m3fn: "f8e4m3", DataType.Float8_e5m2: "f8e5m2",
 }
 _ITEMSIZE = {
     DataType.Null: 0, DataType.Bool: 1, DataType.Int32: 4, DataType.Int: 8, DataType.Half: 2,
-    DataType.BFloat16: 2, DataType.Float: 4, DataType.Double: 8,
+    DataType.BFloat16: 2, DataType.Float: 4, DataType.Double: 8, DataType.Float8_e4m3fn: 1,
+    DataType.Float8_e5m2: 1,
 }
 _TO_TORCH = {
     DataType.Bool: torch.bool, DataType.Int32: torch.int32, DataType.Int: torch.int64,
     DataType.Half: torch.float16, DataType.BFloat16: torch.bfloat16,
     DataType.Float: torch.float32, DataType.Double: torch.float64,
+    DataType.Float8_e4m3fn: torch.float8_e4m3fn, DataType.Float8_e5m2: torch.float8_e5m2,
 }
 _FROM_TORCH = {v: k for k, v in _TO_TORCH.items()}
 
@@ -107,7 +116,11 @@ def promote(operands: list[tuple[DataType, bool | str]]) -> DataType:
     higher category (a Double scalar times a BFloat16 tensor stays BFloat16,
     times an Int tensor becomes Float; a scalar counts as Bool, Int or Float).
     With no tensor operands the scalars promote among themselves.
+
+    Float8 operands count as Float: arithmetic on them computes in, and
+    returns, Float (torch refuses to promote float8; nvFuser upcasts it).
     """
+    operands = [(DataType.Float if d.is_float8 else d, t) for d, t in operands]
     dims = [d for d, t in operands if t and t != ZERO_DIM]
     zeros = [d for d, t in operands if t == ZERO_DIM]
     scalars = [d for d, t in operands if not t]
@@ -158,6 +171,10 @@ _EXACT = {
     DataType.BFloat16: frozenset({DataType.BFloat16, DataType.Float, DataType.Double}),
     DataType.Float: frozenset({DataType.Float, DataType.Double}),
     DataType.Double: frozenset({DataType.Double}),
+    DataType.Float8_e4m3fn: frozenset({DataType.Float8_e4m3fn, DataType.Half, DataType.BFloat16,
+                                       DataType.Float, DataType.Double}),
+    DataType.Float8_e5m2: frozenset({DataType.Float8_e5m2, DataType.Half, DataType.BFloat16,
+                                     DataType.Float, DataType.Double}),
 }
 
 
@@ -169,4 +186,4 @@ def exact_cast(src: DataType, dst: DataType) -> bool:
 
 def compute_dtype(dtype: DataType) -> DataType:
     """The type arithmetic runs in: reduced-precision floats compute in Float."""
-    return DataType.Float if dtype in (DataType.Half, DataType.BFloat16) else dtype
+    return DataType.Float if dtype in (DataType.Half, DataType.BFloat16) or dtype.is_float8 else dtype

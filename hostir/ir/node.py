@@ -36,6 +36,7 @@ class Op(enum.Enum):
     ISFINITE = "isfinite"; LOGICAL_NOT = "logical_not"; BITWISE_NOT = "bitwise_not"
     SIGNBIT = "signbit"; ACOSH = "acosh"; ASINH = "asinh"; ATANH = "atanh"; ERFINV = "erfinv"
     LGAMMA = "lgamma"; FRAC = "frac"; SILU = "silu"; ISNEGINF = "isneginf"; ISPOSINF = "isposinf"
+    ERFCINV = "erfcinv"
     # binary pointwise
     ADD = "add"; SUB = "sub"; MUL = "mul"; DIV = "div"; TRUEDIV = "truediv"
     FMOD = "fmod"; REMAINDER = "remainder"; POW = "pow"; ATAN2 = "atan2"
@@ -60,6 +61,7 @@ class Op(enum.Enum):
     CAT = "cat"                  # src=tensors, arg=dim
     # reductions: arg=ReductionArg (reduced dims of the input's logical dims)
     SUM = "sum"; MAX = "max"; MIN = "min"; VAR = "var"; MEAN = "mean"; PROD = "prod"
+    ARGMAX = "argmax"            # the Int index of the first greatest value (row-major over dims)
     # scans: arg=ScanArg (the scanned dim); the result has the input's shape
     CUMSUM = "cumsum"; CUMPROD = "cumprod"; CUMMAX = "cummax"; CUMMIN = "cummin"
     # indexing: src=(input, index), arg=dim (the input's dim the index values address)

@@ -15,7 +15,8 @@ from .nvrtc import compile_cubin
 _PARAM_CTYPES = {DataType.Bool: ctypes.c_int, DataType.Int32: ctypes.c_int,
                  DataType.Int: ctypes.c_longlong, DataType.Float: ctypes.c_float,
                  DataType.Double: ctypes.c_double, DataType.Half: ctypes.c_float,
-                 DataType.BFloat16: ctypes.c_float}
+                 DataType.BFloat16: ctypes.c_float, DataType.Float8_e4m3fn: ctypes.c_float,
+                 DataType.Float8_e5m2: ctypes.c_float}
 PTR = ctypes.c_void_p
 I64 = ctypes.c_longlong
 I32 = ctypes.c_int

@@ -15,6 +15,9 @@ def _float_operands(opname: str, *vals: Val):
     for v in vals:
         if not v.dtype.is_float:
             raise UnsupportedError(f"{opname}: operands must be floating point, got {describe(v)}")
+        if v.dtype.is_float8:  # (ATen multiplies float8 only scaled, torch._scaled_mm)
+            raise DefinitionError(f"{opname}: float8 operand {describe(v)}; cast it to a wider "
+                                  f"float first")
     if len({v.dtype for v in vals}) != 1:
         raise DefinitionError(
             f"{opname}: operands must have the same dtype, got "

@@ -118,6 +118,19 @@ def _erfinv(x):
     return float(torch.erfinv(torch.tensor(float(x), dtype=torch.float64)))
 
 
+def _erfcinv_torch(x):
+    # erfc(y) = 2 * Phi(-y * sqrt(2)), so erfcinv(x) = -ndtri(x / 2) / sqrt(2): ndtri keeps
+    # its precision for tiny x, where erfinv(1 - x) loses it in the subtraction. Above 1,
+    # erfcinv(x) = -erfcinv(2 - x), 2 - x exact: ndtri near 1 would subtract from 1 too.
+    upper = x > 1
+    y = torch.special.ndtri(torch.where(upper, 2 - x, x) * 0.5) * -math.sqrt(0.5)
+    return torch.where(upper, -y, y)
+
+
+def _erfcinv(x):
+    return float(_erfcinv_torch(torch.tensor(float(x), dtype=torch.float64)))
+
+
 def _frac_torch(x):
     return torch.frac(x) if x.dtype.is_floating_point else torch.zeros_like(x)
 
@@ -127,6 +140,7 @@ UNARY_TABLE.update({
     Op.ASINH: (_F, math.asinh, torch.asinh, "hir_asinh({0})", None),
     Op.ATANH: (_F, math.atanh, torch.atanh, "hir_atanh({0})", None),
     Op.ERFINV: (_F, _erfinv, torch.erfinv, "hir_erfinv({0})", None),
+    Op.ERFCINV: (_F, _erfcinv, _erfcinv_torch, "hir_erfcinv({0})", None),
     Op.LGAMMA: (_F, math.lgamma, torch.lgamma, "hir_lgamma({0})", None),
     Op.FRAC: (_K, lambda x: x - math.trunc(x), _frac_torch, "hir_frac({0})", None),
     Op.SILU: (_F, lambda x: x / (1.0 + math.exp(-x)), torch.nn.functional.silu, "hir_silu({0})", None),

@@ -1,5 +1,6 @@
-"""Reductions: sum, max, min, and var/mean (made together by var_mean). A
-reduction's output keeps the reduced axes as reduction axes of its domain."""
+"""Reductions: sum, max, min, prod, var/mean (made together by var_mean), and
+argmax (an Int index). A reduction's output keeps the reduced axes as
+reduction axes of its domain."""
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -8,9 +9,9 @@ import torch
 
 from .. import scalar as S
 from ..dtypes import DataType, compute_dtype
-from ..errors import DefinitionError
+from ..errors import DefinitionError, ExecutionError
 from ..node import REDUCED, Axis, AxisKind, Family, Op, OpDef, Val, define
-from .common import describe, frontend, norm_dims, require_tensor
+from .common import describe, frontend, norm_dim, norm_dims, require_tensor
 from .pointwise import cast, pointwise
 from .views import broadcast
 
@@ -55,6 +56,8 @@ def reduction(op: Op, t: Val, dims=None, keepdim: bool = False,
         t = cast(t, dtype)  # an explicit dtype is kept, also Int32 (torch, nvFuser)
     elif op in (Op.SUM, Op.PROD) and not t.dtype.is_float:
         t = cast(t, DataType.Int)  # sums and products of integers and bools are Int by default
+    elif t.dtype.is_float8:
+        t = cast(t, DataType.Float)  # arithmetic on float8 is in (and gives) Float
     out = reduction_raw(op, t, ReductionArg(dims))
     return _keepdim(out, dims, t.ndim) if keepdim else out
 
@@ -71,7 +74,7 @@ def var_mean(t: Val, dims=None, correction: int = 1, keepdim: bool = False, *,
     dims = _reduction_dims("var_mean", t, _dims_or_axes("var_mean", dims, axes))
     if not isinstance(correction, (int, float)) or isinstance(correction, bool):
         raise DefinitionError(f"var_mean: correction must be a number, got {correction!r}")
-    if not t.dtype.is_float:
+    if not t.dtype.is_float or t.dtype.is_float8:
         t = cast(t, DataType.Float)
     var = reduction_raw(Op.VAR, t, ReductionArg(dims, correction))
     mean = reduction_raw(Op.MEAN, t, ReductionArg(dims))
@@ -212,3 +215,70 @@ def _frontend_reduction(op: Op):
 
 for _op in (Op.SUM, Op.MAX, Op.MIN, Op.PROD):
     frontend(_op.value)(_frontend_reduction(_op))
+
+
+# ---------------------------------------------------------------- argmax
+
+@frontend("argmax")
+def argmax(t: Val, dim=None, keepdim: bool = False, *, keep_dim: bool | None = None) -> Val:
+    """torch.argmax: the Int index of the greatest value along `dim` (of the
+    flattened tensor when dim is None); the first one of equal values, and a
+    NaN counts as the greatest (the first NaN). `keep_dim` is the spelling of
+    nvFuser's reduction bindings."""
+    t = require_tensor("argmax", t)
+    keepdim = keepdim if keep_dim is None else keep_dim
+    if t.dtype.is_bool:
+        raise DefinitionError(f"argmax: {describe(t)} is Bool, which argmax does not order "
+                              f"(as torch.argmax); cast it to an integer type first")
+    if dim is not None and (not isinstance(dim, int) or isinstance(dim, bool)):
+        raise DefinitionError(f"argmax: dim must be an int or None (one dim, or the flattened "
+                              f"tensor), got {dim!r} for {describe(t)}")
+    if t.ndim == 0:
+        from .factories import full
+        norm_dim("argmax", t, 0 if dim in (None, -1) else dim)  # dim 0 or -1 of a 0-dim tensor
+        return full([], 0, DataType.Int)
+    dims = tuple(range(t.ndim)) if dim is None else (norm_dim("argmax", t, dim),)
+    for d in dims:
+        if S.is_const(t.logical[d].extent, 0):
+            raise DefinitionError(f"argmax: dim {d} of {describe(t)} has extent 0; argmax over an "
+                                  f"empty dim has no value (as torch.argmax)")
+    out = argmax_raw(t, ReductionArg(dims))
+    return _keepdim(out, dims, t.ndim) if keepdim else out
+
+
+def argmax_raw(t: Val, arg: ReductionArg) -> Val:
+    return Val(Op.ARGMAX, DataType.Int, (t,), arg=arg, axes=_reduce_axes(t, arg.dims))
+
+
+def _argmax_reference(v: Val, args, env):
+    t = args[0].to(compute_dtype(v.src[0].dtype).torch)  # (half and bfloat16 order as floats)
+    dims = v.arg.dims
+    kept = [d for d in range(t.ndim) if d not in dims]
+    rows = t.permute(*kept, *dims).reshape(*(t.shape[d] for d in kept), -1)
+    return torch.argmax(rows, dim=-1)  # the first greatest, NaN the greatest
+
+
+def _argmax_check(v: Val):
+    """argmax over a dim that is empty at run time has no value: an error naming
+    the op and the tensor, as torch raises."""
+    extents = [(d, v.src[0].logical[d].extent) for d in v.arg.dims]
+
+    def check(env):
+        for d, e in extents:
+            if env.scalar(e) == 0:
+                raise ExecutionError(f"argmax -> {v!r}: dim {d} of {v.src[0]!r} has extent 0 at "
+                                     f"run time; argmax over an empty dim has no value (as torch)")
+    return check
+
+
+def _argmax_kernel(v: Val, ix, pred, L):
+    """A REDUCE of (value, row-major index over the reduced dims) pairs: one
+    combine keeps the greater value (NaN the greatest), of equal values the
+    smaller index, so every order of combining gives the first greatest."""
+    x = L.cast(L.value(v.src[0], L.full_index(ix), None), compute_dtype(v.src[0].dtype))
+    return L.reduce("argmax", x, L.reduced_index())
+
+
+define(OpDef(Op.ARGMAX, Family.REDUCTION, rebuild=lambda v, src: argmax_raw(src[0], v.arg),
+             reference=_argmax_reference, text=_text, dims=_dims, partial=None,
+             kernel=_argmax_kernel, check=_argmax_check))

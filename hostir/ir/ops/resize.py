@@ -238,7 +238,8 @@ def cat(tensors: Sequence[Val], dim: int = 0, manual_padding: bool = False) -> V
                 f"cat: all inputs must have the same number of dims: {describe(t0)} has {t0.ndim}, "
                 f"{describe(t)} has {t.ndim}")
     d = norm_dim("cat", t0, dim)
-    dtype = promote([(t.dtype, True) for t in tensors])
+    dtypes = {t.dtype for t in tensors}  # (one dtype stays: float8 would promote to Float)
+    dtype = dtypes.pop() if len(dtypes) == 1 else promote([(t.dtype, True) for t in tensors])
     tensors = [cast(t, dtype) if t.dtype != dtype else t for t in tensors]
     axes = [None if i == d else _cat_axis(tensors, i) for i in range(t0.ndim)]
     for t in tensors:

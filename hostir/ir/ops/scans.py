@@ -47,6 +47,8 @@ def scan(op: Op, t, dim, dtype=None) -> Val:
         t = cast(t, dtype)
     elif op in (Op.CUMSUM, Op.CUMPROD) and not t.dtype.is_float:
         t = cast(t, DataType.Int)  # torch: integer and bool sums and products are int64
+    elif t.dtype.is_float8:
+        t = cast(t, DataType.Float)  # arithmetic on float8 is in (and gives) Float
     if t.logical[dim].is_expanded:
         raise DefinitionError(f"{opname}: dim {dim} of {describe(t)} is an expanded broadcast; "
                               f"scan a materialized tensor")

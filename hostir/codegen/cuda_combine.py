@@ -1,0 +1,53 @@
+"""How REDUCE (and SCAN) nodes combine in CUDA: each combine's expression of
+`x` and `y` and its identity, and the accumulator a REDUCE keeps: a value of
+its type, or for argmax a (value, index) pair (hir_vi, kernels/hostir.cuh)
+whose index is the node's value."""
+from __future__ import annotations
+
+from ..ir.dtypes import DataType
+from .cuda import CTYPE, _literal
+from .kir import KNode
+
+_COMBINE = {"sum": "x + y", "max": "hir_max(x, y)", "min": "hir_min(x, y)", "prod": "x * y",
+            "argmax": "hir_argmax(x, y)"}
+
+
+def _reduce_init(op: str, dtype: DataType) -> str:
+    if op in ("sum", "prod"):
+        return _literal(0 if op == "sum" else 1, dtype)
+    if dtype.is_float:
+        return _literal(float("-inf") if op == "max" else float("inf"), dtype)
+    bits = 8 * dtype.itemsize
+    lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    if op == "max":
+        return f"({_literal(lo + 1, dtype)} - 1)"
+    return _literal(hi, dtype)
+
+
+def acc_type(n: KNode) -> str:
+    return f"hir_vi<{CTYPE[n.src[0].dtype]}>" if n.arg == "argmax" else CTYPE[n.dtype]
+
+
+def acc_bytes(n: KNode) -> int:
+    """The accumulator's size (a pair: 16, the index's alignment padding the value)."""
+    return 16 if n.arg == "argmax" else n.dtype.itemsize
+
+
+def acc_init(n: KNode) -> str:
+    """The combine's identity (argmax: the lowest value at an index past every point)."""
+    if n.arg == "argmax":
+        return f"{acc_type(n)}{{{_reduce_init('max', n.src[0].dtype)}, 9223372036854775807LL}}"
+    return _reduce_init(n.arg, n.dtype)
+
+
+def acc_point(n: KNode, names: dict) -> str:
+    """What one point brings to the accumulator (`names`: node id -> C text)."""
+    if n.arg == "argmax":
+        value, index = (names[id(s)] for s in n.src)
+        return f"{acc_type(n)}{{{value}, (long long)({index})}}"
+    return names[id(n.src[0])]
+
+
+def acc_value(n: KNode, acc: str) -> str:
+    """The node's value from its accumulator."""
+    return f"{acc}.i" if n.arg == "argmax" else acc
