@@ -41,9 +41,6 @@ fusion_ir last_cuda_code
 
 WHY = {
     "erfcinv": "no torch counterpart to test against; not built",
-    "imag": "complex dtypes are not supported yet (no complex kernels)",
-    "real": "complex dtypes are not supported yet (no complex kernels)",
-    "isreal": "complex dtypes are not supported yet (no complex kernels)",
     "argmax": "index-returning reductions are not built yet",
     "sdpfa_fwd": "attention is not built (no flash-attention kernels)",
     "sdpfa_bwd": "attention is not built (no flash-attention kernels)",

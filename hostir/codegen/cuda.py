@@ -7,20 +7,23 @@ from __future__ import annotations
 
 import math
 
-from ..ir.dtypes import DataType
+from ..ir.dtypes import DataType, real_dtype
 from ..ir.node import OPS, Op
 from .kir import K, Kernel, KNode, layout
 
 CTYPE = {
     DataType.Bool: "bool", DataType.Int32: "int", DataType.Int: "long long",
     DataType.Half: "hir_half", DataType.BFloat16: "hir_bf16", DataType.Float: "float",
-    DataType.Double: "double",
+    DataType.Double: "double", DataType.ComplexFloat: "hir_cfloat", DataType.ComplexDouble: "hir_cdouble",
 }
 # how a scalar parameter travels (a bool goes as a 4-byte int)
 PARAM_CTYPE = {**CTYPE, DataType.Bool: "int", DataType.Half: "float", DataType.BFloat16: "float"}
 
 
 def _literal(value, dtype: DataType) -> str:
+    if dtype.is_complex:
+        v, part = complex(value), real_dtype(dtype)
+        return f"{CTYPE[dtype]}({_literal(v.real, part)}, {_literal(v.imag, part)})"
     if dtype.is_bool:
         return "true" if value else "false"
     if dtype.is_int:
@@ -36,6 +39,10 @@ def _literal(value, dtype: DataType) -> str:
 
 
 def _cast(x: str, src: DataType, dst: DataType) -> str:
+    if dst.is_complex:  # a real value is the real part; complex types convert part by part
+        return f"{CTYPE[dst]}({x if src.is_complex else _cast(x, src, real_dtype(dst))})"
+    if src.is_complex:  # as torch: the real part (to bool: nonzero)
+        return f"(bool)({x})" if dst.is_bool else _cast(f"({x}).re", real_dtype(src), dst)
     if dst is DataType.Half:
         return f"hir_f2h((float)({x}))" if src is not DataType.BFloat16 else f"hir_f2h(hir_bf2f({x}))"
     if dst is DataType.BFloat16:
