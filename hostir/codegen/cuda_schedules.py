@@ -483,7 +483,7 @@ class _OuterPrinter(_ReductionPrinter):
         L.append("    if (split > 1) {")
         for j, n in enumerate(reduces):
             L.append(f"      {CTYPE[n.dtype]}* ws{j} = reinterpret_cast<{CTYPE[n.dtype]}*>("
-                     f"ws + (size_t){j} * split * nslots * 8);")
+                     f"ws + (size_t){j} * split * nslots * {ws_slot(k)});")
         L.append("      if (ty == 0 && active) {")
         for j in range(len(reduces)):
             L.append(f"        #pragma unroll\n        for (int u = 0; u < {V}; ++u) ws{j}[g * nslots + row + u] = a{j}[u];")
@@ -561,6 +561,12 @@ def row_invariant_loads(kern: Kernel) -> set[int]:
         if (n.op == K.INDEX and n.arg in kept) or any(id(x) in dep for x in n.src):
             dep.add(id(n))
     return {id(n) for n in kern.order if n.op == K.LOAD and id(n) not in dep}
+
+
+def ws_slot(kern: Kernel) -> int:
+    """Bytes of one partial result in a split reduction's workspace: 8, or the
+    widest reduced type (a complex double's 16)."""
+    return max([8] + [n.dtype.itemsize for n in kern.order if n.op == K.REDUCE])
 
 
 def outer_width(kern: Kernel) -> int:

@@ -15,7 +15,8 @@ from functools import cached_property
 
 from .. import config
 from .cuda import kernel_source, vector_loads, vector_width
-from .cuda_schedules import STAGE_BLOCK, STAGE_BYTES, STAGED, outer_ok, outer_width, staged_gather, tile_loads
+from .cuda_schedules import (STAGE_BLOCK, STAGE_BYTES, STAGED, outer_ok, outer_width, staged_gather,
+                             tile_loads, ws_slot)
 from .kir import K, Kernel, Slot, kernel_text, layout, levels, passes, split_stores, verify_kernel
 from .lower import ReductionLowering, lower_pointwise
 
@@ -233,9 +234,9 @@ class KernelSpec:
     @staticmethod
     def scratch_size(kernel: Kernel, count: int, split: int) -> tuple[int, int]:
         """(workspace bytes, zeroed counters) of a launch split `split` ways: a
-        split outer reduction's partial results (8 bytes each) and arrival counters."""
+        split outer reduction's partial results (ws_slot bytes each) and arrival counters."""
         reduces = sum(1 for n in kernel.order if n.op == K.REDUCE)
-        return 8 * split * count * reduces, -(-count // 32)
+        return ws_slot(kernel) * split * count * reduces, -(-count // 32)
 
     def _row_schedule(self, kernel: Kernel, vectors: int) -> tuple[int, int]:
         """(threads, chunks) for rows of `vectors` vectors: a kernel that makes
