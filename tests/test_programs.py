@@ -981,6 +981,17 @@ def _(fd):
     fd.add_output(fd.ops.ne(a, fd.ops.neg(a)))
 
 
+@program("complex_gather_and_index_select",
+         lambda: [rc(6, 200), torch.randint(0, 200, (6, 150)), torch.tensor([5, 0, 2, 2])],
+         lambda x, k, i: [torch.gather(x * 2, 1, k), x[i] + 1j])
+def _(fd):
+    # (rows long enough for the staged-gather schedule on GPUs: complex rows in shared memory)
+    x = sym(fd, 2, D.ComplexFloat)
+    k, i = sym(fd, 2, D.Int), sym(fd, 1, D.Int)
+    fd.add_output(fd.ops.gather(fd.ops.mul(x, 2.0), k, 1))
+    fd.add_output(fd.ops.add(fd.ops.index_select(x, i, 0), 1j))
+
+
 # ---------------------------------------------------------------- the runner
 
 def _to(x):
