@@ -283,11 +283,14 @@ class FusionDefinition:
             val = Val(Op.SCALAR_INPUT, dtype, arg=len(self._inputs), name=name)
             self._inputs.append(val)
             return Scalar(val, self)
-        if not isinstance(value, (bool, int, float)):
+        if not isinstance(value, (bool, int, float, complex)):
             raise DefinitionError(f"define_scalar: value must be a Python number, got {value!r}")
         dtype = dtype or python_scalar_dtype(value)
         if dtype.is_int and isinstance(value, float) and not value.is_integer():
             raise DefinitionError(f"define_scalar: {value!r} is not an integer but dtype is {dtype!r}")
+        if isinstance(value, complex) and value.imag != 0 and not dtype.is_complex:
+            raise DefinitionError(f"define_scalar: {value!r} is complex but dtype is {dtype!r} "
+                                  f"(define it complex and take fd.ops.real, or cast)")
         return Scalar(const(value, dtype).renamed(name), self)
 
     define_constant = define_scalar

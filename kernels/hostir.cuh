@@ -162,6 +162,105 @@ template <typename T> __device__ __forceinline__ hir_vi<T> hir_shfl_xor(hir_vi<T
   return {__shfl_xor_sync(0xffffffffu, v.v, o, w), __shfl_xor_sync(0xffffffffu, v.i, o, w)};
 }
 
+// ---------------------------------------------------------------- complex numbers
+// complex64 / complex128 as torch lays them out (real part first, aligned as one
+// 8- or 16-byte word, so vector loads move whole elements). No <complex>: NVRTC
+// compiles without standard headers. Results follow torch's (c10::complex):
+// abs through hypot, division scaled as numpy's (Smith's method).
+template <typename T> struct alignas(2 * sizeof(T)) hir_complex {
+  T re, im;
+  hir_complex() = default;  // trivial: complex arrays may live in shared memory
+  __device__ __forceinline__ hir_complex(T r, T i = T(0)) : re(r), im(i) {}
+  template <typename U>
+  __device__ __forceinline__ explicit hir_complex(hir_complex<U> z) : re(T(z.re)), im(T(z.im)) {}
+  __device__ __forceinline__ explicit operator bool() const { return re != T(0) || im != T(0); }
+};
+typedef hir_complex<float> hir_cfloat;
+typedef hir_complex<double> hir_cdouble;
+
+#define HIR_C template <typename T> __device__ __forceinline__
+HIR_C hir_complex<T> operator-(hir_complex<T> a) { return hir_complex<T>(-a.re, -a.im); }
+HIR_C hir_complex<T> operator+(hir_complex<T> a, hir_complex<T> b) { return hir_complex<T>(a.re + b.re, a.im + b.im); }
+HIR_C hir_complex<T> operator-(hir_complex<T> a, hir_complex<T> b) { return hir_complex<T>(a.re - b.re, a.im - b.im); }
+HIR_C hir_complex<T> operator*(hir_complex<T> a, hir_complex<T> b) {
+  return hir_complex<T>(a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re);
+}
+HIR_C hir_complex<T> operator/(hir_complex<T> a, hir_complex<T> b) {
+  // scaled by the larger part of b, so |b|^2 neither overflows nor underflows
+  const T c = b.re, d = b.im;
+  if (hir_abs(c) >= hir_abs(d)) {
+    if (c == T(0) && d == T(0)) return hir_complex<T>(a.re / hir_abs(c), a.im / hir_abs(d));
+    const T rat = d / c, scl = T(1) / (c + d * rat);
+    return hir_complex<T>((a.re + a.im * rat) * scl, (a.im - a.re * rat) * scl);
+  }
+  const T rat = c / d, scl = T(1) / (d + c * rat);
+  return hir_complex<T>((a.re * rat + a.im) * scl, (a.im * rat - a.re) * scl);
+}
+HIR_C bool operator==(hir_complex<T> a, hir_complex<T> b) { return a.re == b.re && a.im == b.im; }
+HIR_C bool operator!=(hir_complex<T> a, hir_complex<T> b) { return !(a == b); }
+HIR_C hir_complex<T> hir_div(hir_complex<T> a, hir_complex<T> b) { return a / b; }
+HIR_C hir_complex<T> hir_reciprocal(hir_complex<T> z) { return hir_complex<T>(T(1)) / z; }
+
+// real, imag, isreal of any value (a real value is its own real part)
+template <typename T> __device__ __forceinline__ T hir_real(T x) { return x; }
+template <typename T> __device__ __forceinline__ T hir_imag(T x) { return T(0); }
+template <typename T> __device__ __forceinline__ bool hir_isreal(T x) { return true; }
+HIR_C T hir_real(hir_complex<T> z) { return z.re; }
+HIR_C T hir_imag(hir_complex<T> z) { return z.im; }
+HIR_C bool hir_isreal(hir_complex<T> z) { return z.im == T(0); }
+HIR_C bool hir_isinf(hir_complex<T> z) { return hir_isinf(z.re) || hir_isinf(z.im); }
+HIR_C bool hir_isfinite(hir_complex<T> z) { return hir_isfinite(z.re) && hir_isfinite(z.im); }
+
+__device__ __forceinline__ float hir_hypot(float a, float b) { return hypotf(a, b); }
+__device__ __forceinline__ double hir_hypot(double a, double b) { return hypot(a, b); }
+__device__ __forceinline__ float hir_copysign(float a, float b) { return copysignf(a, b); }
+__device__ __forceinline__ double hir_copysign(double a, double b) { return copysign(a, b); }
+HIR_C T hir_abs(hir_complex<T> z) { return hir_hypot(z.re, z.im); }
+HIR_C hir_complex<T> hir_exp(hir_complex<T> z) {
+  const T e = hir_exp(z.re);
+  return hir_complex<T>(e * hir_cos(z.im), e * hir_sin(z.im));
+}
+HIR_C hir_complex<T> hir_log(hir_complex<T> z) {
+  return hir_complex<T>(hir_log(hir_hypot(z.re, z.im)), hir_atan2(z.im, z.re));
+}
+HIR_C hir_complex<T> hir_sqrt(hir_complex<T> z) {
+  // the principal root from the part that does not cancel: t = sqrt((|x| + |z|) / 2)
+  if (z.re == T(0) && z.im == T(0)) return hir_complex<T>(T(0), z.im);
+  const T t = hir_sqrt((hir_abs(z.re) + hir_hypot(z.re, z.im)) * T(0.5));
+  if (z.re >= T(0)) return hir_complex<T>(t, z.im / (T(2) * t));
+  return hir_complex<T>(hir_abs(z.im) / (T(2) * t), hir_copysign(t, z.im));
+}
+HIR_C hir_complex<T> hir_rsqrt(hir_complex<T> z) { return hir_reciprocal(hir_sqrt(z)); }
+HIR_C hir_complex<T> hir_sin(hir_complex<T> z) {
+  return hir_complex<T>(hir_sin(z.re) * hir_cosh(z.im), hir_cos(z.re) * hir_sinh(z.im));
+}
+HIR_C hir_complex<T> hir_cos(hir_complex<T> z) {
+  return hir_complex<T>(hir_cos(z.re) * hir_cosh(z.im), -(hir_sin(z.re) * hir_sinh(z.im)));
+}
+HIR_C hir_complex<T> hir_tanh(hir_complex<T> z) {
+  // Kahan's form (no cancellation, no overflow of cosh(2x) for large |x|)
+  const T x = z.re, y = z.im;
+  if (hir_abs(x) >= T(sizeof(T) == 4 ? 9 : 22)) {
+    const T e = hir_exp(-hir_abs(x));
+    return hir_complex<T>(hir_copysign(T(1), x), T(4) * hir_sin(y) * hir_cos(y) * e * e);
+  }
+  const T t = hir_tan(y), beta = T(1) + t * t, s = hir_sinh(x), rho = hir_sqrt(T(1) + s * s);
+  const T den = T(1) + beta * s * s;
+  return hir_complex<T>(beta * rho * s / den, t / den);
+}
+
+// warp shuffles move a complex value part by part
+HIR_C hir_complex<T> hir_shfl_xor(hir_complex<T> v, int o, int w) {
+  return hir_complex<T>(__shfl_xor_sync(0xffffffffu, v.re, o, w), __shfl_xor_sync(0xffffffffu, v.im, o, w));
+}
+__device__ __forceinline__ hir_cfloat hir_ld_l2(const hir_cfloat* p) {
+  const float2 v = __ldcg(reinterpret_cast<const float2*>(p)); return hir_cfloat(v.x, v.y);
+}
+__device__ __forceinline__ hir_cdouble hir_ld_l2(const hir_cdouble* p) {
+  const double2 v = __ldcg(reinterpret_cast<const double2*>(p)); return hir_cdouble(v.x, v.y);
+}
+#undef HIR_C
+
 // Reduction of v over each group of min(T, 32) consecutive lanes of a warp (T a
 // power of two); every lane of the group gets the result.
 template <int T, typename V, typename F>

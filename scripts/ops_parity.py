@@ -40,9 +40,6 @@ fusion_ir last_cuda_code
 """.split()
 
 WHY = {
-    "imag": "complex dtypes are not supported yet (no complex kernels)",
-    "real": "complex dtypes are not supported yet (no complex kernels)",
-    "isreal": "complex dtypes are not supported yet (no complex kernels)",
 }
 
 

@@ -17,12 +17,14 @@ TORCH = {
     DataType.Half: torch.float16, DataType.BFloat16: torch.bfloat16,
     DataType.Int: torch.int64, DataType.Int32: torch.int32, DataType.Bool: torch.bool,
     DataType.Float8_e4m3fn: torch.float8_e4m3fn, DataType.Float8_e5m2: torch.float8_e5m2,
+    DataType.ComplexFloat: torch.complex64, DataType.ComplexDouble: torch.complex128,
 }
 FROM_TORCH = {v: k for k, v in TORCH.items()}
 
 FLOATS = [DataType.Float, DataType.Double, DataType.Half, DataType.BFloat16]
 INTS = [DataType.Int, DataType.Int32]
 ALL = FLOATS + INTS + [DataType.Bool]
+COMPLEX = [DataType.ComplexFloat, DataType.ComplexDouble]
 
 # Shapes and how they are declared:
 #   "sym"     every dim -1, contiguous (size-1 dims stay symbolic iteration dims)
@@ -49,9 +51,15 @@ UNARY_LAYOUTS = [
 
 def rand(shape, dtype: DataType, low=-3.0, high=3.0, *, nonzero=False, ints=None) -> torch.Tensor:
     """Random data of `dtype`. Floats uniform in [low, high); ints uniform in
-    `ints` (default [-20, 20)); bools fair coin. `nonzero` keeps |x| >= 0.5
-    (floats) or != 0 (ints)."""
+    `ints` (default [-20, 20)); bools fair coin; complex numbers with both parts
+    drawn as floats (never zero: |part| >= 0.05). `nonzero` keeps |x| >= 0.5
+    (floats, each complex part) or != 0 (ints)."""
     shape = tuple(shape)
+    if dtype.is_complex:
+        part = DataType.Float if dtype is DataType.ComplexFloat else DataType.Double
+        re, im = (rand(shape, DataType.Double, low, high, nonzero=nonzero) for _ in range(2))
+        re, im = (torch.where(p.abs() < 0.05, torch.copysign(p.abs() + 0.05, p), p) for p in (re, im))
+        return torch.complex(re.to(TORCH[part]), im.to(TORCH[part]))
     if dtype is DataType.Bool:
         return torch.rand(shape) < 0.5
     if dtype.is_int:
@@ -141,9 +149,11 @@ def tol(dtype: torch.dtype, kind: str = "pointwise"):
     float64 result rounded to `dtype` (reduction / matmul)."""
     if kind == "pointwise":
         return {torch.float16: (2e-3, 2e-3), torch.bfloat16: (1.6e-2, 1.6e-2),
-                torch.float32: (1.3e-6, 1e-5), torch.float64: (1e-12, 1e-12)}.get(dtype, (0, 0))
+                torch.float32: (1.3e-6, 1e-5), torch.float64: (1e-12, 1e-12),
+                torch.complex64: (1.3e-6, 1e-5), torch.complex128: (1e-12, 1e-12)}.get(dtype, (0, 0))
     return {torch.float16: (4e-3, 4e-3), torch.bfloat16: (2e-2, 2e-2),
-            torch.float32: (1e-5, 1e-5), torch.float64: (1e-10, 1e-10)}.get(dtype, (0, 0))
+            torch.float32: (1e-5, 1e-5), torch.float64: (1e-10, 1e-10),
+            torch.complex64: (1e-5, 1e-5), torch.complex128: (1e-10, 1e-10)}.get(dtype, (0, 0))
 
 
 def check(out: torch.Tensor, expected: torch.Tensor, kind: str = "pointwise", rtol=None, atol=None):

@@ -76,8 +76,8 @@ def test_wrong_dtype(add_mul):
 
 
 def test_unsupported_torch_dtype(add_mul):
-    with raises(hostir.InputError, "input 0 (T0)", "float", "complex64"):
-        add_mul.execute([torch.randn(2, 3, dtype=torch.complex64), torch.randn(2, 3), 2])
+    with raises(hostir.InputError, "input 0 (T0)", "float", "uint8"):
+        add_mul.execute([torch.randint(0, 9, (2, 3), dtype=torch.uint8), torch.randn(2, 3), 2])
 
 
 def test_number_where_tensor_expected(add_mul):
@@ -361,6 +361,28 @@ def test_define_tensor_bad_shape_entry():
 def test_define_scalar_non_integer_for_int():
     with raises(hostir.DefinitionError, "define_scalar", "2.5", "DataType.Int"):
         define(lambda fd: fd.define_scalar(2.5, dtype=DataType.Int))
+
+
+def test_define_scalar_complex_for_a_real_dtype():
+    with raises(hostir.DefinitionError, "define_scalar", "(1+2j)", "DataType.Float"):
+        define(lambda fd: fd.define_scalar(1 + 2j, dtype=DataType.Float))
+
+
+def test_complex_number_for_a_real_scalar_input():
+    with FusionDefinition() as fd:
+        t = sym(fd, 1)
+        fd.add_output(fd.ops.mul(t, fd.define_scalar(None, dtype=DataType.Double)))
+    with raises(hostir.InputError, "input 1 (S1)", "double", "complex number", "(1+2j)"):
+        fd.execute([torch.randn(3), 1 + 2j])
+
+
+def test_complex_tensor_for_a_float_input_and_back():
+    with FusionDefinition() as fd:
+        fd.add_output(fd.ops.abs(sym(fd, 1, DataType.ComplexFloat)))
+    with raises(hostir.InputError, "input 0 (T0)", "cfloat", "torch.float32"):
+        fd.execute([torch.randn(3)])
+    z = torch.randn(3, dtype=torch.complex64)
+    torch.testing.assert_close(fd.execute([z])[0], z.abs())
 
 
 def test_fusion_without_outputs():

@@ -1,6 +1,7 @@
 """Property test: random fusions from a small grammar (pointwise unary and
 binary ops, casts, broadcast_in_dim, squeeze, reshape, permute, slice, pad,
-cat, sum/max with keepdim, argmax, scans, gathers, scatters) run through `fd.execute`
+cat, sum/max with keepdim, argmax, scans, gathers, scatters, a detour through
+complex numbers) run through `fd.execute`
 (concretization, pre-segmentation passes, alias analysis, segmentation, cache) and are compared
 with the reference evaluator on the unmodified fusion and with torch eager
 computed alongside the definition."""
@@ -28,7 +29,9 @@ UNARY = {
 }
 BINARY = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "maximum": torch.maximum}
 OPS = ["unary", "binary", "scalar", "cast", "broadcast", "squeeze", "reshape", "permute",
-       "slice", "pad", "cat", "reduce", "normalize", "scan", "gather", "scatter", "argmax"]
+       "slice", "pad", "cat", "reduce", "normalize", "scan", "gather", "scatter", "argmax",
+       "complex"]
+COMPLEX_PARTS = {"real": torch.real, "imag": torch.imag, "abs": torch.abs}
 
 
 class Item:
@@ -236,6 +239,14 @@ def apply_op(fd, data, items: list[Item], kind: str) -> Item | None:
         d = draw(st.integers(-n, n - 1), label="argmax dim")
         k = fd.ops.argmax(it.h, d, keepdim=True)
         return Item(fd.ops.take_along_axis(it.h, k, d), it.t.amax(d, keepdim=True))
+    if kind == "complex":  # z = a + ib (b * 1j promotes to complex64), then a real part of z*z - z
+        partners = [o for o in items if compatible(it, o)]
+        other = partners[draw(st.integers(0, len(partners) - 1), label="imaginary part")]
+        part = draw(st.sampled_from(sorted(COMPLEX_PARTS)), label="part")
+        z = fd.ops.add(fd.ops.cast(it.h, DataType.ComplexFloat), fd.ops.mul(other.h, 1j))
+        zt = it.t.to(torch.complex64) + other.t * 1j
+        w = fd.ops.sub(fd.ops.mul(z, z), z)
+        return Item(getattr(fd.ops, part)(w), COMPLEX_PARTS[part](zt * zt - zt))
     raise AssertionError(kind)
 
 

@@ -721,3 +721,28 @@ def test_fast_math_is_opt_in_and_marks_the_source():
     assert "#define HIR_FAST_MATH 1" in fast.last_cuda_code()
     torch.testing.assert_close(b, torch.softmax(x, 1))
     torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype,vec", [(DataType.ComplexFloat, 2), (DataType.ComplexDouble, 1)],
+                         ids=["cfloat", "cdouble"])
+def test_complex_elements_vectorize_by_their_width(device, dtype, vec):
+    """A complex64 element is 8 bytes (two to a 16-byte vector load), a
+    complex128 one 16 (one); the vector loads move whole elements."""
+    from hostir.codegen.cuda import vector_width
+    with FusionDefinition() as fd:
+        a = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=dtype)
+        fd.add_output(fd.ops.mul(fd.ops.exp(a), fd.ops.add(a, 1j)))
+    x = torch.complex(torch.randn(4, 8, device=device), torch.randn(4, 8, device=device)).to(dtype.torch)
+    (out,) = fd.execute([x])
+    torch.testing.assert_close(out, torch.exp(x) * (x + 1j))
+    (step,) = kernel_steps(fd)
+    kern = step.spec.plain
+    assert vector_width(kern) == vec
+    src = step.spec.variant(kern, vec, "int").source
+    ctype = {DataType.ComplexFloat: "hir_cfloat", DataType.ComplexDouble: "hir_cdouble"}[dtype]
+    if vec > 1:  # two elements a 16-byte vector
+        assert f"alignas(16) {ctype} " in src and f"[{vec}];" in src
+        assert "reinterpret_cast<const uint4*>(in0" in src
+    else:  # each element one 16-byte access (hir_cdouble is aligned to 16)
+        assert "reinterpret_cast" not in src and f"const {ctype} v1 = (true ? in0[" in src

@@ -1,7 +1,9 @@
 """Pointwise ops of fd.ops (every entry of the unary and binary op tables, where,
 cast, set, clamp, lerp), the Tensor/Scalar operator overloads and type
 promotion, each compared with torch eager on random data."""
+import cmath
 import math
+import warnings
 
 import pytest
 import torch
@@ -10,13 +12,14 @@ from hostir import DataType, FusionDefinition
 from hostir.ir.errors import DefinitionError
 from hostir.ir.node import Op
 from hostir.ir.ops.pointwise import BINARY_TABLE as BINARY, UNARY_TABLE as UNARY
-from ops_util import (ALL, FLOATS, INTS, TORCH, UNARY_LAYOUTS, check, declare,
+from ops_util import (ALL, COMPLEX, FLOATS, INTS, TORCH, UNARY_LAYOUTS, check, declare,
                       rand, relayout, run)
 
 D = DataType
 FI = FLOATS + INTS
 FIB = ALL
 BI = INTS + [D.Bool]
+C = COMPLEX
 
 # ------------------------------------------------------------------ unary
 
@@ -29,23 +32,23 @@ SPECIAL = dict(special=True)
 
 # op name -> (torch function, data domain, dtypes)
 UNARY_TABLE = {
-    "neg": (torch.neg, {}, FI),
-    "abs": (torch.abs, {}, FI),
-    "exp": (torch.exp, {}, FIB),
+    "neg": (torch.neg, {}, FI + C),
+    "abs": (torch.abs, {}, FI + C),
+    "exp": (torch.exp, {}, FIB + C),
     "exp2": (torch.exp2, {}, FIB),
     "expm1": (torch.expm1, {}, FIB),
-    "log": (torch.log, POS, FI),
+    "log": (torch.log, POS, FI + C),
     "log2": (torch.log2, POS, FI),
     "log10": (torch.log10, POS, FI),
     "log1p": (torch.log1p, dict(low=-0.9, high=4.0, ints=(0, 30)), FIB),
-    "sqrt": (torch.sqrt, POS, FIB),
-    "rsqrt": (torch.rsqrt, POS, FI),
-    "reciprocal": (torch.reciprocal, NZ, FI),
-    "tanh": (torch.tanh, {}, FIB),
+    "sqrt": (torch.sqrt, POS, FIB + C),
+    "rsqrt": (torch.rsqrt, POS, FI + C),
+    "reciprocal": (torch.reciprocal, NZ, FI + C),
+    "tanh": (torch.tanh, {}, FIB + C),
     "sigmoid": (torch.sigmoid, {}, FIB),
     "relu": (torch.relu, {}, FI),
-    "sin": (torch.sin, {}, FIB),
-    "cos": (torch.cos, {}, FIB),
+    "sin": (torch.sin, {}, FIB + C),
+    "cos": (torch.cos, {}, FIB + C),
     "tan": (torch.tan, dict(low=-1.2, high=1.2, ints=(-1, 2)), FIB),
     "asin": (torch.asin, UNIT, FLOATS),
     "acos": (torch.acos, UNIT, FLOATS),
@@ -59,10 +62,10 @@ UNARY_TABLE = {
     "round": (torch.round, ROUNDING, FI),
     "trunc": (torch.trunc, ROUNDING, FI),
     "sign": (torch.sign, {}, FI),
-    "isnan": (torch.isnan, SPECIAL, FIB),
-    "isinf": (torch.isinf, SPECIAL, FIB),
-    "isfinite": (torch.isfinite, SPECIAL, FIB),
-    "logical_not": (torch.logical_not, SMALL, FIB),
+    "isnan": (torch.isnan, SPECIAL, FIB + C),
+    "isinf": (torch.isinf, SPECIAL, FIB + C),
+    "isfinite": (torch.isfinite, SPECIAL, FIB + C),
+    "logical_not": (torch.logical_not, SMALL, FIB + C),
     "bitwise_not": (torch.bitwise_not, {}, BI),
     "signbit": (torch.signbit, SPECIAL, FIB),
     "acosh": (torch.acosh, dict(low=1.0, high=6.0, ints=(1, 9)), FLOATS),
@@ -77,6 +80,10 @@ UNARY_TABLE = {
     "silu": (torch.nn.functional.silu, {}, FLOATS),
     "isneginf": (torch.isneginf, SPECIAL, FI),
     "isposinf": (torch.isposinf, SPECIAL, FI),
+    # complex parts (fd.ops.real of a real tensor is a copy, as nvFuser's; imag takes complex only)
+    "real": (torch.real, {}, FIB + C),
+    "imag": (torch.imag, {}, C),
+    "isreal": (torch.isreal, SPECIAL, FIB + C),
 }
 
 
@@ -84,9 +91,14 @@ def data(shape, dtype, dom):
     dom = dict(dom)
     special = dom.pop("special", False)
     x = rand(shape, dtype, **dom)
-    if special and dtype.is_float and x.numel() >= 3:
+    if special and (dtype.is_float or dtype.is_complex) and x.numel() >= 3:
         flat = x.view(-1)
         idx = torch.randperm(flat.numel())[:3]
+        if dtype.is_complex:  # a NaN part, an infinite part, a real value
+            flat[idx[0]] = complex(float("nan"), 1.5)
+            flat[idx[1]] = complex(-2.0, float("inf"))
+            flat[idx[2]] = complex(-0.75, 0.0)
+            return x
         flat[idx[0]] = float("nan")
         flat[idx[1]] = float("inf")
         flat[idx[2]] = float("-inf")
@@ -100,7 +112,7 @@ def _unary_params():
     out = []
     for name, (_, _, dtypes) in sorted(UNARY_TABLE.items()):
         for dt in dtypes:
-            for shape, decl in (UNARY_LAYOUTS if dt is D.Float else OTHER_LAYOUTS):
+            for shape, decl in (UNARY_LAYOUTS if dt in (D.Float, D.ComplexFloat) else OTHER_LAYOUTS):
                 out.append(pytest.param(name, dt, shape, decl,
                                         id=f"{name}-{dt.name}-{'x'.join(map(str, shape)) or 'scalar'}-{decl}"))
     return out
@@ -129,7 +141,8 @@ def test_unary(name, dtype, shape, decl):
 # ------------------------------------------------------------------ binary
 
 def _floor_or_true_div(a, b):
-    if torch.result_type(a, b).is_floating_point:
+    rt = torch.result_type(a, b)
+    if rt.is_floating_point or rt.is_complex:
         return torch.div(a, b)
     return torch.div(a, b, rounding_mode="floor")
 
@@ -162,11 +175,11 @@ SHIFT_R = dict(ints=(0, 8))
 
 # op name -> (torch function, dtypes, lhs domain, rhs domain)
 BINARY_TABLE = {
-    "add": (torch.add, FIB, {}, {}),
-    "sub": (torch.sub, FI, {}, {}),
-    "mul": (torch.mul, FIB, {}, {}),
-    "div": (_floor_or_true_div, FI, {}, NZ),
-    "truediv": (torch.true_divide, FIB, {}, NZ),
+    "add": (torch.add, FIB + C, {}, {}),
+    "sub": (torch.sub, FI + C, {}, {}),
+    "mul": (torch.mul, FIB + C, {}, {}),
+    "div": (_floor_or_true_div, FI + C, {}, NZ),
+    "truediv": (torch.true_divide, FIB + C, {}, NZ),
     "fmod": (torch.fmod, FI, dict(low=-6.0, high=6.0), NZ),
     "remainder": (torch.remainder, FI, dict(low=-6.0, high=6.0), NZ),
     "pow": (torch.pow, FI, POW_BASE, POW_EXP),
@@ -178,11 +191,11 @@ BINARY_TABLE = {
     "le": (torch.le, FIB, TIES, TIES),
     "gt": (torch.gt, FIB, TIES, TIES),
     "ge": (torch.ge, FIB, TIES, TIES),
-    "eq": (torch.eq, FIB, TIES, TIES),
-    "ne": (torch.ne, FIB, TIES, TIES),
-    "logical_and": (torch.logical_and, FIB, TIES, TIES),
-    "logical_or": (torch.logical_or, FIB, TIES, TIES),
-    "logical_xor": (torch.logical_xor, FIB, TIES, TIES),
+    "eq": (torch.eq, FIB + C, TIES, TIES),
+    "ne": (torch.ne, FIB + C, TIES, TIES),
+    "logical_and": (torch.logical_and, FIB + C, TIES, TIES),
+    "logical_or": (torch.logical_or, FIB + C, TIES, TIES),
+    "logical_xor": (torch.logical_xor, FIB + C, TIES, TIES),
     "bitwise_and": (torch.bitwise_and, BI, {}, {}),
     "bitwise_or": (torch.bitwise_or, BI, {}, {}),
     "bitwise_xor": (torch.bitwise_xor, BI, {}, {}),
@@ -196,7 +209,12 @@ BINARY_TABLE = {
 
 def bdata(shape, dtype, dom):
     dom = dict(dom)
-    if dom.pop("ties", False) and dtype is not D.Bool:
+    ties = dom.pop("ties", False)
+    if ties and dtype.is_complex:
+        # few distinct parts so that comparisons see equal elements (and zeros)
+        re, im = ((torch.randint(-1, 2, tuple(shape)) * 0.5).to(torch.float64) for _ in range(2))
+        return torch.complex(re, im).to(TORCH[dtype])
+    if ties and dtype is not D.Bool:
         # few distinct values so that comparisons see equal elements (and zeros)
         return (torch.randint(-3, 4, tuple(shape)).to(torch.float64) * 0.5).to(TORCH[dtype]) \
             if dtype.is_float else torch.randint(-3, 4, tuple(shape)).to(TORCH[dtype])
@@ -235,7 +253,7 @@ def _binary_params():
     out = []
     for name, (_, dtypes, _, _) in sorted(BINARY_TABLE.items()):
         for dt in dtypes:
-            for cfg in (CONFIGS if dt is D.Float else OTHER_CONFIGS):
+            for cfg in (CONFIGS if dt in (D.Float, D.ComplexFloat) else OTHER_CONFIGS):
                 out.append(pytest.param(name, dt, cfg, id=f"{name}-{dt.name}-{cfg}"))
     return out
 
@@ -255,7 +273,8 @@ def _declare_operand(fd, spec, value):
     if spec == "scalar":
         return value
     if spec == "scalar_input":
-        return fd.define_scalar(None, dtype={bool: D.Bool, int: D.Int, float: D.Double}[type(value)])
+        return fd.define_scalar(None, dtype={bool: D.Bool, int: D.Int, float: D.Double,
+                                             complex: D.ComplexDouble}[type(value)])
     return declare(fd, relayout(value, spec[1]), spec[1])
 
 
@@ -357,6 +376,21 @@ PROMOTION = [
     ("mul", ("0d", D.Int32), 2.5),
     ("add", ("0d", D.Bool), ("0d", D.Int32)),
     ("add", ("0d", D.Int), D.Int32),
+    # complex (torch's rules, which nvFuser follows): a float tensor keeps its precision
+    ("mul", D.ComplexFloat, 2.5),
+    ("mul", D.ComplexFloat, ("0d", D.Double)),
+    ("add", D.ComplexFloat, D.Double),
+    ("add", D.Float, D.ComplexDouble),
+    ("add", D.ComplexFloat, D.Half),
+    ("mul", D.Float, 1.5j),
+    ("mul", D.Double, 1.5j),
+    ("add", D.Int32, 2j),
+    ("sub", 1.5j, D.BFloat16),
+    ("add", D.Float, ("0d", D.ComplexDouble)),
+    ("add", D.Int, ("0d", D.ComplexDouble)),
+    ("add", ("0d", D.ComplexDouble), ("0d", D.Float)),
+    ("eq", D.ComplexDouble, D.Float),
+    ("truediv", D.Int32, D.ComplexFloat),
 ]
 
 
@@ -436,6 +470,11 @@ WHERE_CASES = [
     (((3, 5), "sym"), 1.5, -2.5),
     (((3, 5), "sym"), 1, 2),
     (((3, 5), "sym"), True, False),
+    (((3, 5), "sym"), ((3, 5), "sym", D.ComplexFloat), ((3, 5), "strided", D.ComplexFloat)),
+    (((4, 1), "bcast"), ((1, 5), "bcast", D.ComplexDouble), 2.5),
+    (((3, 5), "sym"), ((3, 5), "transposed", D.Float), 1.5j),
+    (((3, 5), "sym"), ((3, 5), "sym", D.ComplexFloat), ((3, 5), "sym", D.Double)),
+    (((3, 5), "sym"), 1.5j, -2j),
 ]
 
 
@@ -469,22 +508,29 @@ def test_where_with_scalar_condition():
 
 # ------------------------------------------------------------------ cast, set
 
-@pytest.mark.parametrize("src", ALL, ids=lambda d: d.name)
-@pytest.mark.parametrize("dst", ALL, ids=lambda d: d.name)
+@pytest.mark.parametrize("src", ALL + COMPLEX, ids=lambda d: d.name)
+@pytest.mark.parametrize("dst", ALL + COMPLEX, ids=lambda d: d.name)
 def test_cast(src, dst):
+    """Casts as torch's: a real value becomes a complex one's real part; a
+    complex value cast to a real type keeps its real part (to Bool: nonzero)."""
     x = rand((4, 6), src, low=-100.0, high=100.0, ints=(-1000, 1000))
-    if dst is D.Bool and src.is_float:
+    if dst is D.Bool and src.is_inexact:
         x[0, :3] = 0  # some exact zeros so that the cast sees both values
+        if src.is_complex:
+            x[0, 3] = 2j  # nonzero with a zero real part: True
     xs = relayout(x, "transposed")
 
     def build(fd):
         fd.add_output(fd.ops.cast(declare(fd, xs, "transposed"), dst))
 
     (out,) = run(build, [xs])
-    check(out, x.to(TORCH[dst]), rtol=0, atol=0)
+    with warnings.catch_warnings():  # torch warns that complex to real drops the imaginary part
+        warnings.simplefilter("ignore")
+        expected = x.to(TORCH[dst])
+    check(out, expected, rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("dtype", ALL, ids=lambda d: d.name)
+@pytest.mark.parametrize("dtype", ALL + COMPLEX, ids=lambda d: d.name)
 @pytest.mark.parametrize("op", ["set", "segment_set"])
 def test_set(op, dtype):
     x = rand((3, 5), dtype)
@@ -541,7 +587,7 @@ SCALAR_UNARY_VALUES = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(n for n in UNARY_TABLE if n != "bitwise_not"))
+@pytest.mark.parametrize("name", sorted(n for n, (_, _, dts) in UNARY_TABLE.items() if D.Double in dts))
 def test_scalar_unary(name):
     v = SCALAR_UNARY_VALUES.get(name, float(torch.empty(()).uniform_(-2.5, 2.5)))
     fn = UNARY_TABLE[name][0]
@@ -828,3 +874,130 @@ def test_erfcinv_of_a_scalar_folds_to_the_same_value():
     x = rand((3,), D.Double)
     (out,) = fd.execute([x])
     check(out, x + 0.4769362762044698733814)
+
+
+# ------------------------------------------------------------------ complex
+
+COMPLEX_LAYOUTS = [((7,), "sym"), ((0,), "sym"), ((3, 0, 5), "sym"), ((1, 1), "bcast"),
+                   ((5, 1, 3), "bcast"), ((13, 17), "strided"), ((9, 11), "transposed"),
+                   ((6, 5), "sliced_fp"), ((2, 3, 5, 7), "static"), ((1, 9), "sym"), ((), "sym")]
+
+
+@pytest.mark.parametrize("dtype", COMPLEX, ids=lambda d: d.name)
+@pytest.mark.parametrize("shape,decl", COMPLEX_LAYOUTS,
+                         ids=[f"{'x'.join(map(str, s)) or 'scalar'}-{d}" for s, d in COMPLEX_LAYOUTS])
+def test_complex_expression(dtype, shape, decl):
+    """A fused complex expression (odd, size-1 and empty extents, strided views)."""
+    a, b = rand(shape, dtype), rand(shape, dtype)
+    r = rand(shape[-1:], D.Float)
+    expected = [torch.exp(a) * b - torch.sqrt(a) / (b + 1j) + a.abs() * torch.tanh(b),
+                torch.reciprocal(torch.sin(a) + torch.cos(b)) * r, (a * r).real, (a - b).imag]
+
+    def build(fd):
+        ta, tb = declare(fd, relayout(a, decl), decl), declare(fd, relayout(b, decl), decl)
+        tr = declare(fd, r)
+        o = fd.ops
+        fd.add_output(o.add(o.sub(o.mul(o.exp(ta), tb), o.div(o.sqrt(ta), o.add(tb, 1j))),
+                            o.mul(o.abs(ta), o.tanh(tb))))
+        fd.add_output(o.mul(o.reciprocal(o.add(o.sin(ta), o.cos(tb))), tr))
+        fd.add_output(o.real(o.mul(ta, tr)))
+        fd.add_output(o.imag(o.sub(ta, tb)))
+
+    outs = run(build, [relayout(a, decl), relayout(b, decl), r])
+    for out, e in zip(outs, expected):
+        check(out, e)
+
+
+@pytest.mark.parametrize("value", [1.5 - 0.25j, -2j, 3 + 0j])
+def test_complex_scalars(value):
+    """Complex scalar inputs and constants (define_scalar(complex)): their
+    arithmetic runs in complex128, a complex64 tensor times one stays complex64."""
+    x = rand((3, 4), D.ComplexFloat)
+    e = value * (0.5 + 2j) + cmath.exp(value)
+
+    def build(fd):
+        s = fd.define_scalar(None, dtype=D.ComplexDouble)
+        c = fd.define_scalar(0.5 + 2j)
+        assert c.dtype is D.ComplexDouble
+        k = fd.ops.mul(fd.define_scalar(1 + 2j), fd.define_scalar(3j, dtype=D.ComplexFloat))
+        assert k.dtype is D.ComplexDouble
+        es = fd.ops.add(fd.ops.mul(s, c), fd.ops.exp(s))
+        fd.add_output(fd.ops.mul(declare(fd, x), es))
+        fd.add_output(fd.ops.full([2], fd.ops.abs(s), dtype=D.Double))
+        fd.add_output(fd.ops.full([2], k, dtype=D.ComplexDouble))
+        fd.add_output(fd.ops.full([2], fd.ops.imag(es), dtype=D.Float))
+
+    out, ab, k, im = run(build, [value, x])
+    check(out, x * e)
+    check(ab, torch.full((2,), abs(value), dtype=torch.float64))
+    check(k, torch.full((2,), (1 + 2j) * 3j, dtype=torch.complex128))
+    check(im, torch.full((2,), e.imag, dtype=torch.float32))
+
+
+def test_real_of_a_real_tensor_is_a_copy_and_imag_needs_complex():
+    """nvFuser's real and imag: real of a real tensor is set (a new tensor);
+    imag of one is refused."""
+    x = rand((3, 4), D.Float)
+    (out,) = run(lambda fd: fd.add_output(fd.ops.real(declare(fd, x))), [x])
+    check(out, x, rtol=0, atol=0)
+    with FusionDefinition() as fd:
+        t = fd.define_tensor([-1, -1], dtype=D.Float)
+        with pytest.raises(DefinitionError, match=r"imag: T0 \(float.*not complex"):
+            fd.ops.imag(t)
+        fd.add_output(t)
+
+
+# ops torch does not define on complex values (or hostir does not build for them):
+# (op name, the call on a complex tensor t, words of the message)
+COMPLEX_REFUSED = [
+    ("lt", lambda o, t: o.lt(t, t), "no order"),
+    ("ge", lambda o, t: o.ge(t, 0.5), "no order"),
+    ("maximum", lambda o, t: o.maximum(t, t), "no order"),
+    ("maximum", lambda o, t: o.clamp(t, 0.0, 1.0), "no order"),
+    ("floor", lambda o, t: o.floor(t), "floor is not defined for complex values"),
+    ("sign", lambda o, t: o.sign(t), "not defined for complex"),
+    ("relu", lambda o, t: o.relu(t), "not defined for complex"),
+    ("erf", lambda o, t: o.erf(t), "not defined for complex"),
+    ("pow", lambda o, t: o.pow(t, 2.0), "not defined for complex"),
+    ("atan2", lambda o, t: o.atan2(t, t), "not defined for complex"),
+    ("fmod", lambda o, t: o.fmod(t, 2.0), "not defined for complex"),
+    ("bitwise_and", lambda o, t: o.bitwise_and(t, t), "not defined for complex"),
+    ("isposinf", lambda o, t: o.isposinf(t), "not defined for complex"),
+]
+
+
+@pytest.mark.parametrize("name,call,words", COMPLEX_REFUSED,
+                         ids=[f"{n}-{i}" for i, (n, _, _) in enumerate(COMPLEX_REFUSED)])
+def test_ops_not_defined_on_complex_are_refused(name, call, words):
+    with FusionDefinition() as fd:
+        t = fd.define_tensor([-1, -1], dtype=D.ComplexFloat)
+        with pytest.raises(DefinitionError) as err:
+            call(fd.ops, t)
+        msg = str(err.value)
+        assert msg.startswith(f"{name}: T0 (cfloat[") and "is complex" in msg and words in msg, msg
+        fd.add_output(t)
+
+
+def test_complex_scalar_operand_is_named_when_refused():
+    with FusionDefinition() as fd:
+        t = fd.define_tensor([-1], dtype=D.Float)
+        with pytest.raises(DefinitionError, match=r"lt: 1j \(cdouble\) is complex; complex numbers "
+                                                  r"have no order"):
+            fd.ops.lt(t, 1j)
+        fd.add_output(t)
+
+
+@pytest.mark.parametrize("dtype", [D.Half, D.BFloat16], ids=lambda d: d.name)
+def test_complex_promotion_torch_lacks_a_type_for_is_refused(dtype):
+    """torch makes complex32 of a Half tensor and a complex scalar; hostir (as
+    nvFuser) has no complex32. (torch gives complex64 for BFloat16.)"""
+    x = rand((3,), dtype)
+    if dtype is D.Half:
+        with FusionDefinition() as fd:
+            t = declare(fd, x)
+            with pytest.raises(DefinitionError, match="mul: type promotion .* half tensor .*complex32"):
+                fd.ops.mul(t, 1j)
+            fd.add_output(t)
+        return
+    (out,) = run(lambda fd: fd.add_output(fd.ops.mul(declare(fd, x), 1j)), [x])
+    check(out, x * 1j)

@@ -7,8 +7,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from hostir import DataType
-from ops_util import FLOATS, TORCH, check, declare, rand, relayout, run
+from hostir import DataType, FusionDefinition
+from hostir.ir.errors import DefinitionError
+from ops_util import COMPLEX, FLOATS, TORCH, check, declare, rand, relayout, run
 
 D = DataType
 RED_DTYPES = [D.Float, D.Double, D.Half, D.BFloat16, D.Int, D.Int32, D.Bool]
@@ -35,11 +36,11 @@ def _dims(x, dims):
 
 
 def _torch_sum(x, dims, keepdim, dtype=None):
-    """torch.sum, accumulated in float64 for floating results."""
+    """torch.sum, accumulated in float64 (complex128) for floating (complex) results."""
     out = torch.sum(x, _dims(x, dims), keepdim=keepdim, dtype=dtype)
-    if out.is_floating_point():
-        ref = torch.sum(x.to(dtype) if dtype is not None else x, _dims(x, dims),
-                        keepdim=keepdim, dtype=torch.float64)
+    if out.is_floating_point() or out.is_complex():
+        ref = torch.sum(x.to(dtype) if dtype is not None else x, _dims(x, dims), keepdim=keepdim,
+                        dtype=torch.complex128 if out.is_complex() else torch.float64)
         return ref.to(out.dtype)
     return out
 
@@ -49,7 +50,7 @@ def _case_id(c):
     return f"{'x'.join(map(str, shape))}-{decl}-{dims}"
 
 
-@pytest.mark.parametrize("dtype", RED_DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("dtype", RED_DTYPES + COMPLEX, ids=lambda d: d.name)
 @pytest.mark.parametrize("case", RED_CASES, ids=_case_id)
 @pytest.mark.parametrize("keepdim", [False, True])
 def test_sum(case, dtype, keepdim):
@@ -78,7 +79,8 @@ def test_max_min(op, case, dtype, keepdim):
 @pytest.mark.parametrize("src,dst", [
     (D.Float, D.Double), (D.Half, D.Float), (D.BFloat16, D.Float), (D.Int32, D.Int32),
     (D.Int32, D.Int), (D.Int, D.Float), (D.Bool, D.Int32), (D.Float, D.Int), (D.Int32, D.Double),
-    (D.Double, D.Half),
+    (D.Double, D.Half), (D.Float, D.ComplexFloat), (D.ComplexFloat, D.ComplexDouble),
+    (D.Int32, D.ComplexDouble), (D.ComplexDouble, D.ComplexFloat),
 ], ids=lambda d: d.name)
 @pytest.mark.parametrize("keepdim", [False, True])
 def test_sum_with_dtype(src, dst, keepdim):
@@ -101,7 +103,8 @@ def test_max_min_with_dtype(op, src, dst):
 
 @pytest.mark.parametrize("dtype,expected", [
     (D.Int32, torch.int64), (D.Bool, torch.int64), (D.Int, torch.int64), (D.Half, torch.float16),
-    (D.BFloat16, torch.bfloat16), (D.Float, torch.float32),
+    (D.BFloat16, torch.bfloat16), (D.Float, torch.float32), (D.ComplexFloat, torch.complex64),
+    (D.ComplexDouble, torch.complex128),
 ], ids=lambda d: getattr(d, "name", str(d)))
 def test_sum_output_dtype(dtype, expected):
     x = rand((3, 4), dtype)
@@ -435,7 +438,7 @@ def test_normalization_of_an_input_broadcast_along_the_innermost_dim(shape):
 
 
 @pytest.mark.parametrize("case", RED_CASES + [((3, 0), "sym", [1])], ids=_case_id)
-@pytest.mark.parametrize("dtype", [D.Float, D.Double, D.BFloat16, D.Int, D.Int32, D.Bool],
+@pytest.mark.parametrize("dtype", [D.Float, D.Double, D.BFloat16, D.Int, D.Int32, D.Bool] + COMPLEX,
                          ids=lambda d: d.name)
 def test_prod(case, dtype):
     shape, decl, dims = case
@@ -444,10 +447,11 @@ def test_prod(case, dtype):
     def build(fd):
         fd.add_output(fd.ops.prod(declare(fd, x, decl), dims))
     (out,) = run(build, [x])
-    want = x.double() if dtype.is_float else x
+    wide = torch.complex128 if dtype.is_complex else torch.float64
+    want = x.to(wide) if dtype.is_inexact else x
     for d in sorted(_dims(x, dims), reverse=True):
         want = want.prod(d)
-    want = want.to(x.dtype) if dtype.is_float else want
+    want = want.to(x.dtype) if dtype.is_inexact else want
     assert out.dtype == want.dtype
     check(out, want, kind="reduction")
 
@@ -656,3 +660,69 @@ def test_argmax_of_bool_and_over_an_empty_dim_are_errors():
         fd.execute([torch.randn(3, 0)])
     (out,) = fd.execute([torch.randn(0, 4)])  # an empty kept dim is fine
     assert out.shape == (0,) and out.dtype == torch.int64
+
+
+# ------------------------------------------------------------------ complex
+
+@pytest.mark.parametrize("shape,dims", OUTER_CASES + [((5, 6, 7), [2]), ((3, 0), [1]), ((11,), [0])],
+                         ids=lambda c: str(c))
+@pytest.mark.parametrize("dtype", COMPLEX, ids=lambda d: d.name)
+def test_complex_sum_with_epilogue(shape, dims, dtype):
+    """nvFuser's test_reduction_complex_number, over outer and inner reductions
+    (on GPUs a complex128 split reduction's partials take 16 bytes each)."""
+    x = rand(shape, dtype, low=-1.0, high=1.0)
+
+    def build(fd):
+        t = declare(fd, x)
+        s = fd.ops.sum(t, dims, dtype=dtype)
+        fd.add_output(fd.ops.mul(s, 0.5 - 1j))
+        fd.add_output(fd.ops.abs(s))
+    out, mag = run(build, [x])
+    want = _torch_sum(x, dims, False)
+    check(out, want * (0.5 - 1j), kind="reduction")
+    check(mag, want.abs(), kind="reduction")
+
+
+@pytest.mark.parametrize("shape", [(4, 9), (3, 1), (2, 33), (1, 7)])
+@pytest.mark.parametrize("dtype", COMPLEX, ids=lambda d: d.name)
+def test_complex_normalization(shape, dtype):
+    """Complex rows centred by their mean and scaled by their largest magnitude
+    (a normalization: reductions read back at every point)."""
+    x = rand(shape, dtype)
+
+    def build(fd):
+        t = declare(fd, x)
+        n = fd.define_scalar(shape[1], dtype=D.Int)
+        mean = fd.ops.div(fd.ops.sum(t, [1], keepdim=True), n)
+        big = fd.ops.max(fd.ops.abs(t), [1], keepdim=True)
+        fd.add_output(fd.ops.div(fd.ops.sub(t, mean), big))
+    (out,) = run(build, [x])
+    wide = x.to(torch.complex128)
+    want = (wide - wide.sum(1, keepdim=True) / shape[1]) / wide.abs().amax(1, keepdim=True)
+    check(out, want.to(x.dtype), kind="reduction")
+
+
+@pytest.mark.parametrize("call,words", [
+    (lambda o, t: o.max(t, [0]), "max: T0 (cfloat[i0, i1]) is complex; complex numbers have no order"),
+    (lambda o, t: o.min(t, [1], dtype=D.ComplexDouble), "min: T0 (cfloat[i0, i1]) is complex"),
+    (lambda o, t: o.var_mean(t, [1]), "var_mean: T0 (cfloat[i0, i1]) is complex; hostir does not build"),
+    (lambda o, t: o.var(t, [1]), "var_mean: T0 (cfloat[i0, i1]) is complex"),
+    (lambda o, t: o.cumsum(t, 1), "cumsum: T0 (cfloat[i0, i1]) is complex; hostir does not build scans"),
+    (lambda o, t: o.cummax(t, 0), "cummax: T0 (cfloat[i0, i1]) is complex; complex numbers have no order"),
+], ids=["max", "min", "var_mean", "var", "cumsum", "cummax"])
+def test_complex_reductions_torch_lacks_or_hostir_does_not_build_are_refused(call, words):
+    with FusionDefinition() as fd:
+        t = fd.define_tensor([-1, -1], dtype=D.ComplexFloat)
+        with pytest.raises(DefinitionError) as err:
+            call(fd.ops, t)
+        assert str(err.value).startswith(words), str(err.value)
+        fd.add_output(t)
+
+
+def test_max_with_a_complex_dtype_is_refused():
+    with FusionDefinition() as fd:
+        t = fd.define_tensor([-1, -1], dtype=D.Float)
+        with pytest.raises(DefinitionError, match=r"max: .* is complex; complex numbers have no order "
+                                                  r"\(dtype=DataType.ComplexFloat\)"):
+            fd.ops.max(t, [0], dtype=D.ComplexFloat)
+        fd.add_output(t)

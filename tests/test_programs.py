@@ -1047,6 +1047,101 @@ def _(fd):
     fd.add_output(fd.ops.take_along_axis(t0, order, 1))
 
 
+# ---------------------------------------------------------------- complex numbers (nvFuser's
+# ComplexFloat / ComplexDouble: torch.complex64 / complex128)
+
+def rc(*shape, dtype=torch.complex64):
+    """Random complex data (both parts random: never a real-only or zero tensor)."""
+    part = torch.float32 if dtype == torch.complex64 else torch.float64
+    return torch.complex(r(*shape, dtype=part), r(*shape, dtype=part))
+
+
+for _dt, _cdt in ((D.ComplexDouble, torch.complex128), (D.ComplexFloat, torch.complex64)):
+    # nvFuser's test_real_imag and test_reduction_complex_number
+    @program(f"real_imag_{_dt.name}", lambda _c=_cdt: [rc(5, dtype=_c)],
+             lambda a: [torch.real(a), torch.imag(a)])
+    def _(fd, _dt=_dt):
+        t0 = fd.define_tensor(shape=[-1], contiguity=[True], dtype=_dt)
+        fd.add_output(fd.ops.real(t0))
+        fd.add_output(fd.ops.imag(t0))
+
+    @program(f"reduction_complex_number_{_dt.name}", lambda _c=_cdt: [rc(2, 32, dtype=_c)],
+             lambda a: [torch.sum(a, dim=-1)], 1e-5, 1e-5)
+    def _(fd, _dt=_dt):
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=_dt)
+        fd.add_output(fd.ops.sum(t0, [-1], False, _dt))
+
+
+@program("complex_scalar_constant_and_input", lambda: [rc(4, 6), 0.5 - 2j],
+         lambda a, s: [a * (3.0 + 0.5j) + s, torch.abs(a * s)])
+def _(fd):
+    t0 = sym(fd, 2, D.ComplexFloat)
+    c0 = fd.define_scalar(complex(3.0, 0.5))
+    s1 = fd.define_scalar(None, dtype=DataType.ComplexDouble)
+    fd.add_output(fd.ops.add(fd.ops.mul(t0, c0), s1))
+    fd.add_output(fd.ops.abs(fd.ops.mul(t0, s1)))
+
+
+def _rope_ref(x, f):
+    y = x * f[:, None, :]
+    return [y, torch.real(y), torch.imag(y)]
+
+
+@program("rope_complex_rotation", lambda: [rc(2, 6, 3, 4), torch.polar(torch.ones(6, 4), r(6, 4))],
+         _rope_ref, 1e-5, 1e-5)
+def _(fd):
+    # rotary embedding in complex form: x [B, T, H, D/2] times freqs_cis [T, D/2]
+    x = sym(fd, 4, D.ComplexFloat)
+    f = sym(fd, 2, D.ComplexFloat)
+    fb = fd.ops.broadcast_in_dim(f, shape=x.shape(), broadcast_dims=[1, 3])
+    y = fd.ops.mul(x, fb)
+    fd.add_output(y)
+    fd.add_output(fd.ops.real(y))
+    fd.add_output(fd.ops.imag(y))
+
+
+@program("complex_from_real_parts", lambda: [r(3, 5), r(3, 5, dtype=torch.float64)],
+         lambda a, b: [a.to(torch.complex64) + b.to(torch.complex128) * 1j,
+                       torch.isreal(a.to(torch.complex64) + 0j)])
+def _(fd):
+    a, b = sym(fd, 2), sym(fd, 2, D.Double)
+    ca = fd.ops.cast(a, DataType.ComplexFloat)
+    cb = fd.ops.cast(b, DataType.ComplexDouble)
+    fd.add_output(fd.ops.add(ca, fd.ops.mul(cb, fd.define_scalar(1j))))
+    fd.add_output(fd.ops.isreal(ca))
+
+
+@program("complex_shape_ops", lambda: [rc(4, 6), rc(2, 6)],
+         lambda a, b: [torch.cat([a.permute(1, 0).reshape(4, 6)[1:3], b], 0),
+                       F.pad(a[:, 2:], [1, 1], value=0.0) * 2])
+def _(fd):
+    a, b = sym(fd, 2, D.ComplexFloat), sym(fd, 2, D.ComplexFloat)
+    p = fd.ops.reshape(fd.ops.permute(a, [1, 0]), [4, 6])
+    fd.add_output(fd.ops.cat([fd.ops.slice(p, [1, 0], [3, 6]), b], 0))
+    s = fd.ops.slice(a, [0, 2], [4, 6])
+    fd.add_output(fd.ops.mul(fd.ops.pad(s, [1, 1]), 2.0))
+
+
+@program("complex_where_and_compare", lambda: [rc(5, 7, dtype=torch.complex128)],
+         lambda a: [torch.where(a.abs() > 1.5, a, torch.reciprocal(a)), a == a * 1, a != -a])
+def _(fd):
+    a = sym(fd, 2, D.ComplexDouble)
+    fd.add_output(fd.ops.where(fd.ops.gt(fd.ops.abs(a), 1.5), a, fd.ops.reciprocal(a)))
+    fd.add_output(fd.ops.eq(a, fd.ops.mul(a, 1)))
+    fd.add_output(fd.ops.ne(a, fd.ops.neg(a)))
+
+
+@program("complex_gather_and_index_select",
+         lambda: [rc(6, 200), torch.randint(0, 200, (6, 150)), torch.tensor([5, 0, 2, 2])],
+         lambda x, k, i: [torch.gather(x * 2, 1, k), x[i] + 1j])
+def _(fd):
+    # (rows long enough for the staged-gather schedule on GPUs: complex rows in shared memory)
+    x = sym(fd, 2, D.ComplexFloat)
+    k, i = sym(fd, 2, D.Int), sym(fd, 1, D.Int)
+    fd.add_output(fd.ops.gather(fd.ops.mul(x, 2.0), k, 1))
+    fd.add_output(fd.ops.add(fd.ops.index_select(x, i, 0), 1j))
+
+
 # ---------------------------------------------------------------- the runner
 
 def _to(x):

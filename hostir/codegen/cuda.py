@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from ..ir.dtypes import DataType
+from ..ir.dtypes import DataType, real_dtype
 from ..ir.node import OPS, Op
 from .kir import K, Kernel, KNode, layout, linear
 
@@ -15,6 +15,7 @@ CTYPE = {
     DataType.Bool: "bool", DataType.Int32: "int", DataType.Int: "long long",
     DataType.Half: "hir_half", DataType.BFloat16: "hir_bf16", DataType.Float: "float",
     DataType.Double: "double", DataType.Float8_e4m3fn: "hir_e4m3", DataType.Float8_e5m2: "hir_e5m2",
+    DataType.ComplexFloat: "hir_cfloat", DataType.ComplexDouble: "hir_cdouble",
 }
 # Floats stored as bits: (to float, from float), kernels/hostir.cuh
 NARROW = {DataType.Half: ("hir_h2f", "hir_f2h"), DataType.BFloat16: ("hir_bf2f", "hir_f2bf"),
@@ -25,6 +26,9 @@ PARAM_CTYPE = {**CTYPE, DataType.Bool: "int", **{d: "float" for d in NARROW}}
 
 
 def _literal(value, dtype: DataType) -> str:
+    if dtype.is_complex:
+        v, part = complex(value), real_dtype(dtype)
+        return f"{CTYPE[dtype]}({_literal(v.real, part)}, {_literal(v.imag, part)})"
     if dtype.is_bool:
         return "true" if value else "false"
     if dtype.is_int:
@@ -40,7 +44,12 @@ def _literal(value, dtype: DataType) -> str:
 
 
 def _cast(x: str, src: DataType, dst: DataType) -> str:
-    """Narrow floats convert through float (as torch converts them)."""
+    """Narrow floats convert through float (as torch converts them); complex
+    part by part."""
+    if dst.is_complex:  # a real value is the real part; complex types convert part by part
+        return f"{CTYPE[dst]}({x if src.is_complex else _cast(x, src, real_dtype(dst))})"
+    if src.is_complex:  # as torch: the real part (to bool: nonzero)
+        return f"(bool)({x})" if dst.is_bool else _cast(f"({x}).re", real_dtype(src), dst)
     if dst in NARROW:
         from_float = NARROW[dst][1]
         return f"{from_float}({NARROW[src][0]}({x}))" if src in NARROW else f"{from_float}((float)({x}))"

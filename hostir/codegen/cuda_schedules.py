@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .cuda import CTYPE, _affine, _closure, _inner_deps, _offset, _Printer, vector_loads
 from .cuda_combine import _COMBINE, acc_bytes, acc_init, acc_point, acc_type, acc_value
-from .kir import K, Kernel, KNode, levels, partial_bytes, passes, row_nodes, split_stores
+from .kir import K, Kernel, KNode, levels, passes, row_nodes, split_stores, ws_slot
 
 
 STAGED = -2  # a Variant's `tile` for the staged-gather schedule (_StagePrinter)
@@ -470,11 +470,9 @@ class _OuterPrinter(_ReductionPrinter):
         L.append("    }")
         self._block_combine(reduces, "    ")
         L.append("    if (split > 1) {")
-        offset = 0  # bytes per (split * nslots) before reduce j's partials
         for j, n in enumerate(reduces):
             L.append(f"      {acc_type(n)}* ws{j} = reinterpret_cast<{acc_type(n)}*>("
-                     f"ws + (size_t){offset} * split * nslots);")
-            offset += partial_bytes(n)
+                     f"ws + (size_t){j} * split * nslots * {ws_slot(k)});")
         L.append("      if (ty == 0 && active) {")
         for j in range(len(reduces)):
             L.append(f"        #pragma unroll\n        for (int u = 0; u < {V}; ++u) ws{j}[g * nslots + row + u] = a{j}[u];")

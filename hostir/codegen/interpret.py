@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from ..ir.dtypes import cast_tensor
 from ..ir.errors import ExecutionError
 from ..ir.node import OPS, Op
 from .kir import K, Kernel, Slot, row_nodes, split_stores
@@ -77,7 +78,7 @@ def _node(n, vals, tensors, strides, params, idx, numel, device, extents=()):
                                  f"for extent {int(extent.expand(numel)[at])}")
         return value
     if op is Op.CAST:
-        return vals[id(n.src[0])].to(n.dtype.torch)
+        return cast_tensor(vals[id(n.src[0])], n.dtype)
     if op is Op.WHERE:
         c, a, b = (vals[id(s)] for s in n.src)
         return torch.where(c, a, b)

@@ -364,8 +364,14 @@ REDUCE_OPS = ("sum", "max", "min", "prod", "argmax")
 
 def partial_bytes(n: KNode) -> int:
     """Bytes of one partial result of REDUCE node `n` in a split reduction's
-    workspace: 8, or 16 for argmax's (value, index) pair."""
-    return 16 if n.arg == "argmax" else 8
+    workspace: 8, or 16 for argmax's (value, index) pair and a complex double."""
+    return 16 if n.arg == "argmax" else max(8, n.dtype.itemsize)
+
+
+def ws_slot(kern: Kernel) -> int:
+    """Bytes a split reduction's workspace gives every partial result: the
+    widest of its REDUCE nodes' (so each one's array starts aligned for it)."""
+    return max([8] + [partial_bytes(n) for n in kern.order if n.op == K.REDUCE])
 
 
 def row_nodes(kern: Kernel) -> set[int]:

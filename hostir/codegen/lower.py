@@ -58,9 +58,9 @@ class PointwiseLowering:
                                             self.cast(src[1], v.dtype), self.cast(src[2], v.dtype)))
         kind = OPS[v.op].kind
         c = promote([(s.dtype, False) for s in v.src])
-        if kind is Kind.FLOAT and not c.is_float:
+        if kind is Kind.FLOAT and not c.is_inexact:
             c = DataType.Double
-        out = b.mk(v.op, DataType.Bool if kind is Kind.BOOL else c, [self.cast(x, c) for x in src])
+        out = b.mk(v.op, kind.result(c), [self.cast(x, c) for x in src])
         return self.cast(out, v.dtype)
 
     def cast(self, x: KNode, dtype: DataType) -> KNode:

@@ -16,8 +16,7 @@ from functools import cached_property
 from .. import config
 from .cuda import kernel_source, vector_loads, vector_width
 from .cuda_schedules import STAGE_BLOCK, STAGE_BYTES, STAGED, outer_ok, outer_width, staged_gather, tile_loads
-from .kir import (K, Kernel, Slot, kernel_text, layout, levels, partial_bytes, passes, split_stores,
-                  verify_kernel)
+from .kir import K, Kernel, Slot, kernel_text, layout, levels, passes, split_stores, verify_kernel, ws_slot
 from .lower import ReductionLowering, lower_pointwise
 
 I32_MAX = 2 ** 31 - 1
@@ -244,9 +243,9 @@ class KernelSpec:
     @staticmethod
     def scratch_size(kernel: Kernel, count: int, split: int) -> tuple[int, int]:
         """(workspace bytes, zeroed counters) of a launch split `split` ways: a
-        split outer reduction's partial results (kir.partial_bytes each) and arrival counters."""
-        per_slot = sum(partial_bytes(n) for n in kernel.order if n.op == K.REDUCE)
-        return per_slot * split * count, -(-count // 32)
+        split outer reduction's partial results (kir.ws_slot bytes each) and arrival counters."""
+        reduces = sum(1 for n in kernel.order if n.op == K.REDUCE)
+        return ws_slot(kernel) * split * count * reduces, -(-count // 32)
 
     def _row_schedule(self, kernel: Kernel, vectors: int) -> tuple[int, int]:
         """(threads, chunks) for rows of `vectors` vectors: a kernel that makes

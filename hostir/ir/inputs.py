@@ -107,8 +107,10 @@ def check_scalar(i: int, v: Val, a) -> None:
             raise InputError(f"{label}: expected a {v.dtype.short} scalar, got a tensor of shape "
                              f"{list(a.shape)}")
         a = a.item()
-    if not isinstance(a, numbers.Number) or isinstance(a, complex):
+    if not isinstance(a, numbers.Number):
         raise InputError(f"{label}: expected a {v.dtype.short} scalar, got {type(a).__name__}")
+    if isinstance(a, numbers.Complex) and not isinstance(a, numbers.Real) and not v.dtype.is_complex:
+        raise InputError(f"{label}: expected a {v.dtype.short} scalar, got the complex number {a!r}")
     if v.dtype is DataType.Bool and not isinstance(a, bool):
         raise InputError(f"{label}: expected a bool, got {a!r}")
     if v.dtype.is_int and not isinstance(a, numbers.Integral):

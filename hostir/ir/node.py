@@ -15,7 +15,7 @@ import enum
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, NamedTuple
 
-from .dtypes import DataType, coerce, python_scalar_dtype
+from .dtypes import DataType, coerce, python_scalar_dtype, real_dtype
 
 
 class Op(enum.Enum):
@@ -37,6 +37,7 @@ class Op(enum.Enum):
     SIGNBIT = "signbit"; ACOSH = "acosh"; ASINH = "asinh"; ATANH = "atanh"; ERFINV = "erfinv"
     LGAMMA = "lgamma"; FRAC = "frac"; SILU = "silu"; ISNEGINF = "isneginf"; ISPOSINF = "isposinf"
     ERFCINV = "erfcinv"
+    REAL = "real"; IMAG = "imag"; ISREAL = "isreal"
     # binary pointwise
     ADD = "add"; SUB = "sub"; MUL = "mul"; DIV = "div"; TRUEDIV = "truediv"
     FMOD = "fmod"; REMAINDER = "remainder"; POW = "pow"; ATAN2 = "atan2"
@@ -106,9 +107,16 @@ class Kind(enum.Enum):
     """Type rule of a pointwise op."""
 
     KEEP = "keep"          # promoted operand type
+    REAL = "real"          # promoted operand type, complex made real (abs, real, imag)
     FLOAT = "float"        # promoted, ints and bools become Float
     BOOL = "bool"          # result is Bool
     INTEGRAL = "integral"  # operands must be Int/Bool, result promoted
+
+    def result(self, compute: DataType) -> DataType:
+        """The type an op of this kind gives when it computes in `compute`."""
+        if self is Kind.BOOL:
+            return DataType.Bool
+        return real_dtype(compute) if self is Kind.REAL else compute
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,15 +7,22 @@ numbers is its record's `py` rule (ir/ops/pointwise.py).
 """
 from __future__ import annotations
 
+import torch
+
 from .dtypes import ZERO_DIM, DataType, coerce, promote
 from .errors import ExecutionError
 from .node import OPS, Kind, Op, Val, const
 
 
 def apply_scalar(op: Op, dtype: DataType, args: list):
-    """Evaluate one scalar op on Python values; the result has type `dtype`."""
+    """Evaluate one scalar op on Python values; the result has type `dtype`.
+    Complex values compute with the op's torch rule, in complex128."""
     try:
-        result = OPS[op].py(*args)
+        if dtype.is_complex or any(isinstance(a, complex) for a in args):
+            result = OPS[op].torch(*(torch.tensor(a, dtype=torch.bool if isinstance(a, bool)
+                                                  else torch.complex128) for a in args)).item()
+        else:
+            result = OPS[op].py(*args)
     except (ZeroDivisionError, ValueError, OverflowError) as e:
         raise ExecutionError(f"scalar {op.value}{tuple(args)}: {e}") from None
     return coerce(result, dtype)
@@ -37,11 +44,9 @@ def result_type(op: Op, operands: list[Val]) -> DataType:
     """Type rule shared by scalars and tensors (see `Kind`)."""
     kind = OPS[op].kind
     dtype = promote_vals(operands)
-    if kind is Kind.BOOL:
-        return DataType.Bool
-    if kind is Kind.FLOAT and not dtype.is_float:
-        return DataType.Float if any(v.is_tensor for v in operands) else DataType.Double
-    return dtype
+    if kind is Kind.FLOAT and not dtype.is_inexact:
+        dtype = DataType.Float if any(v.is_tensor for v in operands) else DataType.Double
+    return kind.result(dtype)
 
 
 def _fold_identity(op: Op, dtype: DataType, a: Val, b: Val | None) -> Val | None:

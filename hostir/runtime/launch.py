@@ -12,11 +12,34 @@ from ..ir.dtypes import DataType
 from ..ir.errors import ExecutionError
 from .nvrtc import compile_cubin
 
+def _complex_param(part):
+    class ComplexParam(ctypes.Structure):
+        """A complex scalar parameter (hir_complex in the kernel: real, then imaginary
+        part), with ctypes' `value` as the other parameters have."""
+        _fields_ = [("re", part), ("im", part)]
+
+        def __init__(self, value=0j):
+            super().__init__()
+            self.value = value
+
+        @property
+        def value(self) -> complex:
+            return complex(self.re, self.im)
+
+        @value.setter
+        def value(self, x) -> None:
+            x = complex(x)
+            self.re, self.im = x.real, x.imag
+    return ComplexParam
+
+
 _PARAM_CTYPES = {DataType.Bool: ctypes.c_int, DataType.Int32: ctypes.c_int,
                  DataType.Int: ctypes.c_longlong, DataType.Float: ctypes.c_float,
                  DataType.Double: ctypes.c_double, DataType.Half: ctypes.c_float,
                  DataType.BFloat16: ctypes.c_float, DataType.Float8_e4m3fn: ctypes.c_float,
-                 DataType.Float8_e5m2: ctypes.c_float}
+                 DataType.Float8_e5m2: ctypes.c_float,
+                 DataType.ComplexFloat: _complex_param(ctypes.c_float),
+                 DataType.ComplexDouble: _complex_param(ctypes.c_double)}
 PTR = ctypes.c_void_p
 I64 = ctypes.c_longlong
 I32 = ctypes.c_int
@@ -115,7 +138,9 @@ def current_stream_handle(device: torch.device) -> int:
 
 
 _CTYPE_OF = {PTR: ctypes.c_uint64, I64: ctypes.c_longlong, I32: ctypes.c_int,
-             ctypes.c_float: ctypes.c_float, ctypes.c_double: ctypes.c_double}
+             ctypes.c_float: ctypes.c_float, ctypes.c_double: ctypes.c_double,
+             **{t: t for t in (_PARAM_CTYPES[DataType.ComplexFloat],
+                               _PARAM_CTYPES[DataType.ComplexDouble])}}
 
 
 class PackedArgs:

@@ -61,6 +61,14 @@ def require_tensor(opname: str, v, what: str = "input") -> Val:
     return v
 
 
+def refuse_complex(opname: str, vals, why: str) -> None:
+    """A DefinitionError naming the op and its first complex operand, if any."""
+    for v in vals:
+        if isinstance(v, Val) and v.dtype.is_complex:
+            what = describe(v) if v.is_tensor else f"{v!r} ({v.dtype.short})"
+            raise DefinitionError(f"{opname}: {what} is complex; {why}")
+
+
 def shape_arg(opname: str, shape) -> list[Val]:
     if isinstance(shape, Val):
         raise DefinitionError(f"{opname}: shape must be a list of ints or scalars, got {shape!r}")

@@ -39,6 +39,8 @@ define(OpDef(Op.FULL, Family.FACTORY, (1, None), build=full,
 @frontend("iota")
 def iota(length, start=None, step=None, dtype: DataType = DataType.Int) -> Val:
     length = bound_arg("iota", length)
+    if isinstance(dtype, DataType) and dtype.is_complex:  # (nvFuser: integer or floating types)
+        raise DefinitionError(f"iota: dtype must be an integer or floating type, got {dtype!r}")
     start = S.cast_scalar(S.as_val(0 if start is None else start), dtype)
     step = S.cast_scalar(S.as_val(1 if step is None else step), dtype)
     return Val(Op.IOTA, dtype, (length, start, step), axes=(Axis(length, AxisKind.ITER),))

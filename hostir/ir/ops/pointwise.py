@@ -14,11 +14,12 @@ from functools import partial
 import torch
 
 from .. import scalar as S
-from ..dtypes import DataType, compute_dtype
+from ..dtypes import DataType, cast_tensor, compute_dtype
 from ..errors import DefinitionError, ExecutionError
 from ..node import OPS, AxisKind, Family, Kind, Op, OpDef, Val, define
 from ..printer import operand_text
-from .common import aligned_dims, broadcast_axes, describe, extent_agreement, frontend, require_tensor
+from .common import (aligned_dims, broadcast_axes, describe, extent_agreement, frontend,
+                     refuse_complex, require_tensor)
 
 
 def _floordiv(a, b):
@@ -29,7 +30,9 @@ def _floordiv(a, b):
 
 
 def _torch_div(a, b):
-    return torch.div(a, b) if a.dtype.is_floating_point else torch.div(a, b, rounding_mode="floor")
+    if a.dtype.is_floating_point or a.dtype.is_complex:
+        return torch.div(a, b)
+    return torch.div(a, b, rounding_mode="floor")
 
 
 def _torch_ceildiv(a, b):
@@ -71,10 +74,10 @@ def _bitwise_not(x):
 
 # op: (kind, Python evaluation, torch evaluation, CUDA format, printed symbol
 #      [, C++ the CUDA format needs beyond kernels/hostir.cuh])
-_K, _F, _B, _I = Kind.KEEP, Kind.FLOAT, Kind.BOOL, Kind.INTEGRAL
+_K, _F, _B, _I, _R = Kind.KEEP, Kind.FLOAT, Kind.BOOL, Kind.INTEGRAL, Kind.REAL
 UNARY_TABLE = {
     Op.NEG: (_K, operator.neg, torch.neg, "(-{0})", None),
-    Op.ABS: (_K, abs, torch.abs, "hir_abs({0})", None),
+    Op.ABS: (_R, abs, torch.abs, "hir_abs({0})", None),
     Op.RELU: (_K, _relu, torch.relu, "hir_relu({0})", None),
     Op.SIGN: (_K, _sign, torch.sign, "hir_sign({0})", None),
     Op.FLOOR: (_K, math.floor, torch.floor, "hir_floor({0})", None),
@@ -146,12 +149,16 @@ UNARY_TABLE.update({
     Op.SILU: (_F, lambda x: x / (1.0 + math.exp(-x)), torch.nn.functional.silu, "hir_silu({0})", None),
     Op.ISNEGINF: (_B, lambda x: math.isinf(x) and x < 0, torch.isneginf, "hir_isneginf({0})", None),
     Op.ISPOSINF: (_B, lambda x: math.isinf(x) and x > 0, torch.isposinf, "hir_isposinf({0})", None),
+    # complex parts (real and imag of a complex value: its parts' type; kernels/hostir.cuh)
+    Op.REAL: (_R, lambda x: x, torch.real, "hir_real({0})", None),
+    Op.IMAG: (_R, lambda x: 0 * x, torch.imag, "hir_imag({0})", None),
+    Op.ISREAL: (_B, lambda x: True, torch.isreal, "hir_isreal({0})", None),
 })
 BINARY_TABLE = {
     Op.ADD: (_K, operator.add, torch.add, "({0} + {1})", "+"),
     Op.SUB: (_K, operator.sub, torch.sub, "({0} - {1})", "-"),
     Op.MUL: (_K, operator.mul, torch.mul, "({0} * {1})", "*"),
-    Op.DIV: (_K, _floordiv, _torch_div, "hir_div({0}, {1})", lambda dt: "/" if dt.is_float else "//"),
+    Op.DIV: (_K, _floordiv, _torch_div, "hir_div({0}, {1})", lambda dt: "/" if dt.is_inexact else "//"),
     Op.TRUEDIV: (_F, operator.truediv, torch.true_divide, "({0} / {1})", None),
     Op.FMOD: (_K, math.fmod, torch.fmod, "hir_fmod({0}, {1})", None),
     Op.REMAINDER: (_K, operator.mod, torch.remainder, "hir_remainder({0}, {1})", "%"),
@@ -194,10 +201,37 @@ BINARY_TABLE = {
 
 # ---------------------------------------------------------------- shared rules
 
+COMPLEX_OPS = frozenset({
+    Op.NEG, Op.ABS, Op.EXP, Op.LOG, Op.SQRT, Op.RSQRT, Op.RECIPROCAL, Op.SIN, Op.COS, Op.TANH,
+    Op.ISNAN, Op.ISINF, Op.ISFINITE, Op.LOGICAL_NOT, Op.REAL, Op.IMAG, Op.ISREAL,
+    Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.TRUEDIV, Op.EQ, Op.NE,
+    Op.LOGICAL_AND, Op.LOGICAL_OR, Op.LOGICAL_XOR, Op.WHERE,
+})
+"""The pointwise ops that take complex operands, with torch's meaning (generated
+kernels compute them with kernels/hostir.cuh's hir_complex overloads)."""
+_UNORDERED = frozenset({Op.LT, Op.LE, Op.GT, Op.GE, Op.MAXIMUM, Op.MINIMUM})
+
+
+def _check_complex(op: Op, vals: list[Val]) -> None:
+    """Complex operands only for COMPLEX_OPS, and only of a type they promote to."""
+    if not any(v.dtype.is_complex for v in vals):
+        return
+    if op not in COMPLEX_OPS:
+        why = "complex numbers have no order" if op in _UNORDERED else \
+            f"{op.value} is not defined for complex values"
+        refuse_complex(op.value, vals, f"{why} (complex operands take "
+                                       f"{', '.join(sorted(o.value for o in COMPLEX_OPS))})")
+    try:
+        S.promote_vals(vals)
+    except DefinitionError as e:
+        raise DefinitionError(f"{op.value}: {e}") from None
+
+
 def pointwise(op: Op, *operands) -> Val:
     """`op` applied to tensors and scalars (tensors broadcast like nvFuser's)."""
     opname = op.value
     vals = [S.as_val(v) for v in operands]
+    _check_complex(op, vals)
     if op is Op.NEXTAFTER and any(v.dtype not in (DataType.Float, DataType.Double) for v in vals):
         # the next representable value of the operands' own type: computing in float
         # and rounding back to half or bfloat16 would give the operand itself
@@ -220,7 +254,7 @@ def compute_type(v: Val) -> DataType:
     kind = OPS[v.op].kind
     if kind is not None:
         operand = S.promote_vals(v.src)
-        if kind is Kind.FLOAT and not operand.is_float:
+        if kind is Kind.FLOAT and not operand.is_inexact:
             operand = DataType.Float
         return compute_dtype(operand)
     return compute_dtype(v.dtype)
@@ -257,8 +291,7 @@ def _reference(v: Val, args: list, env):
 def _kernel(v: Val, ix, pred, L):
     c = compute_type(v)
     args = [L.cast(L.operand(s, v, ix, pred), c) for s in v.src]
-    out = DataType.Bool if OPS[v.op].kind is Kind.BOOL else c
-    return L.rounded(L.b.mk(v.op, out, args), v.dtype)
+    return L.rounded(L.b.mk(v.op, OPS[v.op].kind.result(c), args), v.dtype)
 
 
 def _mul_kernel(v: Val, ix, pred, L):
@@ -317,10 +350,28 @@ def operand_agreement(v: Val):
     return extent_agreement(v, per_dim, v.op.value)
 
 
+def _real(x) -> Val:
+    """nvFuser's real: a complex value's real part; of a real tensor, a copy (set)."""
+    v = S.as_val(x)
+    if v.dtype.is_complex:
+        return pointwise(Op.REAL, v)
+    return set_(v) if v.is_tensor else v
+
+
+def _imag(x) -> Val:
+    """nvFuser's imag: a complex value's imaginary part (complex values only, as nvFuser)."""
+    v = S.as_val(x)
+    if not v.dtype.is_complex:
+        raise DefinitionError(f"imag: {describe(v) if v.is_tensor else repr(v)} is {v.dtype.short}, "
+                              f"not complex (imag takes complex values only)")
+    return pointwise(Op.IMAG, v)
+
+
 def _define_table(table: dict, arity: tuple) -> None:
     kernels = {Op.MUL: _mul_kernel, Op.POW: _pow_kernel, Op.DIV: _div_kernel}
+    builders = {Op.REAL: _real, Op.IMAG: _imag}
     for op, (kind, py, fn, cuda, sym, *cuda_def) in table.items():
-        build = partial(pointwise, op)
+        build = builders.get(op, partial(pointwise, op))
         define(OpDef(op, Family.POINTWISE, arity, build=build,
                      rebuild=lambda v, src: pointwise(v.op, *src), reference=_reference,
                      kernel=kernels.get(op, _kernel), check=operand_agreement, dims=aligned_dims,
@@ -340,13 +391,15 @@ def where(cond, a, b) -> Val:
     if vals[0].dtype is not DataType.Bool:
         raise DefinitionError(
             f"where: condition must be Bool, got {vals[0]!r} of type {vals[0].dtype.short}")
+    _check_complex(Op.WHERE, vals[1:])
     tensors = [v for v in vals if v.is_tensor]
     if not tensors:
         return S.scalar_op(Op.WHERE, *vals)
     if any(v.is_tensor for v in vals[1:]):
         dtype = S.promote_vals(vals[1:])
     else:  # torch.where(cond, 1.5, 2.5): two numbers give the default dtype, as in torch
-        dtype = (DataType.Bool, DataType.Int, DataType.Float)[max(v.dtype.category for v in vals[1:])]
+        dtype = (DataType.Bool, DataType.Int, DataType.Float,
+                 DataType.ComplexFloat)[max(v.dtype.category for v in vals[1:])]
     return Val(Op.WHERE, dtype, tuple(vals), axes=broadcast_axes("where", tensors))
 
 
@@ -392,7 +445,8 @@ def _copy_kernel(v: Val, ix, pred, L):
 
 
 define(OpDef(Op.CAST, Family.POINTWISE, build=cast, rebuild=lambda v, src: cast(src[0], v.arg),
-             reference=lambda v, args, env: as_tensor(args[0], v.dtype.torch, env.device),
+             reference=lambda v, args, env: cast_tensor(as_tensor(args[0], v.src[0].dtype.torch,
+                                                                  env.device), v.dtype),
              text=_cast_text, kernel=_copy_kernel, py=lambda x: x, dims=aligned_dims))
 frontend("cast")(cast)
 

@@ -11,7 +11,7 @@ from .. import scalar as S
 from ..dtypes import DataType, compute_dtype
 from ..errors import DefinitionError, ExecutionError
 from ..node import REDUCED, Axis, AxisKind, Family, Op, OpDef, Val, define
-from .common import describe, frontend, norm_dim, norm_dims, require_tensor
+from .common import describe, frontend, norm_dim, norm_dims, refuse_complex, require_tensor
 from .pointwise import cast, pointwise
 from .views import broadcast
 
@@ -52,9 +52,14 @@ def reduction(op: Op, t: Val, dims=None, keepdim: bool = False,
     opname = op.value
     t = require_tensor(opname, t)
     dims = _reduction_dims(opname, t, _dims_or_axes(opname, dims, axes))
+    unordered = "complex numbers have no order"
+    if op in (Op.MAX, Op.MIN):
+        refuse_complex(opname, [t], unordered)
     if dtype not in (None, DataType.Null):
         t = cast(t, dtype)  # an explicit dtype is kept, also Int32 (torch, nvFuser)
-    elif op in (Op.SUM, Op.PROD) and not t.dtype.is_float:
+        if op in (Op.MAX, Op.MIN):
+            refuse_complex(opname, [t], f"{unordered} (dtype={dtype!r})")
+    elif op in (Op.SUM, Op.PROD) and not t.dtype.is_inexact:
         t = cast(t, DataType.Int)  # sums and products of integers and bools are Int by default
     elif t.dtype.is_float8:
         t = cast(t, DataType.Float)  # arithmetic on float8 is in (and gives) Float
@@ -74,6 +79,8 @@ def var_mean(t: Val, dims=None, correction: int = 1, keepdim: bool = False, *,
     dims = _reduction_dims("var_mean", t, _dims_or_axes("var_mean", dims, axes))
     if not isinstance(correction, (int, float)) or isinstance(correction, bool):
         raise DefinitionError(f"var_mean: correction must be a number, got {correction!r}")
+    refuse_complex("var_mean", [t], "hostir does not build the variance of complex values "
+                                    "(torch's is real: var of the real part plus var of the imaginary part)")
     if not t.dtype.is_float or t.dtype.is_float8:
         t = cast(t, DataType.Float)
     var = reduction_raw(Op.VAR, t, ReductionArg(dims, correction))

@@ -15,7 +15,7 @@ import torch
 from ..dtypes import DataType, compute_dtype
 from ..errors import DefinitionError
 from ..node import Family, Op, OpDef, Val, define
-from .common import describe, frontend, norm_dim, require_tensor
+from .common import describe, frontend, norm_dim, refuse_complex, require_tensor
 from .pointwise import cast
 
 
@@ -38,6 +38,7 @@ def scan(op: Op, t, dim, dtype=None) -> Val:
     if dim is None:
         raise DefinitionError(f"{opname}: dim is required for {describe(t)}")
     dim = norm_dim(opname, t, dim)
+    _refuse_complex(op, t, dtype)
     if dtype not in (None, DataType.Null):
         if not isinstance(dtype, DataType):
             raise DefinitionError(f"{opname}: dtype must be a DataType, got {dtype!r}")
@@ -45,7 +46,7 @@ def scan(op: Op, t, dim, dtype=None) -> Val:
             raise DefinitionError(f"{opname}: no dtype argument (the result keeps the input's "
                                   f"dtype {t.dtype.short})")
         t = cast(t, dtype)
-    elif op in (Op.CUMSUM, Op.CUMPROD) and not t.dtype.is_float:
+    elif op in (Op.CUMSUM, Op.CUMPROD) and not t.dtype.is_inexact:
         t = cast(t, DataType.Int)  # torch: integer and bool sums and products are int64
     elif t.dtype.is_float8:
         t = cast(t, DataType.Float)  # arithmetic on float8 is in (and gives) Float
@@ -53,6 +54,14 @@ def scan(op: Op, t, dim, dtype=None) -> Val:
         raise DefinitionError(f"{opname}: dim {dim} of {describe(t)} is an expanded broadcast; "
                               f"scan a materialized tensor")
     return scan_raw(op, t, ScanArg(dim, SCAN_OPS[op]))
+
+
+def _refuse_complex(op: Op, t: Val, dtype) -> None:
+    why = "complex numbers have no order" if op in (Op.CUMMAX, Op.CUMMIN) else \
+        "hostir does not build scans of complex values"
+    refuse_complex(op.value, [t], why)
+    if isinstance(dtype, DataType) and dtype.is_complex:
+        raise DefinitionError(f"{op.value}: dtype={dtype!r} for {describe(t)}: {why}")
 
 
 def scan_raw(op: Op, t: Val, arg: ScanArg) -> Val:
