@@ -44,7 +44,8 @@ WHY = {
 
 
 def table() -> str:
-    from hostir.frontend import FusionDefinition, Ops
+    from hostir.fd_ops import Ops
+    from hostir.frontend import FusionDefinition
     from hostir.ir.ops import FRONTEND
     have = set(FRONTEND) | {n for n in dir(Ops) if not n.startswith("_")}
     forms = {n for n in dir(FusionDefinition) if not n.startswith("_")}

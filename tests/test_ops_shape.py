@@ -719,7 +719,7 @@ def test_every_fd_op_is_tested():
     """Fails when fd.ops grows an op that tests/test_ops_*.py does not cover."""
     import pathlib
 
-    from hostir.frontend import Ops
+    from hostir.fd_ops import Ops
     names = {n for n in dir(Ops) if not n.startswith("_")}
     here = pathlib.Path(__file__).parent
     text = "".join(p.read_text() for p in here.glob("test_ops_*.py"))
