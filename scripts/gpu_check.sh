@@ -18,7 +18,7 @@ HOSTIR_TEST_DEVICE=cuda HOSTIR_TEST_NVRTC=0 "$PY" -m pytest -q -p no:cacheprovid
   tests/test_ops_pointwise.py tests/test_ops_shape.py tests/test_ops_reduction.py \
   tests/test_kernels.py tests/test_host_ir.py tests/test_host_memory.py tests/test_fuzz.py \
   tests/test_ops_scan.py tests/test_ops_indexing.py tests/test_ops_random.py tests/test_seed003.py tests/test_trace.py \
-  tests/test_repro.py 2>&1 | tee "$OUTDIR/gpu_tests.log" | tail -25 || status=1
+  tests/test_repro.py tests/test_ops_float8.py tests/test_ops_aten.py tests/test_programs.py 2>&1 | tee "$OUTDIR/gpu_tests.log" | tail -25 || status=1
 echo "== benchmarks"
 "$PY" benchmarks/pointwise.py --out "$OUTDIR" 2>&1 | tee "$OUTDIR/bench_pointwise.log" | tail -20 || status=1
 "$PY" benchmarks/reduction.py --out "$OUTDIR" 2>&1 | tee "$OUTDIR/bench_reduction.log" | tail -20 || status=1

@@ -20,6 +20,9 @@ run() {  # name, then the command (each bounded: a hang is a failure, not the en
 run collectives_nccl scripts/mpirun.sh "$N" "$HOSTIR_PYTHON" tests/mpi/collectives.py
 run collectives_mpi env HOSTIR_COMM_BACKEND=mpi scripts/mpirun.sh "$N" "$HOSTIR_PYTHON" tests/mpi/collectives.py
 run sharded_nccl scripts/mpirun.sh "$N" "$HOSTIR_PYTHON" tests/mpi/sharded.py
+run layouts_nccl scripts/mpirun.sh "$N" "$HOSTIR_PYTHON" tests/mpi/layouts.py
+run dtensors_nccl scripts/mpirun.sh "$N" "$HOSTIR_PYTHON" tests/mpi/dtensors.py
+run pipelined_nccl scripts/mpirun.sh "$N" "$HOSTIR_PYTHON" tests/mpi/pipelined.py 1 3
 for p in mlp allgather_linear linear_reduce_scatter; do
   run "launch_$p" scripts/mpirun.sh "$N" "$HOSTIR_PYTHON" "launch/$p.py"
 done
