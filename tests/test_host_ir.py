@@ -719,6 +719,106 @@ def hp_neg(hp, t):
     return hp.launch(fd, [t])[0]
 
 
+# ----------------------------------------------------------------------------- blocks on ranks
+# (this process is rank 0 of a job of 1: blocks on other ranks are skipped)
+def test_on_ranks_blocks_print_continue_and_skip_other_ranks():
+    fd = scale_fusion()
+    hp = HostProgram()
+    x = hp.define_tensor([-1, -1])
+    held = hp.define_tensor([-1, 3], ranks=[2, 1])
+    with hp.on_ranks([0]):
+        (y,) = hp.launch(fd, [x])
+    with hp.on_ranks([0]):  # continues the block before
+        (z,) = hp.launch(fd, [y])
+    with hp.on_ranks([1, 2]):
+        (w,) = hp.launch(fd, [held])
+        with hp.on_ranks([2, 5]):  # within its enclosing block: rank 2
+            (v,) = hp.launch(fd, [w])
+    for t in (z, w, v):
+        hp.add_output(t)
+    text = str(hp)
+    assert text.count("on ranks [0]:") == 1 and "  on ranks [1, 2]:" in text, text
+    assert "    on ranks [2, 5]:" in text and f"{held.name} float[n1_0, 3] on ranks [1, 2]" in text, text
+    assert f"return {z.name} on ranks [0], {w.name} on ranks [1, 2], {v.name} on ranks [2]" in text, text
+    a = rand_float(3, 4)
+    got = hp.execute([a, torch.empty(0)])  # (a placeholder for the input rank 0 does not hold)
+    torch.testing.assert_close(got[0], (a * 2 + 1) * 2 + 1)
+    assert [t.shape for t in got[1:]] == [(0, 0), (0, 0)] and got[1].dtype == torch.float32
+
+
+def test_a_value_is_used_only_on_ranks_it_exists_on():
+    fd = scale_fusion()
+    hp = HostProgram()
+    x = hp.define_tensor([-1, -1])
+    with hp.on_ranks([1]):
+        (y,) = hp.launch(fd, [x])
+    (z,) = hp.launch(fd, [y])
+    hp.add_output(z)
+    with pytest.raises(DefinitionError, match=r"T\d+ exists only on ranks \[1\] but is used on every "
+                                              r"rank \(move it by communication\)"):
+        hp.execute([rand_float(2, 2)])
+    hp = HostProgram()
+    x = hp.define_tensor([-1, -1], ranks=[1])
+    with hp.on_ranks([0, 1]):
+        hp.add_output(hp.launch(fd, [x])[0])
+    with pytest.raises(DefinitionError, match=r"exists only on ranks \[1\] but is used on ranks \[0, 1\]"):
+        hp.execute([rand_float(2, 2)])
+    with pytest.raises(DefinitionError, match="expected a non-empty list of ranks"):
+        with HostProgram().on_ranks([]):
+            pass
+    hp = HostProgram()
+    with hp.on_ranks([1]):
+        with pytest.raises(DefinitionError, match=r"inside a block on ranks \[1\]: no rank would run it"):
+            with hp.on_ranks([0]):
+                pass
+
+
+def test_communication_waits_stay_in_the_block_of_ranks_that_started_it():
+    fd = scale_fusion()
+    hp = HostProgram()
+    x = hp.define_tensor([-1, -1])
+    r = hp.allreduce(x)
+    with hp.on_ranks([0]):
+        (y,) = hp.launch(fd, [r])  # r's wait goes before the block, where the allreduce started
+        g = hp.allgather(y)
+    hp.add_output(g)
+    body = body_lines(str(hp))
+    assert body.index("  wait allreduce -> T1") < body.index("  on ranks [0]:") < \
+        body.index("    wait allgather -> T3"), body
+    a = rand_float(2, 3)
+    torch.testing.assert_close(hp.execute([a])[0], a * 2 + 1)
+    # hand-made programs that break the rule are named
+    from hostir.host import ir as H
+    from hostir.host.verify import verify_program
+    from hostir.ir.errors import VerificationError
+    prog = hp.ir()
+    start, wait, block = prog.body[0], prog.body[1], prog.body[2]
+    moved = H.HostIR(prog.inputs, (start, H.OnRanks((0,), (wait, *block.body))), prog.outputs,
+                     prog.input_ranks, prog.output_ranks)
+    with pytest.raises(VerificationError, match="the allreduce started on every rank: wait for it there"):
+        verify_program(moved, (hp.rank, hp.world_size))
+    unwaited = H.HostIR(prog.inputs, (start, wait, H.OnRanks((0,), block.body[:-1])), (),
+                        prog.input_ranks, ())
+    with pytest.raises(VerificationError, match="allgather started inside is not waited for inside it"):
+        verify_program(unwaited, (hp.rank, hp.world_size))
+
+
+def test_shapes_travel_with_a_send_recv_and_a_broadcast():
+    hp = HostProgram()
+    x = hp.define_tensor([-1, 5])
+    with hp.on_ranks([0]):
+        (y,) = hp.send_recv(sends=[(x, 0)], recvs=[([None, 5], DataType.Float, 0)])
+        z = hp.broadcast(y, root=0, team=[0], with_shape=True)
+    hp.add_output(z)
+    text = str(hp)
+    assert f"recv [{y.name} float[{y.name}_n0, 5] from 0], with shapes)" in text, text
+    assert f"{z.name} float[{z.name}_n0, 5] = start broadcast({y.name}, root=0, " \
+           f"team=DeviceMesh([0])[dim 0], with shape)" in text, text
+    for n in (3, 6):
+        a = rand_float(n, 5)
+        torch.testing.assert_close(hp.execute([a])[0], a)
+
+
 # ----------------------------------------------------------------------------- misuse
 @pytest.fixture
 def row_setup():

@@ -7,6 +7,7 @@ from contextlib import contextmanager
 import torch
 
 from .. import config
+from ..dist.communicator import Communicator
 from ..ir import scalar as S
 from ..ir.dtypes import DataType
 from ..ir.errors import DefinitionError, ExecutionError, InputError
@@ -17,7 +18,7 @@ from ..ir.node import Axis, AxisKind, Op, Val, const
 from ..ir.rewrite import rebuild
 from . import ir as H
 from .builder_comm import CommunicationStatements, _scalar_arg
-from .collectives import RankCheck, world
+from .collectives import RankCheck, make_teams, world
 from .context import RunContext
 from .evaluator import Compiler, compile_scalar, run_block
 from .graphs import GraphCache, graph_key, has_communication
@@ -61,13 +62,17 @@ class HostProgram(CommunicationStatements):
         self._rank_checks = rank_checks
         self._check_ranks = RankCheck()
         self._inputs: list[Val] = []
+        self._input_ranks: list = []     # per input: the ranks that hold it (None: every rank)
         self._outputs: list[Val] = []
+        self._ranks: list = [None]        # per open block: the ranks it runs on (None: all)
+        self._defined_on: dict[int, tuple] = {}  # tensor id -> the ranks it exists on (absent: all)
         self._blocks: list[list] = [[]]
         # output id (or ("into", buffer id)) -> its unwaited communication
         self._pending: dict = {}
         self._base: dict[int, Val] = {}  # view id -> the buffer it is a view of
         self._read_only: set[int] = set()  # rank parts: copies where not one block
         self._started: list[list] = [[]]  # per open block: communications started in it
+        self._home: dict = {}  # id(communication) -> (the statements it started in, rank depth)
         self._launch_names: dict[int, _FusionLaunch] = {}
         self._stream_depth: list = []
         # open for_loop and stream blocks, innermost last: ("loop", streams to join
@@ -98,6 +103,8 @@ class HostProgram(CommunicationStatements):
         v = Val(Op.HOST_TENSOR, dtype, arg=next(_ids), axes=axes, name=name or self._name())
         if self._stream_depth:
             self._made_on[id(v)] = self._stream_depth[-1]
+        if self._ranks[-1] is not None:
+            self._defined_on[id(v)] = self._ranks[-1]
         return v
 
     def _current_stream(self) -> Val | None:
@@ -127,7 +134,11 @@ class HostProgram(CommunicationStatements):
             self._pending.pop(id(out), None)
             if comm.into:
                 self._pending.pop(("into", id(self._base.get(id(out), out))), None)
-        self._emit(H.Wait(comm))
+        home = self._home.pop(id(comm), None)
+        if home is not None and home[1] < len(self._ranks):
+            home[0].append(H.Wait(comm))  # started outside the on_ranks block open now: wait there
+        else:
+            self._emit(H.Wait(comm))
         for started in self._started:
             if comm in started:
                 started.remove(comm)
@@ -147,9 +158,14 @@ class HostProgram(CommunicationStatements):
         return self._rank
 
     # ------------------------------------------------------------ definitions
-    def define_tensor(self, shape, dtype: DataType = DataType.Float, contiguity=None) -> Val:
-        """A program input. shape entries: -1 symbolic, or a static extent."""
+    def define_tensor(self, shape, dtype: DataType = DataType.Float, contiguity=None,
+                      ranks=None) -> Val:
+        """A program input. shape entries: -1 symbolic, or a static extent. With
+        `ranks`, only those ranks hold it: the others pass any tensor there (a
+        placeholder, never read nor checked) and the program uses it only in
+        `on_ranks` blocks within them."""
         self._check_open("inputs (define_tensor)")
+        on = None if ranks is None else _rank_set(ranks, "define_tensor")
         index = len(self._inputs)
         axes = []
         for d, s in enumerate(shape):
@@ -164,12 +180,16 @@ class HostProgram(CommunicationStatements):
         v = Val(Op.TENSOR_INPUT, dtype, arg=TensorInputArg(index, contig, None, False),
                 axes=tuple(axes), name=self._name())
         self._inputs.append(v)
+        self._input_ranks.append(on)
+        if on is not None:
+            self._defined_on[id(v)] = on
         return v
 
     def define_scalar(self, dtype: DataType = DataType.Int) -> Val:
         self._check_open("inputs (define_scalar)")
         v = Val(Op.SCALAR_INPUT, dtype, arg=len(self._inputs), name=self._name("s"))
         self._inputs.append(v)
+        self._input_ranks.append(None)
         return v
 
     def allocate(self, shape, dtype: DataType = DataType.Float) -> Val:
@@ -229,6 +249,38 @@ class HostProgram(CommunicationStatements):
         else:
             self._emit(H.Synchronize(k))
             self._made_on = {t: m for t, m in self._made_on.items() if m is not k}
+
+    @contextmanager
+    def on_ranks(self, ranks):
+        """Statements inside run only on `ranks` (global ranks; inside another
+        block, on those of them it runs on): a pipeline stage's work on its mesh.
+        Every rank still builds the same program. A tensor made inside exists
+        only there: later statements use it in blocks on ranks it exists on, or
+        move it by communication; communication started inside is waited for
+        inside. A block that follows one on the same ranks continues it."""
+        want = _rank_set(ranks, "on_ranks")
+        outer = self._ranks[-1]
+        inner = want if outer is None else tuple(r for r in want if r in outer)
+        if not inner:
+            raise DefinitionError(f"on_ranks({list(want)}) inside a block on ranks {list(outer)}: "
+                                  f"no rank would run it")
+        last = self._blocks[-1][-1] if self._blocks[-1] else None
+        if isinstance(last, H.OnRanks) and last.ranks == want:
+            self._check_open()
+            self._blocks[-1].pop()
+            self._blocks.append(list(last.body))
+        else:
+            self._blocks.append([])
+        self._started.append([])
+        self._ranks.append(inner)
+        try:
+            yield inner
+            self._close_block()
+        finally:
+            body = tuple(self._blocks.pop())
+            self._started.pop()
+            self._ranks.pop()
+        self._emit(H.OnRanks(want, body))
 
     def synchronize(self, stream) -> None:
         """The current stream waits for the work queued so far on `stream`."""
@@ -338,14 +390,19 @@ class HostProgram(CommunicationStatements):
 
     # ------------------------------------------------------------ outputs and running
     def add_output(self, t: Val) -> None:
+        """An output: on ranks where `t` does not exist (it was made in an
+        `on_ranks` block, or is an input held by other ranks), an empty tensor
+        of its dtype and number of dims (shape [0, ...]) instead."""
         self._check_open("outputs (add_output)")
         self._outputs.append(self._use(t, "add_output"))
 
     def ir(self) -> H.HostIR:
         if len(self._blocks) != 1:
-            raise DefinitionError("a for_loop block is still open")
+            raise DefinitionError("a for_loop, stream or on_ranks block is still open")
         self._close_block()
-        return H.HostIR(tuple(self._inputs), tuple(self._blocks[0]), tuple(self._outputs))
+        return H.HostIR(tuple(self._inputs), tuple(self._blocks[0]), tuple(self._outputs),
+                        tuple(self._input_ranks),
+                        tuple(self._defined_on.get(id(o)) for o in self._outputs))
 
     def __str__(self) -> str:
         return str(self.ir())
@@ -361,11 +418,15 @@ class HostProgram(CommunicationStatements):
             verify_program(self._program, (self._world, self._rank), DefinitionError)
             self._compiled = Compiler().block(self._program.body)
             self._communicates = has_communication(self._program.body)
+            if self._communicates:  # every rank makes every team, in the program's order
+                make_teams(self._program.body, Communicator.instance())
             if not config.disabled("cuda_graphs"):
                 self._graphs = GraphCache(self._program.body)
         env = self._bind(inputs, device)
         if self._rank_checks or (self._rank_checks is None and self._communicates):
-            self._check_ranks(self._program, inputs)
+            # (an input some ranks hold alone is not compared: the others pass placeholders)
+            self._check_ranks(self._program, [None if self._program.ranks_of_input(i) else a
+                                              for i, a in enumerate(inputs)])
         graphs = self._graphs
         if graphs is not None and graphs.enabled and env.device.type == "cuda":
             key = graph_key(self._program.inputs, inputs)
@@ -387,7 +448,10 @@ class HostProgram(CommunicationStatements):
         if len(inputs) != len(prog.inputs):
             raise InputError(f"HostProgram: expected {len(prog.inputs)} inputs, got {len(inputs)}")
         dev = torch.device(device) if device is not None else None
+        held = [i for i in range(len(inputs)) if not self._placeholder(i)]
         for i, (v, a) in enumerate(zip(prog.inputs, inputs)):
+            if self._placeholder(i):
+                continue
             if v.op is Op.TENSOR_INPUT:
                 if not isinstance(a, torch.Tensor) or a.dtype != v.dtype.torch or a.ndim != v.ndim:
                     raise InputError(f"HostProgram input {v!r}: expected {v.dtype.short} tensor with "
@@ -399,18 +463,48 @@ class HostProgram(CommunicationStatements):
                 dev = dev or a.device
             else:
                 check_scalar(i, v, a)
-        env = bind_inputs(prog.inputs, inputs, RunContext(dev or torch.device("cpu")))
+        if dev is None and len(held) < len(inputs):  # only placeholders: the rank's own device
+            dev = Communicator.instance().device
+        env = bind_inputs([prog.inputs[i] for i in held], [inputs[i] for i in held],
+                          RunContext(dev or torch.device("cpu")))
+        for i in set(range(len(inputs))) - set(held):
+            env[prog.inputs[i]] = inputs[i]  # (its extents stay unbound: a use is an error)
         size, rank = world()
         env[self._world] = size
         env[self._rank] = rank
         return env
 
+    def _placeholder(self, i: int) -> bool:
+        """Whether input i is one this rank does not hold (it passes any tensor)."""
+        on = self._program.ranks_of_input(i)
+        return on is not None and world()[1] not in on
+
     def _run(self, env: RunContext) -> list[torch.Tensor]:
         run_block(self._compiled, env)
-        try:
-            return [env[o] for o in self._program.outputs]
-        except KeyError as e:
-            raise ExecutionError(f"HostProgram: output {e.args[0]!r} was never computed") from None
+        prog, rank = self._program, world()[1]
+        outs = []
+        for i, o in enumerate(prog.outputs):
+            on = prog.ranks_of_output(i)
+            if on is not None and rank not in on:
+                outs.append(torch.empty((0,) * (o.ndim or 1), dtype=o.dtype.torch, device=env.device))
+                continue
+            try:
+                outs.append(env[o])
+            except KeyError:
+                raise ExecutionError(f"HostProgram: output {o!r} was never computed") from None
+        return outs
+
+
+def _rank_set(ranks, what: str) -> tuple[int, ...]:
+    """Ranks as a sorted tuple of distinct non-negative ints."""
+    ranks = getattr(ranks, "ranks", ranks)  # a DeviceMesh: its ranks
+    try:
+        got = tuple(sorted({int(r) for r in ranks}))
+    except (TypeError, ValueError):
+        got = ()
+    if not got or got[0] < 0:
+        raise DefinitionError(f"{what}: expected a non-empty list of ranks, got {ranks!r}")
+    return got
 
 
 def _output_extents(spec: Val, fusion, args: list[Val]) -> list[Val]:

@@ -4,6 +4,7 @@ point-to-point transfers and waits. Each starts asynchronously and returns
 its output; a Wait is inserted before the output's first use."""
 from __future__ import annotations
 
+from ..dist.mesh import DeviceMesh
 from ..ir import scalar as S
 from ..ir.dtypes import DataType
 from ..ir.errors import DefinitionError
@@ -22,13 +23,34 @@ def _scalar_arg(x, what: str) -> Val:
     raise DefinitionError(f"{what}: expected an int or a scalar expression, got {x!r}")
 
 
+def _team_arg(team):
+    """A team as (mesh, mesh dim): given so, or as a list of ranks (a 1-D mesh of them, sorted)."""
+    if team is None or (isinstance(team, tuple) and len(team) == 2 and isinstance(team[0], DeviceMesh)):
+        return team
+    return (DeviceMesh(sorted(int(r) for r in team)), 0)
+
+
+def _sized(extents, name: str) -> tuple:
+    """(extents, name) of a tensor received with its shape: each extent that is
+    not a constant (None: not known here) is bound from the shape received."""
+    out = [e if e is not None and S.is_const(e) else H.sized_extent(name, d)
+           for d, e in enumerate(extents)]
+    return out, name
+
+
 class CommunicationStatements:
     """Mixed into HostProgram: it provides _use, _emit, _tensor, _wait and the
     bookkeeping (_started, _pending, _base, _read_only, _world)."""
 
+    def _note_start(self, comm: H.Communication) -> None:
+        """Record `comm`, just emitted, as started here: waited for at the end of
+        this block at the latest, and in this block of ranks."""
+        self._started[-1].append(comm)
+        self._home[id(comm)] = (self._blocks[-1], len(self._ranks))
+
     def _start(self, comm: H.Communication) -> None:
         self._emit(comm)
-        self._started[-1].append(comm)
+        self._note_start(comm)
         for out in comm.outputs:
             self._pending[id(out)] = comm
             if comm.into:
@@ -81,10 +103,21 @@ class CommunicationStatements:
         ext[d] = S.floordiv(ext[d], self._team_size(team))
         return self._collective("reduce_scatter", t, ext, out, dim=d, op=op, team=team)
 
-    def broadcast(self, t: Val, root=0) -> Val:
+    def broadcast(self, t: Val, root=0, team=None, with_shape: bool = False) -> Val:
+        """Rank `root`'s `t` (root: an index into `team`, which is (mesh, mesh
+        dim) or a list of ranks; None: all ranks) on every rank of the team.
+        With `with_shape`, the root sends the shape first and only the root reads
+        `t` (it may exist there alone, as between pipeline stages): the result's
+        extents that are not constants come from that shape."""
         t = self._use(t, "broadcast")
-        return self._collective("broadcast", t, [a.extent for a in t.logical],
-                                peer=_scalar_arg(root, "broadcast"))
+        team = _team_arg(team)
+        if not with_shape:
+            return self._collective("broadcast", t, [a.extent for a in t.logical],
+                                    peer=_scalar_arg(root, "broadcast"), team=team)
+        out = self._tensor(t.dtype, *_sized([a.extent for a in t.logical], self._name()))
+        self._start(H.Communication("broadcast", t, out, peer=_scalar_arg(root, "broadcast"),
+                                    team=team, with_shape=True))
+        return out
 
     def all_to_all(self, t: Val, dim: int = 0, gather_dim: int | None = None, team=None,
                    out=None) -> Val:
@@ -111,7 +144,7 @@ class CommunicationStatements:
         t = self._use(t, "allgather_blocks")
         comm = H.Communication("allgather_blocks", t, None, team=team)
         self._emit(comm)
-        self._started[-1].append(comm)
+        self._note_start(comm)
         return comm
 
     def reduce_scatter_blocks(self, shape, dtype, op: str = "sum", team=None, blocks_of: Val | None = None,
@@ -156,24 +189,35 @@ class CommunicationStatements:
                                   f"got {handle!r}")
         self._emit(H.PushBlock(handle, _scalar_arg(index, "push_block")))
 
-    def send_recv(self, sends=(), recvs=()) -> list[Val]:
+    def send_recv(self, sends=(), recvs=(), with_shape: bool | None = None) -> list[Val]:
         """Point-to-point transfers started together and waited for together (a
         ring where every rank sends first cannot deadlock): `sends` are
         (tensor, peer rank) pairs, `recvs` (shape, dtype, peer rank) triples;
-        returns the received tensors. A peer that is this rank is a local copy."""
+        returns the received tensors. A peer that is this rank is a local copy.
+        With `with_shape` (implied by a None extent in a recv's shape: it comes
+        from the sender), every transfer sends its shape first; the peer's
+        send_recv must say so too."""
         sends = [(self._use(t, "send_recv send"), _scalar_arg(p, "send_recv peer")) for t, p in sends]
-        outs = [(self._tensor(dtype, [_scalar_arg(e, "send_recv shape") for e in shape]),
-                 _scalar_arg(p, "send_recv peer")) for shape, dtype, p in recvs]
+        if with_shape is None:
+            with_shape = any(e is None for shape, _, _ in recvs for e in shape)
+        outs = []
+        for shape, dtype, p in recvs:
+            ext = [e if e is None else _scalar_arg(e, "send_recv shape") for e in shape]
+            outs.append((self._tensor(dtype, *_sized(ext, self._name())) if with_shape else
+                         self._tensor(dtype, ext), _scalar_arg(p, "send_recv peer")))
         if not sends and not outs:
             raise DefinitionError("send_recv: nothing to send or receive")
-        self._start(H.Communication("send_recv", None, None, sends=tuple(sends), recvs=tuple(outs)))
+        self._start(H.Communication("send_recv", None, None, sends=tuple(sends), recvs=tuple(outs),
+                                    with_shape=bool(with_shape)))
         return [o for o, _ in outs]
 
-    def send(self, t: Val, peer) -> None:
+    def send(self, t: Val, peer, with_shape: bool = False) -> None:
         """Send `t` to rank `peer` (waited for at the end of the enclosing block)."""
-        self.send_recv(sends=[(t, peer)])
+        self.send_recv(sends=[(t, peer)], with_shape=with_shape)
 
     def recv(self, shape, dtype: DataType, peer) -> Val:
+        """A tensor from rank `peer`; a None extent in `shape` comes from the
+        sender (which sends `with_shape=True`)."""
         return self.send_recv(recvs=[(shape, dtype, peer)])[0]
 
     def wait(self, t) -> None:

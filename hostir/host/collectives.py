@@ -13,6 +13,7 @@ from ..dist.communicator import Communicator
 from ..dist.layout import interleave
 from ..dist.torch_backend import check_op
 from ..ir.errors import ExecutionError
+from . import ir as H
 from .ir import program_text
 
 
@@ -50,6 +51,9 @@ def start_collective(s, env, peer=None, recv_shapes=None) -> None:
         if s.input is not None:
             _blocks(s, env[s.input], _team(s, comm)[1])
         env[_key(s)] = _start_reduce_blocks(s, env, comm, tuple(recv_shapes[0]))
+        return
+    if s.kind == "broadcast" and s.with_shape:
+        _start_shaped_broadcast(s, env, comm, peer, recv_shapes[0])
         return
     check_op(s.op)
     x = env[s.input]
@@ -153,13 +157,60 @@ def _team(s, comm: Communicator):
     return comm.team(ranks), len(ranks)
 
 
-def make_teams(mesh, comm: Communicator) -> None:
-    """Every team of every mesh dimension, made by every rank in the same order
-    (torch.distributed makes groups collectively), before any is used."""
-    for m in range(mesh.ndim):
+def make_teams(body, comm: Communicator) -> None:
+    """Every team of every (mesh, mesh dim) the statements' communication runs
+    on (each rank's and the others'), made by every rank in the same order
+    (torch.distributed makes groups collectively) before any is used: every
+    rank builds the same program, so the order is the program's."""
+    for mesh, m in _teams_of(body, []):
         for ranks in mesh.teams(m):
             if list(ranks) != list(range(comm.size())):
                 comm.team(ranks)
+
+
+def _teams_of(body, out: list) -> list:
+    for s in body:
+        if isinstance(s, H.Communication) and s.team is not None and s.team not in out:
+            out.append(s.team)
+        _teams_of(getattr(s, "body", ()), out)
+    return out
+
+
+def _shape_of(x: torch.Tensor) -> torch.Tensor:
+    return torch.tensor(list(x.shape), dtype=torch.int64, device=x.device)
+
+
+def _received(s, out, got, known, env) -> list[int]:
+    """The shape `got` (a received header) of output `out`, checked against the
+    extents known here, its sized extents bound in `env`."""
+    shape = [int(n) for n in got.tolist()]
+    for d, (n, k) in enumerate(zip(shape, known)):
+        if k is not None and k != n:
+            raise ExecutionError(f"{s.kind} -> {out!r}: dim {d} arrives with extent {n}, but it is "
+                                 f"{k} here (the ranks disagree on the tensor's shape)")
+    for d, leaf in H.sized_extents(out):
+        env[leaf] = shape[d]
+    return shape
+
+
+def _start_shaped_broadcast(s, env, comm: Communicator, root: int, known) -> None:
+    """A broadcast whose root alone holds the input: its shape first, then the data."""
+    team, size = _team(s, comm)
+    if not 0 <= root < size:
+        raise ExecutionError(f"broadcast of {s.input!r}: root {root} is not a rank of {size}")
+    here = comm.rank() if team is None else s.team[0].coordinates(comm.rank())[s.team[1]]
+    if here == root:
+        x = env[s.input]
+        header = _shape_of(x)
+    else:
+        header = torch.empty(s.output.ndim, dtype=torch.int64, device=env.device)
+    comm.broadcast(header, root, team).wait()
+    shape = _received(s, s.output, header, known, env)
+    if here == root:
+        out = x.clone(memory_format=torch.contiguous_format)
+    else:
+        out = torch.empty(shape, dtype=s.output.dtype.torch, device=env.device)
+    env[_key(s)] = (comm.broadcast(out, root, team), [(s.output, lambda: out)])
 
 
 def _start_p2p(s, env, comm: Communicator, recv_shapes) -> None:
@@ -169,9 +220,15 @@ def _start_p2p(s, env, comm: Communicator, recv_shapes) -> None:
         peer = env.scalar(peer)
         _check_peer("send", peer, size, comm)
         sends.append((env[t], peer))
-    for (out, peer), shape in zip(s.recvs, recv_shapes):
-        peer = env.scalar(peer)
-        _check_peer("recv", peer, size, comm)
+    peers = [env.scalar(peer) for _, peer in s.recvs]
+    for p in peers:
+        _check_peer("recv", p, size, comm)
+    if s.with_shape:  # the shapes first, in a group of their own (every rank sends before it waits)
+        headers = [torch.empty(out.ndim, dtype=torch.int64, device=env.device) for out, _ in s.recvs]
+        comm.send_recv([(_shape_of(t), p) for t, p in sends], list(zip(headers, peers))).wait()
+        recv_shapes = [_received(s, out, h, known, env)
+                       for (out, _), h, known in zip(s.recvs, headers, recv_shapes)]
+    for (out, _), peer, shape in zip(s.recvs, peers, recv_shapes):
         buf = torch.empty(shape, dtype=out.dtype.torch, device=env.device)
         recvs.append((buf, peer))
         results.append((out, lambda buf=buf: buf))

@@ -26,7 +26,6 @@ from ..ir.printer import Namer, fusion_text, type_text
 from ..ir.rewrite import substitute
 from .builder import HostProgram, _output_extents, _subst
 from .cache import FusionCache
-from .collectives import make_teams
 
 
 class PieceLaunch:
@@ -128,9 +127,7 @@ class DistributedFusion:
         else:
             self._wants_ring = False
         self.comm = Communicator.instance()
-        _check_mesh(self.prop.mesh, self.comm)
-        if self.prop.mesh is not None:
-            make_teams(self.prop.mesh, self.comm)
+        _check_mesh(self.prop.mesh, self.comm)  # (its teams: made when the program first runs)
         self.pieces: list[PieceLaunch] = []
         self._rings = 0
         self._copies: dict = {}

@@ -17,7 +17,7 @@ from ..ir.node import Op, Val
 from ..ir.scalar import apply_scalar
 from . import ir as H
 from . import tracing
-from .collectives import peer_block, push_block, start_collective, wait_collective
+from .collectives import peer_block, push_block, start_collective, wait_collective, world
 from .context import RunContext
 from .streams import StreamPool
 
@@ -48,6 +48,13 @@ def compile_scalar(v) -> Callable[[RunContext], object]:
 def _shape(v: Val):
     fs = [compile_scalar(a.extent) for a in v.logical]
     return lambda env: [f(env) for f in fs]
+
+
+def _known_shape(v: Val):
+    """`v`'s shape with None for each extent a received shape binds (H.sized_extents)."""
+    sized = {d for d, _ in H.sized_extents(v)}
+    fs = [None if d in sized else compile_scalar(a.extent) for d, a in enumerate(v.logical)]
+    return lambda env: [None if f is None else f(env) for f in fs]
 
 
 class Compiler:
@@ -99,6 +106,11 @@ class Compiler:
                 body(env)
             env.pop(index, None)
         return run
+
+    def _OnRanks(self, s: H.OnRanks) -> Closure:
+        if world()[1] not in s.ranks:
+            return lambda env: None
+        return self.block(s.body)
 
     def _SetCurrentStream(self, s: H.SetCurrentStream) -> Closure:
         k = compile_scalar(s.stream)
@@ -189,9 +201,9 @@ class Compiler:
 
     def _Communication(self, s: H.Communication) -> Closure:
         peer = compile_scalar(s.peer) if s.peer is not None else (lambda env: None)
-        shapes = [_shape(out) for out, _ in s.recvs]
-        if s.kind == "reduce_scatter_blocks":
-            shapes = [_shape(s.output)]
+        shapes = [_known_shape(out) for out, _ in s.recvs]
+        if s.kind == "reduce_scatter_blocks" or (s.kind == "broadcast" and s.with_shape):
+            shapes = [_known_shape(s.output)]
         return lambda env: start_collective(s, env, peer(env), [f(env) for f in shapes])
 
     def _Wait(self, s: H.Wait) -> Closure:

@@ -42,7 +42,7 @@ def has_communication(body) -> bool:
     for s in body:
         if isinstance(s, (H.Communication, H.Wait)):
             return True
-        if isinstance(s, H.ForLoop) and has_communication(s.body):
+        if isinstance(s, (H.ForLoop, H.OnRanks)) and has_communication(s.body):
             return True
     return False
 
@@ -76,6 +76,8 @@ def work_items(body) -> int:
             n += 1
         elif isinstance(s, H.ForLoop):
             n += 2
+        elif isinstance(s, H.OnRanks):
+            n += work_items(s.body)
     return n
 
 

@@ -9,12 +9,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..ir.node import Val
+from ..ir.dtypes import DataType
+from ..ir.node import Op, Val
 from ..ir.printer import Namer, scalar_text, type_text
 
 
 class Stmt:
     __slots__ = ()
+
+
+def sized_extent(tensor_name: str, d: int) -> Val:
+    """An extent that a communication `with_shape` binds from the shape it receives."""
+    return Val(Op.SCALAR_INPUT, DataType.Int, arg=("sized", tensor_name, d), name=f"{tensor_name}_n{d}")
+
+
+def sized_extents(t: Val) -> list[tuple[int, Val]]:
+    """(dim, leaf) of each of `t`'s extents that is bound from a received shape."""
+    return [(d, a.extent) for d, a in enumerate(t.logical) if a.extent.op is Op.SCALAR_INPUT
+            and isinstance(a.extent.arg, tuple) and a.extent.arg[:1] == ("sized",)]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -33,6 +45,16 @@ class ForLoop(Stmt):
     start: Val
     stop: Val
     step: Val
+    body: tuple
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class OnRanks(Stmt):
+    """`body` runs only on the ranks in `ranks` (sorted global ranks; other ranks
+    skip it): a pipeline stage's work on its mesh. A value defined inside exists
+    only on those ranks; communication started inside is waited for inside."""
+
+    ranks: tuple
     body: tuple
 
 
@@ -81,6 +103,10 @@ class Communication(Stmt):
     recvs: tuple = ()
     team: tuple | None = None  # (mesh, mesh dim): among the ranks along it; None: all ranks
     into: bool = False         # `output` is an existing buffer (a view) the result is written to
+    # the shape travels first (a broadcast's from its root, a send_recv's with each
+    # transfer): the outputs' extents that are not constants are `sized` leaves bound
+    # from it, and a broadcast's input is read on its root alone
+    with_shape: bool = False
 
     @property
     def outputs(self) -> tuple:
@@ -151,6 +177,16 @@ class HostIR:
     inputs: tuple
     body: tuple
     outputs: tuple
+    # per input / output, the ranks that hold it (None: every rank); a rank outside
+    # an input's passes any tensor there, and gets an empty one for such an output
+    input_ranks: tuple = ()
+    output_ranks: tuple = ()
+
+    def ranks_of_input(self, i: int):
+        return self.input_ranks[i] if self.input_ranks else None
+
+    def ranks_of_output(self, i: int):
+        return self.output_ranks[i] if self.output_ranks else None
 
     def __str__(self) -> str:
         return program_text(self)
@@ -175,6 +211,9 @@ def stmt_lines(stmt: Stmt, namer: Namer, indent: str) -> list[str]:
         head = f"{indent}for {n(stmt.index)} in range({_s(stmt.start, n)}, {_s(stmt.stop, n)}{step}):"
         body = [line for s in stmt.body for line in stmt_lines(s, n, indent + "  ")]
         return [head] + (body or [f"{indent}  pass"])
+    if isinstance(stmt, OnRanks):
+        body = [line for s in stmt.body for line in stmt_lines(s, n, indent + "  ")]
+        return [f"{indent}on ranks {list(stmt.ranks)}:"] + (body or [f"{indent}  pass"])
     if isinstance(stmt, SetCurrentStream):
         return [f"{indent}set_current_stream({_s(stmt.stream, n)})"]
     if isinstance(stmt, Synchronize):
@@ -221,7 +260,8 @@ def _comm_text(c: Communication, n) -> str:
     if c.kind == "send_recv":
         sends = ", ".join(f"{n(t)} to {_s(p, n)}" for t, p in c.sends)
         recvs = ", ".join(f"{n(o)} {type_text(o, n)} from {_s(p, n)}" for o, p in c.recvs)
-        return f"start send_recv(send [{sends}], recv [{recvs}])"
+        shape = ", with shapes" if c.with_shape else ""
+        return f"start send_recv(send [{sends}], recv [{recvs}]{shape})"
     extra = []
     if c.kind in ("allgather", "reduce_scatter", "all_to_all") or (
             c.kind == "reduce_scatter_blocks" and c.input is not None):
@@ -236,6 +276,8 @@ def _comm_text(c: Communication, n) -> str:
         extra.append(f"root={_s(c.peer, n)}")
     if c.team is not None:
         extra.append(f"team={c.team[0]!r}[dim {c.team[1]}]")
+    if c.with_shape:
+        extra.append("with shape")
     args = ", ".join(([f"blocks of {n(c.input)}" if c.kind == "reduce_scatter_blocks" else n(c.input)]
                       if c.input is not None else []) + extra)
     if c.into:
@@ -244,12 +286,18 @@ def _comm_text(c: Communication, n) -> str:
     return f"{lhs}start {c.kind}({args})"
 
 
+def _on(ranks) -> str:
+    return "" if ranks is None else f" on ranks {list(ranks)}"
+
+
 def program_text(prog: HostIR, namer: Namer | None = None) -> str:
     namer = namer or Namer()
-    ins = ", ".join(f"{namer(v)} {type_text(v, namer)}" for v in prog.inputs)
+    ins = ", ".join(f"{namer(v)} {type_text(v, namer)}{_on(prog.ranks_of_input(i))}"
+                    for i, v in enumerate(prog.inputs))
     lines = [f"host_program({ins}) {{"]
     for s in prog.body:
         lines += stmt_lines(s, namer, "  ")
-    lines.append(f"  return {', '.join(namer(v) for v in prog.outputs)}")
+    outs = ", ".join(f"{namer(v)}{_on(prog.ranks_of_output(i))}" for i, v in enumerate(prog.outputs))
+    lines.append(f"  return {outs}")
     lines.append("}")
     return "\n".join(lines)
