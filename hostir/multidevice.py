@@ -7,7 +7,7 @@ import torch
 
 from .dist.communicator import Communicator
 from .dist.layout import part_of
-from .dist.mesh import DeviceMesh, ParallelType, Partial, Placement, Replicate, Shard
+from .dist.mesh import DeviceMesh, ParallelType, Partial, Placement, Replicate, Shard, placeholder
 from .dist.sharding import LoopDomain
 from .ir.errors import DefinitionError, UnsupportedError
 
@@ -39,12 +39,17 @@ class IterDomain:
 def shard_tensor(t: torch.Tensor, tv) -> torch.Tensor:
     """This rank's shard of the whole tensor `t` as the annotated fusion tensor
     `tv` (a handle from the definition) lays it out: its splits replayed, each
-    device-parallel part taken at this rank's coordinate."""
+    device-parallel part taken at this rank's coordinate. On a rank outside
+    `tv`'s mesh: a placeholder (an empty tensor of `t`'s dtype and number of
+    dims), what such a rank passes for `tv`."""
     sharding = tv.fd._sharding_of(tv.val)
+    rank = Communicator.instance().rank()
+    if sharding.mesh is not None and not sharding.mesh.has(rank):
+        return placeholder(t)
     if sharding.is_replicated:
         return t.contiguous()
     shape = sharding.mesh.shape
-    coords = sharding.mesh.coordinates(Communicator.instance().rank())
+    coords = sharding.mesh.coordinates(rank)
     for d in sorted({d for d, _ in sharding.dims}):
         n = sharding.parts(d)
         if t.shape[d] % n:
@@ -118,4 +123,4 @@ def _placements(j: int, sh, mesh: DeviceMesh) -> list:
 
 
 __all__ = ["Communicator", "DeviceMesh", "IterDomain", "ParallelType", "Partial", "Placement",
-           "Replicate", "Shard", "dtensor_execute", "shard_tensor"]
+           "Replicate", "Shard", "dtensor_execute", "placeholder", "shard_tensor"]

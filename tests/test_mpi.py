@@ -82,6 +82,16 @@ def test_stream_pipelined_fusions(n, backend, chunks):
     _ok(proc, n, f"all pipelined fusions ok ({n} ranks)")
 
 
+@pytest.mark.parametrize("n,backend", [(2, "torch"), (2, "mpi"), (4, "torch")])
+def test_tensors_on_different_meshes(n, backend):
+    """Pipeline stages: send/recv, broadcast, stages sharded alike, an MLP across
+    tensor-parallel stages, ranks outside a mesh (the programs' text compared
+    across ranks, every call's inputs checked)."""
+    proc = run_mpi(n, "tests/mpi/meshes.py", env={"HOSTIR_COMM_BACKEND": backend,
+                                                  "HOSTIR_CHECK_PROGRAM": "1", "HOSTIR_DEBUG": "verify"})
+    _ok(proc, n, f"all mesh programs ok ({'gloo' if backend == 'torch' else 'mpi'}, {n} ranks)")
+
+
 @pytest.mark.parametrize("program", ["launch/mlp.py", "launch/allgather_linear.py",
                                      "launch/linear_reduce_scatter.py"])
 def test_launch_programs(program):

@@ -46,6 +46,7 @@ def test_dims_swapped_between_mesh_dims_are_gathered_and_sliced():
 
 # ---------------------------------------------------------------- layouts
 from hostir import DataType, DefinitionError, FusionDefinition, ParallelType, UnsupportedError  # noqa: E402
+from hostir.multidevice import Replicate, Shard  # noqa: E402
 from hostir.dist.layout import Layout, interleave, take  # noqa: E402
 
 X, Y = ParallelType.mesh_x, ParallelType.mesh_y
@@ -127,3 +128,93 @@ def test_rfactor_takes_reduction_axes_and_its_annotations_leave_the_plan_alone()
     assert fd._sharding_of(out.val).is_replicated  # the output's own annotation is unchanged
     with pytest.raises(UnsupportedError, match="merge of loop axes"):
         out.merge(0)
+
+
+# ---------------------------------------------------------------- several meshes
+from hostir.dist.meshes import MeshMove, between_meshes, check_meshes, mesh_ranks  # noqa: E402
+from hostir.dist.propagate import assign_meshes, propagate  # noqa: E402
+from hostir.dist.sharding import Sharding  # noqa: E402
+
+A1, B1 = DeviceMesh([0]), DeviceMesh([1])
+A2, B2 = DeviceMesh([0, 1]), DeviceMesh([2, 3])
+
+
+def test_meshes_of_one_shape_move_rank_for_rank_without_a_gather():
+    assert between_meshes(Sharding(A1), Sharding(B1)) == \
+        MeshMove([], Sharding(A1), ("send_recv", 1), Sharding(B1), [])
+    assert between_meshes(sh(A2, 0), sh(B2, 0)) == MeshMove([], sh(A2, 0), ("send_recv", 2), sh(B2, 0), [])
+    assert between_meshes(sh(B2, 1), sh(A2, 1)).move == ("send_recv", -2)
+    # another placement on the consumer: resharded on the producer's mesh first, then sent
+    assert between_meshes(sh(A2, 0), sh(B2, None)).before == [("allgather", 0, 0)]
+    assert between_meshes(sh(A2, None), sh(B2, 1)).before == [("slice", 0, 1)]
+    assert between_meshes(sh(A2, ("partial", "sum")), sh(B2, None)).before == [("allreduce", 0, "sum")]
+    two_d = DeviceMesh([[4, 5], [6, 7]])
+    assert between_meshes(sh(MESH2, 0, 1), sh(two_d, 0, 1)) == \
+        MeshMove([], sh(MESH2, 0, 1), ("send_recv", 4), sh(two_d, 0, 1), [])
+
+
+def test_meshes_of_other_shapes_move_whole_by_broadcast_from_one_rank():
+    move = between_meshes(Sharding(A1), sh(MESH1, 1))
+    assert move == MeshMove([], Sharding(A1), ("broadcast", 0, (0, 1, 2, 3)), Sharding(MESH1),
+                            [("slice", 0, 1)])
+    # the root is a producer rank that is also a consumer where there is one: a smaller team
+    move = between_meshes(sh(A2, 0), Sharding(DeviceMesh([1, 2, 3])))
+    assert move.before == [("allgather", 0, 0)] and move.move == ("broadcast", 1, (1, 2, 3))
+    assert "broadcast from rank 1 to ranks [1, 2, 3]" in move.describe()
+
+
+def test_a_consumer_within_the_producers_ranks_needs_no_move():
+    move = between_meshes(sh(MESH1, ("partial", "sum")), Sharding(B1))
+    assert move == MeshMove([("allreduce", 0, "sum")], Sharding(MESH1), None, Sharding(B1), [])
+    # the same ranks in another shape
+    assert between_meshes(sh(MESH1, 0), sh(MESH2, None, 0)).move is None
+
+
+def test_meshes_the_job_cannot_run_are_named():
+    check_meshes([A2, B2], 4, lambda m: "T0")
+    with pytest.raises(DefinitionError, match=r"T0 is on DeviceMesh\(\[2, 3\]\), but ranks 2, 3 are "
+                                              r"not in this job of 2 ranks \(0\.\.1\)"):
+        check_meshes([A2, B2], 2, lambda m: "T0")
+    with pytest.raises(UnsupportedError, match="consecutive in row-major order"):
+        check_meshes([DeviceMesh([1, 0])], 2, lambda m: "T0")
+    assert mesh_ranks(A2, 2) is None and mesh_ranks(A2, 4) == (0, 1) and mesh_ranks(None, 4) is None
+
+
+def stages():
+    """x (no mesh) + w on A2, then * 2 on B2, then + y (no mesh)."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([4, 6], dtype=DataType.Float)
+        w = fd.define_tensor([4, 6], dtype=DataType.Float, mesh=A2, placements=[Shard(1)])
+        y = fd.define_tensor([4, 6], dtype=DataType.Float)
+        a = fd.ops.add(x, w)
+        b = fd.ops.mul(a, 2.0)
+        c = fd.ops.add(b, y)
+        fd.add_output(c)
+        b.set_device_mesh(B2)
+    return fd, (x, w, y, a, b, c)
+
+
+def test_each_tensor_takes_its_annotations_mesh_else_its_operands_else_its_first_consumers():
+    fd, tvs = stages()
+    meshes = assign_meshes(fd.ir(), fd._annotations())
+    assert [meshes[id(t.val)] for t in tvs] == [A2, A2, B2, A2, B2, B2]
+
+
+def test_a_node_takes_shardings_only_from_operands_on_its_own_mesh():
+    fd, (x, w, y, a, b, c) = stages()
+    prop = propagate(fd.ir(), fd._annotations())
+    assert prop.mesh is None and prop.meshes == [A2, B2]
+    assert prop.computed[a.val] == sh(A2, 1)        # w's sharding, on A2
+    assert prop.computed[b.val] == Sharding(B2)      # a is on another mesh: nothing from it
+    assert prop.needs[(b.val, 0)] == Sharding(B2)    # read whole there: a crosses from A2
+    assert between_meshes(prop.computed[a.val], prop.needs[(b.val, 0)]).before == [("allgather", 0, 1)]
+
+
+def test_shard_tensor_outside_the_mesh_gives_a_placeholder():
+    from hostir.multidevice import placeholder, shard_tensor
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([4, 6], dtype=DataType.Float, mesh=B1, placements=[Replicate()])
+        fd.add_output(x)
+    got = shard_tensor(torch.ones(4, 6, dtype=torch.float64), x)  # this process is rank 0
+    assert got.shape == (0, 0) and got.dtype == torch.float64
+    assert B1.shard_tensor(torch.ones(4), 0).shape == (0,) and placeholder(torch.tensor(1.0)).shape == (0,)

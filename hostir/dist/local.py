@@ -3,7 +3,8 @@
 Propagation gives every tensor the sharding it is computed in and every
 operand the sharding it is read in. A node whose operands come in the
 sharding its producer computed them in joins its producer's piece; one that
-needs a reshard (communication) starts a later piece. Each piece is an
+needs a reshard (communication) starts a later piece. Pieces never mix meshes:
+the nodes of one level on different meshes (pipeline stages) are a piece each. Each piece is an
 ordinary fusion over local shards, made by re-running each node's op rule on
 local operands: its tensor inputs are (global tensor, sharding) pairs the
 host program provides, its scalar inputs the fusion's scalar inputs and the
@@ -51,12 +52,12 @@ class Piece:
     scalar_inputs: list          # global scalar leaf Val per local scalar input, in order
     outputs: list                # (global tensor Val, Sharding) per output
     input_order: list = field(default_factory=list)  # ("tensor" | "scalar", index) per input
+    mesh: object = None          # the mesh it runs on (every node of a piece is on one)
 
 
 class _PieceBuilder:
     def __init__(self, prop: Propagation):
         self.prop = prop
-        self.mesh = prop.mesh
         self.inputs: list[Val] = []
         self.order: list = []
         self.tensor_keys: list = []
@@ -146,4 +147,4 @@ def build_piece(nodes: list[Val], prop: Propagation, wanted: set) -> Piece:
     outs = [(v, prop.computed[v]) for v in nodes if id(v) in wanted]
     fusion = Fusion(tuple(b.inputs), tuple(Output(b.computed[id(v)]) for v, _ in outs))
     verify(fusion)
-    return Piece(fusion, b.tensor_keys, b.scalar_leaves, outs, b.order)
+    return Piece(fusion, b.tensor_keys, b.scalar_leaves, outs, b.order, prop.computed[nodes[0]].mesh)

@@ -85,6 +85,21 @@ class DeviceMesh:
     def __repr__(self) -> str:
         return f"DeviceMesh({self.devices.tolist()})"
 
+    @property
+    def first(self) -> int:
+        """The mesh's first rank (its origin: coordinates count from it)."""
+        return self.ranks[0]
+
+    @property
+    def is_consecutive(self) -> bool:
+        """Whether the ranks are `first, first + 1, ...` in row-major order (a
+        rank's coordinates are then arithmetic of the rank alone)."""
+        return self.ranks == list(range(self.first, self.first + self.size))
+
+    def has(self, rank: int) -> bool:
+        """nvFuser's name: whether `rank` is in the mesh."""
+        return rank in self.ranks
+
     def coordinates(self, rank: int) -> tuple[int, ...]:
         where = (self.devices == rank).nonzero()
         if where.numel() == 0:
@@ -106,8 +121,11 @@ class DeviceMesh:
     def shard_tensor(self, t: torch.Tensor, dim: int, rank: int | None = None,
                      parallel_type: ParallelType = ParallelType.mesh_x) -> torch.Tensor:
         """This rank's block of `t` along `dim`, split over the mesh dimension of
-        `parallel_type` (contiguous blocks, as `outer_split(dim, n)` gives)."""
+        `parallel_type` (contiguous blocks, as `outer_split(dim, n)` gives). On a
+        rank outside the mesh: a placeholder (see `placeholder`)."""
         rank = Communicator.instance().rank() if rank is None else rank
+        if not self.has(rank):
+            return placeholder(t)
         mdim = parallel_type.mesh_dim(self)
         n, where = self.shape[mdim], self.coordinates(rank)[mdim]
         dim = dim % t.ndim
@@ -115,6 +133,13 @@ class DeviceMesh:
             raise DefinitionError(f"shard_tensor: dim {dim} of extent {t.shape[dim]} does not split "
                                   f"into {n} equal blocks")
         return t.chunk(n, dim)[where].contiguous()
+
+
+def placeholder(t: torch.Tensor) -> torch.Tensor:
+    """What a rank outside a tensor's mesh passes for it, and gets for an output
+    on another mesh: an empty tensor of `t`'s dtype, device and number of dims
+    (shape [0, 0, ...]; a 0-dim tensor's is [0]). hostir never reads it."""
+    return torch.empty((0,) * max(t.ndim, 1), dtype=t.dtype, device=t.device)
 
 
 class Placement:

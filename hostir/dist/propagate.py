@@ -2,10 +2,13 @@
 
 See dist/sharding.py for the model. Every mesh dimension is handled on its
 own: on mesh dim m a tensor is split along one logical dim, partial, or whole.
+A fusion may use several meshes (pipeline stages): each tensor is on one
+(`assign_meshes`), and a node takes shardings only from operands on its own
+mesh; an operand on another mesh moves there (dist/meshes.py).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ..ir.errors import UnsupportedError
 from ..ir.fusion import Fusion
@@ -18,19 +21,54 @@ _PRIORITY = {Op.LINEAR: (1, 2, 0), Op.MATMUL: (1, 0)}
 
 @dataclass
 class Propagation:
-    mesh: DeviceMesh
+    mesh: DeviceMesh | None  # the fusion's one mesh (None: no mesh, or several)
     computed: dict        # tensor Val -> the sharding it is computed in
     final: dict           # tensor Val -> its sharding once its own annotation is met
     needs: dict           # (consumer Val, operand index) -> the sharding it reads the operand in
     outputs: list         # per fusion output, the sharding execute returns it in
+    meshes: list = field(default_factory=list)  # every mesh, in the order annotations name them
 
 
-def fusion_mesh(annotated: dict) -> DeviceMesh | None:
-    meshes = {s.mesh for s in annotated.values() if s.mesh is not None}
-    if len(meshes) > 1:
-        raise UnsupportedError(f"tensors on different meshes ({', '.join(map(repr, meshes))}): "
-                               f"hostir runs a fusion on one mesh")
-    return next(iter(meshes), None)
+def fusion_meshes(annotated: dict) -> list[DeviceMesh]:
+    """The distinct meshes of the annotations, in definition order."""
+    out: list[DeviceMesh] = []
+    for s in annotated.values():
+        if s.mesh is not None and s.mesh not in out:
+            out.append(s.mesh)
+    return out
+
+
+def assign_meshes(fusion: Fusion, annotated: dict) -> dict:
+    """The mesh of every tensor of `fusion` (id(Val) -> DeviceMesh or None), in
+    nvFuser's order: its annotation's, else its operands' (linear: the
+    weight's, then the bias's, then the input's; matmul: B's, then A's;
+    otherwise the first operand's that has one). An input without one takes
+    its first consumer's, and nodes still without one are computed on that;
+    whatever is left is on the first mesh the annotations name."""
+    meshes = fusion_meshes(annotated)
+    tensors = [*(v for v in fusion.inputs if v.is_tensor), *fusion.tensor_exprs()]
+    if len(meshes) <= 1:
+        return {id(v): next(iter(meshes), None) for v in tensors}
+    got = {id(v): s.mesh for v, s in annotated.items() if s.mesh is not None}
+    nodes = fusion.tensor_exprs()
+
+    def forward():
+        for v in nodes:
+            if id(v) not in got:
+                order = _PRIORITY.get(v.op, range(len(v.src)))
+                mesh = next((got[id(v.src[k])] for k in order
+                             if k < len(v.src) and id(v.src[k]) in got), None)
+                if mesh is not None:
+                    got[id(v)] = mesh
+    forward()
+    for v in fusion.inputs:
+        if v.is_tensor and id(v) not in got:
+            mesh = next((got[id(c)] for c in nodes if id(c) in got and any(s is v for s in c.src)),
+                        None)
+            if mesh is not None:
+                got[id(v)] = mesh
+    forward()
+    return {id(v): got.get(id(v), meshes[0]) for v in tensors}
 
 
 def propagate(fusion: Fusion, annotated: dict) -> Propagation:
@@ -40,15 +78,18 @@ def propagate(fusion: Fusion, annotated: dict) -> Propagation:
     # whole along it (the operands sharded there are gathered, block by block)
     streamed = {v: s.stream[0] for v, s in annotated.items() if s.stream is not None}
     annotated = {v: replace(s, stream=None) for v, s in annotated.items()}
-    mesh = fusion_mesh(annotated)
-    whole = Sharding(mesh)
+    meshes = fusion_meshes(annotated)
+    if len(meshes) > 1:  # (a stream axis alone says nothing of a mesh; refused with several)
+        annotated = {v: s for v, s in annotated.items() if s.mesh is not None}
+    mesh_of = assign_meshes(fusion, annotated)
     computed, final, needs = {}, {}, {}
     for v in fusion.inputs:
         if v.is_tensor:
-            computed[v] = final[v] = annotated.get(v, whole)
+            computed[v] = final[v] = annotated.get(v, Sharding(mesh_of[id(v)]))
     for v in fusion.tensor_exprs():
+        mesh = mesh_of[id(v)]
         operands = {k: final[s] for k, s in enumerate(v.src) if s.is_tensor}
-        c = _forward(v, operands, mesh)
+        c = _forward(v, {k: s for k, s in operands.items() if s.mesh == mesh}, mesh)
         a = annotated.get(v)
         if a is not None and v.op is not Op.RESULT:  # a result reads its tuple as computed
             c = _toward(c, a, mesh)
@@ -60,9 +101,11 @@ def propagate(fusion: Fusion, annotated: dict) -> Propagation:
             if v.op is Op.RESULT:  # a tuple of results is never resharded (its results may be)
                 needs[(v, k)] = computed[v.src[k]]
             else:
-                needs[(v, k)] = _need(v, k, operands[k], c, mesh)
+                has = operands[k] if operands[k].mesh == mesh else Sharding(mesh)
+                needs[(v, k)] = _need(v, k, has, c, mesh)
     outputs = [annotated.get(o.val, final[o.val].without_partial()) for o in fusion.outputs]
-    return Propagation(mesh, computed, final, needs, outputs)
+    return Propagation(meshes[0] if len(meshes) == 1 else None, computed, final, needs, outputs,
+                       meshes)
 
 
 def _order(v: Val, operands: dict) -> list[int]:

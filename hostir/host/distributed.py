@@ -6,7 +6,8 @@ The host program, written with the same builder users write host programs
 with, takes each rank's local shards, launches the pieces in order and puts
 the communication between them: allgather, allreduce, reduce-scatter over
 the ranks along a mesh dimension, and a rank's block of a whole tensor as a
-view (`chunk`). It returns each output as this rank's shard.
+view (`chunk`). It returns each output as this rank's shard. Tensors on
+several meshes (pipeline stages): host/meshes.py.
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from ..ir.printer import Namer, fusion_text, type_text
 from ..ir.rewrite import substitute
 from .builder import HostProgram, _output_extents, _subst
 from .cache import FusionCache
+from .meshes import MeshLowering
 
 
 class PieceLaunch:
@@ -46,21 +48,14 @@ class PieceLaunch:
         return self._cache.execute(args, device, out)
 
 
-def _check_mesh(mesh: DeviceMesh | None, comm: Communicator) -> None:
-    if mesh is None:  # no tensor has a mesh (a stream-parallel axis alone): every rank runs it all
-        return
-    want = list(range(comm.size()))
-    if mesh.ranks != want:
-        raise UnsupportedError(
-            f"{mesh} on a job of {comm.size()} ranks: hostir runs a sharded fusion on a mesh of "
-            f"every rank in rank order ({want}, in any shape)")
-
-
 def _coordinate(mesh: DeviceMesh, m: int, rank: Val) -> Val:
-    """This rank's index along mesh dim m (the mesh is ranks 0.. in row-major order)."""
+    """This rank's index along mesh dim m (the mesh's ranks are consecutive in
+    row-major order, from its first)."""
     stride = 1
     for n in mesh.shape[m + 1:]:
         stride *= n
+    if mesh.first:
+        rank = S.sub(rank, mesh.first)
     return S.scalar_op(Op.REMAINDER, S.floordiv(rank, stride), mesh.shape[m])
 
 
@@ -109,8 +104,8 @@ is the caller's): chunk i's communication overlaps chunk i-1's compute, and
 each stream's allocations are reused by every second chunk and every call."""
 
 
-class DistributedFusion:
-    """A fusion whose tensors are sharded over a mesh: propagation, the pieces
+class DistributedFusion(MeshLowering):
+    """A fusion whose tensors are sharded over meshes: propagation, the pieces
     and the host program, made once; `execute` runs the program on local shards."""
 
     def __init__(self, fusion: Fusion, annotated: dict, name: str = "fusion"):
@@ -127,7 +122,10 @@ class DistributedFusion:
         else:
             self._wants_ring = False
         self.comm = Communicator.instance()
-        _check_mesh(self.prop.mesh, self.comm)  # (its teams: made when the program first runs)
+        self._start_meshes()
+        if self.stream is not None and len(self.prop.meshes) > 1:
+            raise UnsupportedError("a stream-parallel axis in a fusion on several meshes "
+                                   f"({', '.join(map(repr, self.prop.meshes))}); not supported yet")
         self.pieces: list[PieceLaunch] = []
         self._rings = 0
         self._copies: dict = {}
@@ -163,7 +161,9 @@ class DistributedFusion:
         self.leaf_value: dict = {}
         for v in self.fusion.inputs:
             self._input(hp, v)
-        outs = self._body(name) if self.stream is None else self._pipelined(name, self.stream)
+        # one mesh of some of the job's ranks: everything in one block on them
+        with self._on(self._ranks(self.prop.mesh)):
+            outs = self._body(name) if self.stream is None else self._pipelined(name, self.stream)
         for o in outs:
             hp.add_output(o)
         return hp
@@ -210,10 +210,14 @@ class DistributedFusion:
         lvl = levels(fusion, prop)
         order = fusion.tensor_exprs()
         wanted = self._wanted(order, lvl)
+        groups = []  # per level, a piece per mesh (in the order the level first uses them)
         for level in range(max(lvl.values(), default=-1) + 1):
             nodes = [v for v in order if lvl[id(v)] == level]
+            meshes = list(dict.fromkeys(prop.computed[v].mesh for v in nodes))
+            groups += [[v for v in nodes if prop.computed[v].mesh == m] for m in meshes]
+        for k, nodes in enumerate(groups):
             piece = build_piece(nodes, prop, wanted)
-            target = PieceLaunch(piece, f"{name}_piece{level}")
+            target = PieceLaunch(piece, f"{name}_piece{k}")
             self.pieces.append(target)
             ring = self._ring_input(piece) if dests is None else None
             scatter = self._scatter_ring(piece) if dests is None and ring is None else None
@@ -234,15 +238,16 @@ class DistributedFusion:
         return dests
 
     def _launch(self, piece: Piece, target: PieceLaunch) -> list:
-        args = self._piece_args(piece)
+        args = self._piece_args(piece)  # (moved and resharded first, each on its ranks)
         keys = [(id(g), sh) for g, sh in piece.outputs]
-        if not any(k in self.dest for k in keys):
-            return self.hp.launch(target, args)
-        bufs = [self.dest.get(k) for k in keys]
-        for j, spec in enumerate(o.val for o in piece.fusion.outputs):
-            if bufs[j] is None:
-                bufs[j] = self.hp.allocate(_output_extents(spec, piece.fusion, args), spec.dtype)
-        return self.hp.launch(target, args, outputs=bufs)
+        with self._on(self._ranks(piece.mesh)):
+            if not any(k in self.dest for k in keys):
+                return self.hp.launch(target, args)
+            bufs = [self.dest.get(k) for k in keys]
+            for j, spec in enumerate(o.val for o in piece.fusion.outputs):
+                if bufs[j] is None:
+                    bufs[j] = self.hp.allocate(_output_extents(spec, piece.fusion, args), spec.dtype)
+            return self.hp.launch(target, args, outputs=bufs)
 
     def _input(self, hp: HostProgram, v: Val) -> None:
         if v.is_scalar:
@@ -254,7 +259,8 @@ class DistributedFusion:
             n = self._split(s, d)
             e = ax.extent
             shape.append(e.arg // n if e.op is Op.CONST else -1)
-        hv = hp.define_tensor(shape, v.dtype)
+        hv = hp.define_tensor(shape, v.dtype, ranks=self._ranks(s.mesh))
+        self._input_ranks(v, s.mesh)
         self.avail[(id(v), s)] = hv
         for d, ax in enumerate(v.logical):  # global extents, from this rank's shard
             if ax.extent.op is Op.EXTENT:
@@ -280,8 +286,7 @@ class DistributedFusion:
                 g, sharding = piece.tensor_inputs[i]
                 args.append(given[i] if given and i in given else self._obtain(g, sharding))
             else:
-                leaf = piece.scalar_inputs[i]
-                args.append(self.leaf_value[id(leaf)])
+                args.append(self._leaf(piece.scalar_inputs[i], piece.mesh))
         return args
 
     def _have(self, g: Val) -> Sharding:
@@ -295,11 +300,10 @@ class DistributedFusion:
         if got is None:
             have = self._have(g)
             got = self.avail[(id(g), have)]
-            steps = reshard_steps(have, want)
-            steps.sort(key=lambda st: st[0] in ("slice", "take"))  # communicate first, then take blocks
-            for n, step in enumerate(steps):
-                last = n == len(steps) - 1 and step[0] not in ("slice", "take")
-                got = self._step(got, step, into if last else None)
+            if have.mesh == want.mesh:
+                got = self._reshard(got, have, want, into)
+            else:
+                got = self._cross(g, got, have, want)
             self.avail[(id(g), want)] = got
         if into is not None and got is not into:
             got = self._copy(got, into)
@@ -318,8 +322,8 @@ class DistributedFusion:
         self.hp.launch(fd, [src], outputs=[dst])
         return dst
 
-    def _step(self, hv: Val, step: tuple, into: Val | None = None) -> Val:
-        hp, mesh = self.hp, self.prop.mesh
+    def _step(self, hv: Val, step: tuple, mesh: DeviceMesh, into: Val | None = None) -> Val:
+        hp = self.hp
         if step[0] == "gather":  # innermost mesh dim first, each rank's part laid into place
             for m, a, b in reversed(step[2].steps(mesh.shape)):
                 hv = hp.allgather(hv, step[1], team=(mesh, m), within=(a, b))
@@ -431,13 +435,18 @@ class DistributedFusion:
     # ------------------------------------------------------------ text
     def sharding_text(self) -> str:
         namer = Namer()
-        lines = [f"Sharding on {self.prop.mesh}:"]
+        several = len(self.prop.meshes) > 1
+        where = ", ".join(map(repr, self.prop.meshes)) if several else str(self.prop.mesh)
+        lines = [f"Sharding on {where}:"]
+
+        def text(s: Sharding) -> str:
+            return f"{s.describe()} on {s.mesh}" if several else s.describe()
         for v in [*[x for x in self.fusion.inputs if x.is_tensor], *self.fusion.tensor_exprs()]:
             c, f = self.prop.computed[v], self.prop.final[v]
-            extra = "" if c == f else f", then resharded to {f.describe()}"
-            lines.append(f"  {namer(v)} {type_text(v, namer)}: {c.describe()}{extra}")
+            extra = "" if c == f else f", then resharded to {text(f)}"
+            lines.append(f"  {namer(v)} {type_text(v, namer)}: {text(c)}{extra}")
         for i, s in enumerate(self.prop.outputs):
-            lines.append(f"  output {i}: returned {s.describe()}")
+            lines.append(f"  output {i}: returned {text(s)}")
         lines.append(f"{len(self.pieces)} local piece(s):")
         for p in self.pieces:
             lines.append(f"--- {p.name}")
