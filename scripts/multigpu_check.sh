@@ -23,6 +23,7 @@ run sharded_nccl scripts/mpirun.sh "$N" "$HOSTIR_PYTHON" tests/mpi/sharded.py
 run layouts_nccl scripts/mpirun.sh "$N" "$HOSTIR_PYTHON" tests/mpi/layouts.py
 run dtensors_nccl scripts/mpirun.sh "$N" "$HOSTIR_PYTHON" tests/mpi/dtensors.py
 run pipelined_nccl scripts/mpirun.sh "$N" "$HOSTIR_PYTHON" tests/mpi/pipelined.py 1 3
+run meshes_nccl env HOSTIR_CHECK_PROGRAM=1 scripts/mpirun.sh "$N" "$HOSTIR_PYTHON" tests/mpi/meshes.py
 for p in mlp allgather_linear linear_reduce_scatter; do
   run "launch_$p" scripts/mpirun.sh "$N" "$HOSTIR_PYTHON" "launch/$p.py"
 done

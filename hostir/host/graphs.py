@@ -47,13 +47,19 @@ def has_communication(body) -> bool:
     return False
 
 
+def _shapes_travel(body) -> bool:
+    return any((isinstance(s, H.Communication) and s.with_shape) or _shapes_travel(getattr(s, "body", ()))
+               for s in body)
+
+
 def capturable(body) -> bool:
     """Can a CUDA graph hold these statements? Collectives only on NCCL (their
     kernels go into the graph, and every rank replays its own in the same order
-    as an eager call would run them); gloo and MPI wait on the host."""
+    as an eager call would run them); gloo and MPI wait on the host, and so
+    does a rank that receives a shape (`with_shape`) before the data."""
     if not has_communication(body):
         return True
-    return Communicator.instance().name == "nccl"
+    return Communicator.instance().name == "nccl" and not _shapes_travel(body)
 
 
 def graph_key(params, inputs) -> tuple:
