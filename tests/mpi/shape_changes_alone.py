@@ -14,6 +14,10 @@ with FusionDefinition() as fd:
     out = fd.ops.set(inp)
     out.set_device_mesh(mesh)  # replicated: an allgather
     fd.add_output(out)
+# barriers (no timeout) keep a slow start on a loaded machine from timing out
+# the first call: only the second call's mismatch may end the job
+comm.barrier()
 fd.execute([torch.randn(2, 3)])
+comm.barrier()
 fd.execute([torch.randn(2, 3) if comm.rank() == 0 else torch.randn(2, 5)])
 print("unreachable", flush=True)
