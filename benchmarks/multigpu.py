@@ -33,6 +33,10 @@ def timed(fns: dict, comm, rounds: int = 7, reps: int = 10) -> dict:
 
 
 def collectives(comm, dev, quick: bool, sizes=None) -> list[dict]:
+    """allgather, allreduce and reduce-scatter of `nbytes` per rank (bf16):
+    hostir's host program against the raw torch.distributed call. busbw as
+    nccl-tests defines it: (d-1)/d of algbw for allgather and reduce-scatter,
+    2(d-1)/d for allreduce."""
     import torch.distributed as dist
     d = comm.size()
     rows = []
@@ -40,19 +44,31 @@ def collectives(comm, dev, quick: bool, sizes=None) -> list[dict]:
     for nbytes in sizes:
         n = nbytes // 2
         x = torch.randn(n, device=dev).bfloat16()
-        out = torch.empty(n * d, device=dev, dtype=torch.bfloat16)
-        hp = HostProgram()
-        t = hp.define_tensor([n], DataType.BFloat16)
-        hp.add_output(hp.allgather(t, 0))
-        fns = {"torch": lambda: dist.all_gather_into_tensor(out, x),
-               "hostir": lambda: hp.execute([x])}
-        ms = timed(fns, comm)
-        torch.testing.assert_close(hp.execute([x])[0], out)
-        factor = (d - 1) / d
-        for k, v in ms.items():
-            algbw = nbytes * d / (v * 1e-3) / 1e9
-            rows.append({"case": f"allgather {nbytes >> 20} MiB/rank", "who": k, "ms": v,
-                         "algbw GB/s": algbw, "busbw GB/s": algbw * factor})
+        gathered = torch.empty(n * d, device=dev, dtype=torch.bfloat16)
+        reduced = torch.empty(n, device=dev, dtype=torch.bfloat16)
+        scattered = torch.empty(n // d, device=dev, dtype=torch.bfloat16)
+        kinds = {
+            # kind: (hostir statement, torch call, its result, bytes moved per rank for algbw, busbw factor)
+            "allgather": (lambda hp, t: hp.allgather(t, 0),
+                          lambda: dist.all_gather_into_tensor(gathered, x), gathered, nbytes * d, (d - 1) / d),
+            "allreduce": (lambda hp, t: hp.allreduce(t),
+                          lambda: dist.all_reduce(reduced), reduced, nbytes, 2 * (d - 1) / d),
+            "reduce-scatter": (lambda hp, t: hp.reduce_scatter(t, 0),
+                               lambda: dist.reduce_scatter_tensor(scattered, x), scattered, nbytes, (d - 1) / d),
+        }
+        for kind, (stmt, raw, result, moved, factor) in kinds.items():
+            hp = HostProgram()
+            t = hp.define_tensor([n], DataType.BFloat16)
+            hp.add_output(stmt(hp, t))
+            fns = {"torch": raw, "hostir": lambda hp=hp: hp.execute([x])}
+            ms = timed(fns, comm)  # raw allreduce in place (no copy; its values overflow, harmlessly)
+            reduced.copy_(x)
+            raw()
+            torch.testing.assert_close(hp.execute([x])[0], result, rtol=2e-2, atol=2e-2)
+            for k, v in ms.items():
+                algbw = moved / (v * 1e-3) / 1e9
+                rows.append({"case": f"{kind} {nbytes >> 20} MiB/rank", "who": k, "ms": v,
+                             "algbw GB/s": algbw, "busbw GB/s": algbw * factor})
     return rows
 
 

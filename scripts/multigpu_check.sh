@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On a machine with several GPUs: the multi-rank programs on NCCL, one rank per GPU.
 #   scripts/multigpu_check.sh [OUT_DIR] [RANKS]   (default: $OUT or ./out; every GPU)
+# benchmarks/multigpu.py first (HOSTIR_CHECK_BENCH=0 skips it), then the correctness runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUTDIR="${1:-${OUT:-out}}"
@@ -17,6 +18,12 @@ run() {  # name, then the command (each bounded: a hang is a failure, not the en
   timeout "${HOSTIR_CHECK_TIMEOUT:-120}" "$@" > "$OUTDIR/$name.log" 2>&1 || { status=1; echo "FAILED: $name"; }
   grep -E " ok \(| ok$|matches torch|Error|error" "$OUTDIR/$name.log" | grep -v "^rank [1-9]" | tail -8
 }
+# the figures first (HOSTIR_CHECK_BENCH=0 skips them): benchmarks/multigpu.py writes multigpu.json/.md
+if [ "${HOSTIR_CHECK_BENCH:-1}" = 1 ]; then
+  HOSTIR_CHECK_TIMEOUT="${HOSTIR_BENCH_TIMEOUT:-300}" run bench_multigpu \
+    scripts/mpirun.sh "$N" "$HOSTIR_PYTHON" benchmarks/multigpu.py --out "$OUTDIR"
+  cat "$OUTDIR/multigpu.md" 2>/dev/null
+fi
 run collectives_nccl scripts/mpirun.sh "$N" "$HOSTIR_PYTHON" tests/mpi/collectives.py
 run collectives_mpi env HOSTIR_COMM_BACKEND=mpi scripts/mpirun.sh "$N" "$HOSTIR_PYTHON" tests/mpi/collectives.py
 run sharded_nccl scripts/mpirun.sh "$N" "$HOSTIR_PYTHON" tests/mpi/sharded.py
