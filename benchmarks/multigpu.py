@@ -61,6 +61,11 @@ def collectives(comm, dev, quick: bool, sizes=None) -> list[dict]:
             t = hp.define_tensor([n], DataType.BFloat16)
             hp.add_output(stmt(hp, t))
             fns = {"torch": raw, "hostir": lambda hp=hp: hp.execute([x])}
+            if kind == "allreduce":  # as the raw call: in place on a buffer of the caller's
+                inplace, buf = HostProgram(), x.clone()
+                b = inplace.define_tensor([n], DataType.BFloat16)
+                inplace.add_output(inplace.allreduce(b, out=b))
+                fns["hostir, in place"] = lambda: inplace.execute([buf])
             ms = timed(fns, comm)  # raw allreduce in place (no copy; its values overflow, harmlessly)
             reduced.copy_(x)
             raw()

@@ -1132,7 +1132,9 @@ def test_chunk_loop_writes_chunks_in_place():
 @pytest.mark.parametrize("kind", ["pointwise", "reduction"])
 def test_repeated_calls_replay_a_cuda_graph(kind):
     """The third call with the same inputs is captured, later ones replay it;
-    each reads the inputs' current contents and returns fresh outputs."""
+    each reads the inputs' current contents. Every output is kept here, so each
+    replay needs a graph whose outputs nobody holds: calls 3-5 capture one each
+    (ROTATION), call 6 runs eagerly, and no result is overwritten."""
     cases = [(seed001_program(slice_row_fusion(True, True), True), lambda: [rand_float(7, 5)],
               lambda x: expected_rows(x, range(7), True)),
              (chunk_program(chunk_fusion(kind), kind, "scalar", 3),
@@ -1148,7 +1150,7 @@ def test_repeated_calls_replay_a_cuda_graph(kind):
             kept.append((out, fresh))
         torch.cuda.synchronize()
         assert hp._graphs.error is None, hp._graphs.error
-        assert hp._graphs.replays == 4
+        assert hp._graphs.replays == 3 and hp._graphs.count == 3
         for out, fresh in kept:  # earlier results are not overwritten by later replays
             if expect is not None:
                 torch.testing.assert_close(out.cpu(), expect(fresh))
@@ -1157,6 +1159,41 @@ def test_repeated_calls_replay_a_cuda_graph(kind):
                 owner = (torch.arange(10) // chunk).to(torch.float32)[:, None]
                 assert_equal(out.cpu(), fresh * 2 + owner)
         assert len({o.data_ptr() for o, _ in kept}) == len(kept)
+
+
+@pytest.mark.gpu
+def test_graph_replay_hands_out_its_pool_once_the_caller_lets_go():
+    """Outputs a replay returns live on the graph's pool, not copied out: a
+    loop that drops each result replays one graph into the same memory; one
+    that holds the last result (`out = f(x)` holds it during the next call)
+    alternates between two graphs; a view kept of an old result keeps that
+    graph from being replayed, and the held values stay intact."""
+    hp = seed001_program(slice_row_fusion(True, True), True)
+    x = rand_float(7, 5).cuda()
+    ptrs = []
+    for _ in range(6):
+        fresh = rand_float(7, 5)
+        x.copy_(fresh.cuda())
+        ptrs.append(hp.execute([x])[0].data_ptr())  # dropped at once
+    assert hp._graphs.replays == 4 and hp._graphs.count == 1, (hp._graphs.replays, hp._graphs.count)
+    assert len(set(ptrs[2:])) == 1  # one pool buffer, never copied out
+    hp = seed001_program(slice_row_fusion(True, True), True)
+    out = None
+    seen, held = [], []
+    for i in range(8):
+        fresh = rand_float(7, 5)
+        x.copy_(fresh.cuda())
+        (out,) = hp.execute([x])
+        seen.append(out.data_ptr())
+        if i == 3:
+            held.append((out[1:], fresh))  # a view of call 4's result, kept
+    torch.cuda.synchronize()
+    assert hp._graphs.error is None
+    assert hp._graphs.count == 3  # A, B, then C while B's result is viewed
+    assert len(set(seen[2:])) == 3
+    assert_equal(out.cpu(), expected_rows(fresh, range(7), True))
+    for view, f in held:
+        assert_equal(view.cpu(), expected_rows(f, range(7), True)[1:])
 
 
 @pytest.mark.gpu

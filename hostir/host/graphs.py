@@ -9,8 +9,14 @@ graph: one graph launch instead of one Python launch per kernel.
 
 What a replay returns is what an eager call would: an output that is an
 input is the caller's tensor; a view of an input is a new view of the same
-memory; an output the program allocated is copied out of the graph's memory
-pool into a fresh tensor (a later replay writes the pool again).
+memory; an output the program allocated is a new tensor on the graph's memory
+pool, which a later replay of that graph writes again. So a graph is replayed
+only once the caller has let go of what its last replay returned (no tensor
+or view of it alive: the storage's use count tells); while the caller holds
+it, another graph of the same key is captured (up to ROTATION a key) or the
+call runs eagerly. Nothing is copied out of a pool: a training loop that
+drops each step's outputs replays one graph; one that keeps the last step's
+alternates between two.
 
 Programs with collectives are captured only on NCCL; programs that failed to
 capture once are not captured again (the error is kept in `error`). HOSTIR_DISABLE=cuda_graphs turns
@@ -33,9 +39,10 @@ from . import ir as H
 from . import tracing
 
 CAPTURE_AFTER = 2   # eager runs of a key before its next call is captured
-MAX_GRAPHS = 4      # graphs kept per program (each holds its memory pool)
+MAX_GRAPHS = 6      # graphs kept per program (each holds its memory pool)
+ROTATION = 3        # graphs per key (a replay needs one whose outputs the caller let go)
 MAX_SEEN = 64       # keys counted per program
-CLONE_LIMIT = 64 << 20  # bytes of allocated outputs a replay may copy out
+_use_count = getattr(torch._C, "_storage_Use_Count", None)  # torch's: tensors on a storage
 
 
 def has_communication(body) -> bool:
@@ -89,21 +96,27 @@ def work_items(body) -> int:
 
 class GraphCache:
     def __init__(self, body):
-        # one launch or collective: a replay saves no host time, yet copies the output
-        # (and under HOSTIR_TRACE each launch is traced as it runs: no replay)
-        self.enabled = capturable(body) and work_items(body) > 1 and tracing.tracer() is None
+        # a program of one launch: a replay saves no host time; a single collective's
+        # replay does (its Python call costs more than a graph launch). Under
+        # HOSTIR_TRACE each launch is traced as it runs: no replay.
+        self.enabled = (capturable(body) and (work_items(body) > 1 or has_communication(body))
+                        and tracing.tracer() is None)
         self.nvtx = config.enabled("nvtx")
         self.error: BaseException | None = None
         self.seen: dict[tuple, int] = {}
-        self.graphs: dict[tuple, tuple] = {}
-        self.too_big: set = set()  # keys whose outputs cost more to copy out than a replay saves
+        self.graphs: dict[tuple, list] = {}  # key -> [(graph, outputs)], ROTATION at most
+        self.count = 0
         self.replays = 0
 
     def replay(self, key: tuple, inputs) -> list | None:
-        got = self.graphs.get(key)
-        if got is None:
-            return None
-        graph, outs = got
+        """Replay a graph of `key` whose last outputs nobody holds; None when
+        there is none (the caller captures another or runs eagerly)."""
+        for graph, outs in self.graphs.get(key, ()):
+            if _released(outs):
+                return self._replay(graph, outs, inputs)
+        return None
+
+    def _replay(self, graph, outs, inputs) -> list:
         if self.nvtx:
             torch.cuda.nvtx.range_push("hostir: graph replay")
         try:
@@ -115,9 +128,13 @@ class GraphCache:
         return [_result(kind, x, inputs) for kind, x in outs]
 
     def wants_capture(self, key: tuple) -> bool:
-        """Counts an eager run of `key`; True when this call should be captured."""
-        if not self.enabled or len(self.graphs) >= MAX_GRAPHS or key in self.too_big:
+        """Counts an eager run of `key`; True when this call should be captured
+        (its third, or a call whose graphs all have outputs still held)."""
+        if not self.enabled or self.count >= MAX_GRAPHS:
             return False
+        held = self.graphs.get(key)
+        if held:
+            return len(held) < ROTATION
         n = self.seen.get(key, 0)
         if n >= CAPTURE_AFTER:
             return True
@@ -125,19 +142,6 @@ class GraphCache:
             self.seen.clear()
         self.seen[key] = n + 1
         return False
-
-    def note_outputs(self, key: tuple, outputs, inputs) -> None:
-        """After an eager run: a replay copies the outputs the program allocated out
-        of the graph's pool; where that copy would take longer than a replay saves
-        on the host (CLONE_LIMIT bytes, about 40 us at H100/H200 bandwidth), the
-        key is never captured."""
-        ptrs = {a.untyped_storage().data_ptr() for a in inputs if isinstance(a, torch.Tensor)}
-        size = sum(o.numel() * o.element_size() for o in outputs
-                   if o.untyped_storage().data_ptr() not in ptrs)
-        if size > CLONE_LIMIT:
-            if len(self.too_big) >= MAX_SEEN:
-                self.too_big.clear()
-            self.too_big.add(key)
 
     def capture(self, key: tuple, run, inputs) -> list | None:
         """Capture run() (which returns the output tensors) and replay it once;
@@ -154,8 +158,29 @@ class GraphCache:
             return None
         self.seen.pop(key, None)
         outs = [_classify(o, inputs) for o in static]
-        self.graphs[key] = (graph, outs)
-        return self.replay(key, inputs)
+        del static
+        self.graphs.setdefault(key, []).append((graph, outs))
+        self.count += 1
+        # (the call's own environment still holds the outputs: replayed as captured)
+        return self._replay(graph, outs, inputs)
+
+
+def _released(outs) -> bool:
+    """Whether no tensor but ours uses the storage of a pool output (the
+    caller dropped what the last replay returned, views of it included)."""
+    if _use_count is None:  # no way to tell: every replay copies its outputs out
+        return True
+    ours: dict[int, int] = {}
+    for kind, x in outs:
+        if kind == "pool":
+            ptr = x.untyped_storage().data_ptr()
+            ours[ptr] = ours.get(ptr, 0) + 1
+    for kind, x in outs:
+        if kind == "pool":
+            storage = x.untyped_storage()  # (this handle counts once too)
+            if _use_count(storage._cdata) > ours[storage.data_ptr()] + 1:
+                return False
+    return True
 
 
 def _classify(o: torch.Tensor, inputs) -> tuple:
@@ -177,4 +202,6 @@ def _result(kind: str, x, inputs) -> torch.Tensor:
         i, shape, stride, offset = x
         a = inputs[i]
         return a.as_strided(shape, stride, a.storage_offset() + offset)
-    return x.clone()
+    if _use_count is None:
+        return x.clone()
+    return x.as_strided(x.shape, x.stride(), x.storage_offset())  # a new tensor on the pool
