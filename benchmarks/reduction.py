@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import run_suite  # noqa: E402
 
-from hostir import DataType, FusionDefinition  # noqa: E402
+from hostir import DataType, FusionDefinition, config  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from test_seed003 import eager as seed003_eager  # noqa: E402
@@ -71,6 +71,44 @@ def softmax_case(r, c):
         fd.add_output(fd.ops.cast(fd.ops.div(e, s), BF16))
     return (f"softmax bf16 {r}x{c}", fd, lambda x: torch.softmax(x.float(), 1).bfloat16(),
             lambda d: [torch.randn(r, c, device=d, dtype=torch.bfloat16)], 2 * 2 * r * c)
+
+
+def log_softmax_case(r, c):
+    """A vocabulary-sized log-softmax (a cross-entropy's): rows of r x c bf16 logits."""
+    with FusionDefinition() as fd:
+        x = fd.ops.cast(_rows(fd, BF16), F32)
+        shape = x.shape()
+        s = fd.ops.sub(x, fd.ops.broadcast_in_dim(fd.ops.max(x, [1]), shape, [0]))
+        total = fd.ops.sum(fd.ops.exp(s), [1])
+        fd.add_output(fd.ops.cast(fd.ops.sub(s, fd.ops.broadcast_in_dim(fd.ops.log(total), shape, [0])),
+                                  BF16))
+    return (f"log-softmax bf16 {r}x{c}", fd, lambda x: torch.log_softmax(x.float(), 1).bfloat16(),
+            lambda d: [torch.randn(r, c, device=d, dtype=torch.bfloat16)], 2 * 2 * r * c)
+
+
+class Planned:
+    """A FusionDefinition planned under other settings: its first call (which
+    makes the plan that later calls of the same inputs reuse) runs with config
+    `fields` (say `disable=...`), so one run times settings side by side."""
+
+    def __init__(self, fd, **fields):
+        self.fd, self.fields, self.planned = fd, fields, False
+
+    def execute(self, inputs):
+        if self.planned:
+            return self.fd.execute(inputs)
+        with config.override(**self.fields):
+            out = self.fd.execute(inputs)
+        self.planned = True
+        return out
+
+
+def without_online(case):
+    """`case` with HOSTIR_DISABLE=online_softmax: the max and the sum of
+    exp(x - max) as two passes over the row (what ran before the online form)."""
+    name, fd, eager, make_inputs, nbytes = case
+    fd = Planned(fd, disable=config.get().disable | {"online_softmax"})
+    return f"{name}, online_softmax disabled", fd, eager, make_inputs, nbytes
 
 
 def rmsnorm_case(r, c):
@@ -141,13 +179,18 @@ def cases(small: bool):
                   lambda: mean_square_case(64, 256), lambda: outer_sum_case(2, 16, 64),
                   lambda: softmax_case(64, 256), lambda: rmsnorm_case(64, 256),
                   lambda: layernorm_case(64, 256), lambda: seed003_case((2, 16, 64)),
-                  lambda: transpose_case(256, 128)]
+                  lambda: transpose_case(256, 128), lambda: softmax_case(8, 20000),
+                  lambda: without_online(softmax_case(8, 20000))]
     else:
         makers = [lambda: row_sum_case(32768, 4096), lambda: row_max_case(16384, 8192),
                   lambda: mean_square_case(16384, 8192), lambda: outer_sum_case(16, 512, 4096),
                   lambda: softmax_case(32768, 4096), lambda: rmsnorm_case(16384, 8192),
                   lambda: layernorm_case(16384, 8192), lambda: seed003_case((16, 512, 4096)),
-                  lambda: transpose_case(8192, 8192)]
+                  lambda: transpose_case(8192, 8192),
+                  # rows past what the persistent schedule holds: the online form and the passes
+                  lambda: softmax_case(4096, 32768), lambda: without_online(softmax_case(4096, 32768)),
+                  lambda: log_softmax_case(1024, 131072),
+                  lambda: without_online(log_softmax_case(1024, 131072))]
     return [make() for make in makers]
 
 

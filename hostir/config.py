@@ -20,7 +20,9 @@ HOSTIR_DISABLE   comma list of features to turn off: concretize_resize (keep sli
                  cuda_graphs (no CUDA-graph replay of repeated host program calls),
                  reduction_kernels (reduction segments through torch ops, not generated
                  kernels), tiled_transpose (pointwise kernels that transpose read
-                 without shared-memory tiles)
+                 without shared-memory tiles), online_softmax (a normalization's max and
+                 its sum of exp(x - max) stay two passes over rows the persistent
+                 schedule does not hold, not one online pass)
 HOSTIR_CACHE_DIR where compiled kernels are kept (default ~/.cache/hostir)
 HOSTIR_DEBUG     comma list of debug checks: verify (the fusion verifier around every pass
                  and stage, re-deriving each node's type; kernel-IR and host-IR checks),

@@ -154,12 +154,39 @@ template <typename T> __device__ __forceinline__ hir_vi<T> hir_ld_l2(const hir_v
   return {hir_ld_l2(&p->v), hir_ld_l2(&p->i)};
 }
 
+// The online softmax's accumulator (codegen/online.py): a row's max so far m and the
+// sum so far s of c * exp(a - m). Of two pairs, the smaller max's sum is scaled by
+// exp(its max - the greater): one exp a combine. Equal maxima scale by 1, infinite
+// ones too, so leading -inf points (a masked prefix) never make s NaN
+// (exp(-inf - -inf)); a later finite max scales what they added by exp(-inf) = 0.
+// A NaN max fails the comparison and makes the scale, so the sum, NaN.
+template <typename T> struct hir_ms { T m, s; };
+template <typename T> __device__ __forceinline__ hir_ms<T> hir_online(hir_ms<T> x, hir_ms<T> y) {
+  const bool first = x.m >= y.m;
+  const T big_m = first ? x.m : y.m, small_m = first ? y.m : x.m;
+  const T big_s = first ? x.s : y.s, small_s = first ? y.s : x.s;
+  const T e = small_m == big_m ? T(1) : hir_exp(small_m - big_m);
+  return {hir_max(x.m, y.m), big_s + small_s * e};
+}
+template <typename T> __device__ __forceinline__ T hir_online_max(hir_ms<T> a) { return a.m; }
+// The sum pass by pass: NaN where the max is infinite (a row all -inf, or with a +inf,
+// has a term exp(x - max) of inf - inf); m - m is that NaN.
+template <typename T> __device__ __forceinline__ T hir_online_sum(hir_ms<T> a) {
+  return hir_isinf(a.m) ? a.m - a.m : a.s;
+}
+template <typename T> __device__ __forceinline__ hir_ms<T> hir_ld_l2(const hir_ms<T>* p) {
+  return {hir_ld_l2(&p->m), hir_ld_l2(&p->s)};
+}
+
 // A warp shuffle of a value or of a pair (field by field).
 template <typename V> __device__ __forceinline__ V hir_shfl_xor(V v, int o, int w) {
   return __shfl_xor_sync(0xffffffffu, v, o, w);
 }
 template <typename T> __device__ __forceinline__ hir_vi<T> hir_shfl_xor(hir_vi<T> v, int o, int w) {
   return {__shfl_xor_sync(0xffffffffu, v.v, o, w), __shfl_xor_sync(0xffffffffu, v.i, o, w)};
+}
+template <typename T> __device__ __forceinline__ hir_ms<T> hir_shfl_xor(hir_ms<T> v, int o, int w) {
+  return {__shfl_xor_sync(0xffffffffu, v.m, o, w), __shfl_xor_sync(0xffffffffu, v.s, o, w)};
 }
 
 // ---------------------------------------------------------------- complex numbers

@@ -191,14 +191,20 @@ def apply_op(fd, data, items: list[Item], kind: str) -> Item | None:
             return Item(fd.ops.sum(it.h, dims=dims, keepdim=keep),
                         it.t.double().sum(dim=dims, keepdim=keep).float())
         return Item(fd.ops.max(it.h, dims=dims, keepdim=keep), it.t.amax(dim=dims, keepdim=keep))
-    if kind == "normalize":  # a reduction read back at every point: x - max(x), x * sum(x)
-        if n == 0 or 0 in it.shape:
+    if kind == "normalize":  # a reduction read back at every point: x - max(x), x * sum(x),
+        if n == 0 or 0 in it.shape:  # a softmax (online where its rows are not kept in registers)
             return None
         dims = draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=n, unique=True),
                     label="norm dims")
-        if draw(st.booleans(), label="softmax-like"):
+        form = draw(st.sampled_from(["shift", "softmax", "scale"]), label="normalization")
+        if form != "scale":
             m = fd.ops.max(it.h, dims=dims, keepdim=True)
-            return Item(fd.ops.exp(fd.ops.sub(it.h, m)), (it.t - it.t.amax(dim=dims, keepdim=True)).exp())
+            e = fd.ops.exp(fd.ops.sub(it.h, m))
+            value = (it.t - it.t.amax(dim=dims, keepdim=True)).exp()
+            if form == "shift":
+                return Item(e, value)
+            total = value.double().sum(dim=dims, keepdim=True)
+            return Item(fd.ops.div(e, fd.ops.sum(e, dims=dims, keepdim=True)), (value / total).float())
         s = fd.ops.sum(it.h, dims=dims, keepdim=True)
         return Item(fd.ops.mul(it.h, s), it.t * it.t.double().sum(dim=dims, keepdim=True).float())
     if kind == "scan":  # cumsum / cummax along a random dim (a negative one half the time)

@@ -345,6 +345,331 @@ def test_normalization_rows(kind, shape, dtype):
         check(o, w.to(o.dtype), kind="reduction")
 
 
+# ------------------------------------------------------------------ online softmax
+# A max M and the next pass's sum of exp(a - M) fold into one pass of online
+# (max, sum) pairs (codegen/online.py) where the persistent schedule does not
+# hold the row: rows longer than 16384 points or of a length no multiple of
+# the vector width, and rows along a kept innermost dim. The launch rule
+# decides from the extents alone, so these CPU runs take the kernel a GPU
+# would. HOSTIR_DISABLE=online_softmax keeps the passes.
+
+INF, NAN = float("inf"), float("nan")
+ONLINE_KINDS = ["softmax", "log_softmax", "logsumexp"]
+# (shape, online?): long rows (a multiple of the vector width, and odd), short
+# odd rows, size-1 rows, and short rows the persistent schedule holds
+ONLINE_SHAPES = [((6, 16392), True), ((6, 20001), True), ((6, 7), True), ((6, 1), True),
+                 ((6, 64), False)]
+
+
+def _online_build(kind, prologue=None, dim=1, factor=None):
+    """softmax, log_softmax or logsumexp (max + log(sum(exp(a - max)))) of
+    a = prologue(float(x)) along `dim`, in x's dtype; `factor(fd, e)` makes
+    the sum's terms from e = exp(a - max)."""
+    def build(fd, x, *more):
+        a = fd.ops.cast(x, D.Float)
+        if prologue is not None:
+            a = prologue(fd, a, *more)
+        m = fd.ops.max(a, [dim], keepdim=True)
+        s = fd.ops.sub(a, m)
+        e = fd.ops.exp(s)
+        total = fd.ops.sum(e if factor is None else factor(fd, e, *more), [dim], keepdim=True)
+        if kind == "softmax":
+            y = fd.ops.div(e, total)
+        elif kind == "log_softmax":
+            y = fd.ops.sub(s, fd.ops.log(total))
+        else:
+            y = fd.ops.squeeze(fd.ops.add(fd.ops.log(total), m), [dim])
+        fd.add_output(fd.ops.cast(y, x.dtype))
+    return build
+
+
+def _online_expected(kind, a, dim=1, c=None):
+    """torch eager in float64. torch.logsumexp takes an infinite max as 0 (-inf
+    for a row all -inf); the fusion's composite gives NaN there, as its softmax."""
+    if kind == "softmax" and c is None:
+        return torch.softmax(a, dim)
+    if kind == "log_softmax" and c is None:
+        return torch.log_softmax(a, dim)
+    m = a.amax(dim, keepdim=True)
+    e = torch.exp(a - m)
+    total = (e if c is None else e * c).sum(dim, keepdim=True)
+    if kind == "softmax":
+        return e / total
+    if kind == "log_softmax":
+        return a - m - torch.log(total)
+    return (torch.log(total) + m).squeeze(dim)
+
+
+def _special_rows(shape, dtype):
+    """Random rows, then: -inf at every third point (the first too: a leading
+    -inf), a row all -inf, a NaN, a +inf, values whose exp overflows without
+    the max's shift, tiny values."""
+    x = rand(shape, dtype)
+    rows, n = shape
+    big, tiny = (5e3, 1e-6) if dtype is D.Half else (1e30, 1e-30)
+    for r, fill in enumerate([None, "all -inf", "nan", "inf", "big", "tiny"][:rows]):
+        if fill is None:
+            x[r, ::3] = -INF
+        elif fill == "all -inf":
+            x[r] = -INF
+        elif fill in ("nan", "inf"):
+            x[r, n // 2] = NAN if fill == "nan" else INF
+        else:
+            x[r] = x[r] * (big if fill == "big" else tiny)
+    return x
+
+
+def _reduction_specs(fd):
+    from hostir.host.steps import KernelStep
+    steps = [s.target for s in fd._cache.last_plan.program.body
+             if isinstance(getattr(s, "target", None), KernelStep)]
+    return [st.spec for st in steps if st.spec.plain.reduced]
+
+
+def _is_online(kernel) -> bool:
+    from hostir.codegen.kir import kernel_text
+    return "reduce [online_softmax]" in kernel_text(kernel)
+
+
+def _run_both(build, inputs, extents, online: bool):
+    """Outputs with the online form and with HOSTIR_DISABLE=online_softmax,
+    checking which kernel each launch rule picks for `extents`."""
+    from hostir import config
+    outs, fd = _run_keeping_fd(build, inputs)
+    (spec,) = _reduction_specs(fd)
+    assert spec.online is not None and _is_online(spec.online)
+    assert _is_online(spec.kernel_for(extents)[0]) is online
+    with config.override(disable=config.get().disable | {"online_softmax"}):
+        passes, fd = _run_keeping_fd(build, inputs)
+    (spec,) = _reduction_specs(fd)
+    assert spec.online is None and not _is_online(spec.kernel_for(extents)[0])
+    return outs, passes
+
+
+@pytest.mark.parametrize("shape,online", ONLINE_SHAPES, ids=lambda s: "x".join(map(str, s))
+                         if isinstance(s, tuple) else ("online" if s else "passes"))
+@pytest.mark.parametrize("kind", ONLINE_KINDS)
+@pytest.mark.parametrize("dtype", [D.Float, D.BFloat16, D.Half], ids=lambda d: d.name)
+def test_online_softmax_rows(kind, shape, online, dtype):
+    x = _special_rows(shape, dtype)
+    (out,), (passes,) = _run_both(lambda fd: _online_build(kind)(fd, declare(fd, x)), [x],
+                                  list(shape), online)
+    want = _online_expected(kind, x.double()).to(x.dtype)
+    check(out, want, kind="reduction")
+    check(passes, want, kind="reduction")
+    check(out, passes, kind="reduction")
+    assert torch.equal(out.isnan(), passes.isnan())  # NaN rows exactly where the passes give them
+    if kind != "logsumexp":  # torch's own softmax, log_softmax (-inf and NaN rows included)
+        fn = torch.softmax if kind == "softmax" else torch.log_softmax
+        check(out, fn(x.double(), 1).to(x.dtype), kind="reduction")
+
+
+@pytest.mark.parametrize("decl", ["transposed", "strided"])
+@pytest.mark.parametrize("kind", ONLINE_KINDS)
+def test_online_softmax_of_non_contiguous_rows(kind, decl):
+    x = _special_rows((6, 20003), D.Float)
+    xs = relayout(x, decl)
+    (out,), (passes,) = _run_both(lambda fd: _online_build(kind)(fd, declare(fd, xs, decl)), [xs],
+                                  [6, 20003], True)
+    want = _online_expected(kind, x.double()).float()
+    check(out, want, kind="reduction")
+    check(out, passes, kind="reduction")
+
+
+@pytest.mark.parametrize("kind", ONLINE_KINDS)
+@pytest.mark.parametrize("shape", [(6, 16400), (3, 5)], ids=lambda s: "x".join(map(str, s)))
+def test_online_softmax_with_a_scale_and_mask_prologue_and_an_epilogue(kind, shape):
+    """a = where(mask, x * scale, -inf) (a row all masked: NaN, as torch); the
+    result, also times a weight along the row plus 1, and the row's max."""
+    x = _special_rows(shape, D.BFloat16)
+    mask = torch.rand(shape) < 0.7
+    mask[1] = False
+    w = rand(shape[1:], D.Float)
+    scale = 0.125
+
+    def build(fd):
+        xt, mask_t, w_t = declare(fd, x), declare(fd, mask), declare(fd, w)
+        scale_s = fd.define_scalar(None, dtype=D.Double)
+        a = fd.ops.where(mask_t, fd.ops.mul(fd.ops.cast(xt, D.Float), scale_s), -INF)
+        m = fd.ops.max(a, [1], keepdim=True)
+        s = fd.ops.sub(a, m)
+        e = fd.ops.exp(s)
+        total = fd.ops.sum(e, [1], keepdim=True)
+        if kind == "softmax":
+            y = fd.ops.div(e, total)
+        elif kind == "log_softmax":
+            y = fd.ops.sub(s, fd.ops.log(total))
+        else:
+            y = fd.ops.squeeze(fd.ops.add(fd.ops.log(total), m), [1])
+        fd.add_output(fd.ops.cast(y, D.BFloat16))
+        if kind != "logsumexp":
+            y = fd.ops.add(fd.ops.mul(y, fd.ops.broadcast_in_dim(w_t, y.shape(), [1])), 1.0)
+        fd.add_output(fd.ops.mul(y, 2.0) if kind == "logsumexp" else y)
+        fd.add_output(fd.ops.squeeze(m, [1]))
+    outs, passes = _run_both(build, [x, mask, w, scale], list(shape), True)
+    a = (x.double() * scale).masked_fill(~mask, -INF)
+    y = _online_expected(kind, a)
+    want = [y.bfloat16(), (y * 2 if kind == "logsumexp" else y * w + 1).float(), a.amax(1).float()]
+    assert len(outs) == len(want) == len(passes)
+    for o, p, wt in zip(outs, passes, want):
+        check(o, wt, kind="reduction")
+        check(o, p, kind="reduction")
+
+
+@pytest.mark.parametrize("kind", ONLINE_KINDS)
+@pytest.mark.parametrize("first", [True, False])
+def test_online_softmax_of_a_sum_with_a_factor(kind, first):
+    """sum(exp(a - max) * c) (c independent of the max, either operand of the
+    product) folds too: the online sum adds c * exp(a - m)."""
+    x = _special_rows((6, 20001), D.Float)
+    c = rand((6, 20001), D.Float, low=0.0, high=2.0)
+    c[0, 1] = 0.0
+
+    def factor(fd, e, c_t):
+        return fd.ops.mul(e, c_t) if first else fd.ops.mul(c_t, e)
+    build = _online_build(kind, prologue=lambda fd, a, c_t: a, factor=factor)
+    (out,), (passes,) = _run_both(lambda fd: build(fd, declare(fd, x), declare(fd, c)), [x, c],
+                                  [6, 20001], True)
+    want = _online_expected(kind, x.double(), c=c.double()).float()
+    check(out, want, kind="reduction")
+    check(out, passes, kind="reduction")
+
+
+@pytest.mark.parametrize("kind", ONLINE_KINDS)
+@pytest.mark.parametrize("shape", [(37, 5), (20001, 3)], ids=lambda s: "x".join(map(str, s)))
+def test_online_softmax_along_a_kept_innermost_dim(kind, shape):
+    """Rows along dim 0 (no vectors: the passes would each read the column);
+    a log-sum-exp is then one pass (the outer schedule on GPUs)."""
+    x = rand(shape, D.Float)
+    x[::4, 0] = -INF
+    x[:, 1] = -INF
+    (out,), (passes,) = _run_both(lambda fd: _online_build(kind, dim=0)(fd, declare(fd, x)), [x],
+                                  list(shape), True)
+    check(out, _online_expected(kind, x.double(), dim=0).float(), kind="reduction")
+    check(out, passes, kind="reduction")
+    if kind == "logsumexp":
+        from hostir.codegen.kir import passes as kernel_passes
+        from hostir.codegen.online import online_softmax
+        outs, fd = _run_keeping_fd(lambda fd: _online_build(kind, dim=0)(fd, declare(fd, x)), [x])
+        (spec,) = _reduction_specs(fd)
+        assert kernel_passes(spec.plain) == [0, 1] and kernel_passes(online_softmax(spec.plain)) == [0]
+        assert spec._outer(spec.online)
+
+
+def test_online_softmax_of_empty_and_zero_rows():
+    build = _online_build("softmax")
+    x = torch.randn(0, 20001)
+    (out,), (passes,) = _run_both(lambda fd: build(fd, declare(fd, x)), [x], [0, 20001], True)
+    assert out.shape == passes.shape == (0, 20001)
+    from hostir import ExecutionError
+    with FusionDefinition() as fd:
+        build(fd, fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=D.Float))
+    with pytest.raises(ExecutionError, match="max/min/argmax over empty dims"):
+        fd.execute([torch.randn(3, 0)])
+
+
+def test_online_softmax_is_refused_by_the_environment(monkeypatch):
+    """HOSTIR_DISABLE=online_softmax, read by hostir/config.py, keeps the passes."""
+    from hostir import config
+    monkeypatch.setenv("HOSTIR_DISABLE", "online_softmax")
+    try:
+        config.reload()
+        x = torch.randn(2, 20001)
+        (out,), fd = _run_keeping_fd(lambda fd: _online_build("softmax")(fd, declare(fd, x)), [x])
+        (spec,) = _reduction_specs(fd)
+        assert spec.online is None and spec.kernel_for([2, 20001])[0] is spec.plain
+        check(out, torch.softmax(x.double(), 1).float(), kind="reduction")
+    finally:
+        monkeypatch.undo()
+        config.reload()
+
+
+def test_online_combine_of_the_interpreter_matches_the_passes():
+    """The interpreter's online combine (hir_online's rule, a tree over each
+    row) against max and sum(c * exp(a - max)) computed pass by pass, with the
+    projection's NaN where the max is infinite; in any order of the points."""
+    from hostir.codegen.interpret import _online
+    torch.manual_seed(1)
+    rows, n = 9, 1001
+    a = torch.randn(rows, n) * 10
+    c = torch.rand(rows, n) * 3
+    a[0, :500] = -INF                 # a leading -inf run, then finite values
+    a[1] = -INF                       # all -inf
+    a[2, 7] = NAN
+    a[3, 3] = INF
+    a[4, -1] = INF
+    a[4, 0] = -INF
+    a[5, ::2] = -INF
+    c[5, 0] = INF                     # c * exp(-inf - M) = inf * 0: NaN, online as pass by pass
+    a[6] = a[6] * 1e30                # exp overflows without the shift
+    a[7, :-1] = -INF                  # one finite value, last
+    m_ref = a.amax(1)
+    s_ref = (c * torch.exp(a - m_ref[:, None])).sum(1)
+    for perm in (torch.arange(n), torch.randperm(n), torch.arange(n).flip(0)):
+        m, s = _online(a[:, perm].reshape(-1), c[:, perm].reshape(-1), rows, n)
+        s = torch.where(torch.isinf(m), m - m, s)  # PROJECT[sum]
+        torch.testing.assert_close(m, m_ref, equal_nan=True, rtol=0, atol=0)
+        torch.testing.assert_close(s, s_ref, equal_nan=True, rtol=1e-5, atol=1e-6)
+    m, s = _online(torch.empty(0), torch.empty(0), 3, 0)  # empty rows: the identity
+    assert m.tolist() == [-INF] * 3 and s.tolist() == [0.0] * 3
+
+
+def test_online_softmax_pass_folds_only_what_it_may():
+    """The rewrite is a pure Kernel -> Kernel pass: the kernel it is given is
+    unchanged, the result verifies, and kernels whose sum is not exp(a - max)
+    in one float type (rmsnorm; a softmax computed in BFloat16, each term
+    rounded; a temperature after the shift) come back as they are."""
+    from hostir.codegen.kir import kernel_text, verify_kernel
+    from hostir.codegen.online import foldable, online_softmax
+    x = torch.randn(2, 20001)
+    _, fd = _run_keeping_fd(lambda fd: _online_build("softmax")(fd, declare(fd, x)), [x])
+    (spec,) = _reduction_specs(fd)
+    before = kernel_text(spec.plain)
+    folded = online_softmax(spec.plain)
+    assert kernel_text(spec.plain) == before and folded is not spec.plain
+    verify_kernel(folded)
+    assert len(foldable(spec.plain)) == 1 and not foldable(folded)
+    assert "reduce [max]" not in kernel_text(folded) and "project [sum]" in kernel_text(folded)
+
+    def bf16_softmax(fd):
+        t = declare(fd, x.bfloat16())
+        e = fd.ops.exp(fd.ops.sub(t, fd.ops.max(t, [1], keepdim=True)))
+        fd.add_output(fd.ops.div(e, fd.ops.sum(e, [1], keepdim=True)))
+
+    def temperature(fd):
+        t = declare(fd, x)
+        e = fd.ops.exp(fd.ops.mul(fd.ops.sub(t, fd.ops.max(t, [1], keepdim=True)), 0.5))
+        fd.add_output(fd.ops.div(e, fd.ops.sum(e, [1], keepdim=True)))
+
+    def rmsnorm(fd):
+        _norm_build("rmsnorm")(fd, declare(fd, x))
+    for build, inputs, want in [
+            (bf16_softmax, [x.bfloat16()], torch.softmax(x.bfloat16().double(), 1).bfloat16()),
+            (temperature, [x], torch.softmax(x.double() * 0.5, 1).float()),
+            (rmsnorm, [x], _norm_expected("rmsnorm", x)[0].float())]:
+        (out,), fd = _run_keeping_fd(build, inputs)
+        (spec,) = _reduction_specs(fd)
+        assert spec.online is None and online_softmax(spec.plain) is spec.plain
+        check(out, want, kind="reduction")
+
+
+def test_kernel_verifier_keeps_online_pairs_behind_projections():
+    from hostir.codegen.kir import K, KernelVerificationError, verify_kernel
+    from hostir.codegen.online import online_softmax
+    from hostir.ir.node import Op
+    x = torch.randn(2, 20001)
+    _, fd = _run_keeping_fd(lambda fd: _online_build("logsumexp")(fd, declare(fd, x)), [x])
+    (spec,) = _reduction_specs(fd)
+    k = online_softmax(spec.plain)
+    pair = next(n for n in k.order if n.op == K.REDUCE)
+    slot, value, ix = k.stores[0]
+    bad = type(value)(Op.NEG, value.dtype, (pair,))
+    k.order.append(bad)
+    k.stores[0] = (slot, bad, ix)
+    with pytest.raises(KernelVerificationError, match="reads an online_softmax pair"):
+        verify_kernel(k)
+
+
 @pytest.mark.parametrize("correction", [0, 1, 2.5])
 def test_var_mean_of_a_transposed_input_and_a_short_row(correction):
     x = rand((37, 5), D.Float).t()  # rows of 37 elements, 5 rows, non-contiguous

@@ -84,6 +84,8 @@ def _expr(n: KNode, name) -> str:
         return f"({a[0]} ? in{k}[{off}] : ({CTYPE[n.dtype]})0)"
     if op is Op.CAST:
         return _cast(a[0], n.src[0].dtype, n.dtype)
+    if op == K.PROJECT:  # a part of an online_softmax pair (hir_ms, kernels/hostir.cuh)
+        return f"hir_online_{n.arg}({a[0]})"
     return OPS[op].cuda.format(*a)
 
 

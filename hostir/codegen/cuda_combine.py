@@ -1,15 +1,16 @@
 """How REDUCE (and SCAN) nodes combine in CUDA: each combine's expression of
 `x` and `y` and its identity, and the accumulator a REDUCE keeps: a value of
-its type, or for argmax a (value, index) pair (hir_vi, kernels/hostir.cuh)
-whose index is the node's value."""
+its type, for argmax a (value, index) pair (hir_vi, kernels/hostir.cuh)
+whose index is the node's value, for online_softmax a (max, sum) pair
+(hir_ms) that is the node's value (PROJECT nodes read its parts)."""
 from __future__ import annotations
 
 from ..ir.dtypes import DataType
 from .cuda import CTYPE, _literal
-from .kir import KNode
+from .kir import ONLINE, KNode
 
 _COMBINE = {"sum": "x + y", "max": "hir_max(x, y)", "min": "hir_min(x, y)", "prod": "x * y",
-            "argmax": "hir_argmax(x, y)"}
+            "argmax": "hir_argmax(x, y)", ONLINE: "hir_online(x, y)"}
 
 
 def _reduce_init(op: str, dtype: DataType) -> str:
@@ -25,26 +26,37 @@ def _reduce_init(op: str, dtype: DataType) -> str:
 
 
 def acc_type(n: KNode) -> str:
+    if n.arg == ONLINE:
+        return f"hir_ms<{CTYPE[n.dtype]}>"
     return f"hir_vi<{CTYPE[n.src[0].dtype]}>" if n.arg == "argmax" else CTYPE[n.dtype]
 
 
 def acc_bytes(n: KNode) -> int:
-    """The accumulator's size (a pair: 16, the index's alignment padding the value)."""
+    """The accumulator's size (argmax's pair: 16, the index's alignment padding the value)."""
+    if n.arg == ONLINE:
+        return 2 * n.dtype.itemsize
     return 16 if n.arg == "argmax" else n.dtype.itemsize
 
 
 def acc_init(n: KNode) -> str:
-    """The combine's identity (argmax: the lowest value at an index past every point)."""
+    """The combine's identity (argmax: the lowest value at an index past every
+    point; online_softmax: a max of -inf and a sum of 0)."""
     if n.arg == "argmax":
         return f"{acc_type(n)}{{{_reduce_init('max', n.src[0].dtype)}, 9223372036854775807LL}}"
+    if n.arg == ONLINE:
+        return f"{acc_type(n)}{{{_reduce_init('max', n.dtype)}, {_literal(0, n.dtype)}}}"
     return _reduce_init(n.arg, n.dtype)
 
 
 def acc_point(n: KNode, names: dict) -> str:
-    """What one point brings to the accumulator (`names`: node id -> C text)."""
+    """What one point brings to the accumulator (`names`: node id -> C text):
+    argmax's (value, index), online_softmax's (a, c) (a max a, a sum c)."""
     if n.arg == "argmax":
         value, index = (names[id(s)] for s in n.src)
         return f"{acc_type(n)}{{{value}, (long long)({index})}}"
+    if n.arg == ONLINE:
+        a, c = (names[id(s)] for s in n.src)
+        return f"{acc_type(n)}{{{a}, {c}}}"
     return names[id(n.src[0])]
 
 

@@ -10,7 +10,7 @@ import torch
 from ..ir.dtypes import cast_tensor
 from ..ir.errors import ExecutionError
 from ..ir.node import OPS, Op
-from .kir import K, Kernel, Slot, row_nodes, split_stores
+from .kir import ONLINE, K, Kernel, Slot, row_nodes, split_stores
 
 
 def _flat(t: torch.Tensor) -> torch.Tensor:
@@ -77,6 +77,11 @@ def _node(n, vals, tensors, strides, params, idx, numel, device, extents=()):
             raise ExecutionError(f"{n.arg}: index {int(index.expand(numel)[at])} is out of range "
                                  f"for extent {int(extent.expand(numel)[at])}")
         return value
+    if op == K.PROJECT:
+        m, s = vals[id(n.src[0])]
+        if n.arg == "max":
+            return m
+        return torch.where(torch.isinf(m), m - m, s)  # inf - inf: the NaN of a term exp(x - M)
     if op is Op.CAST:
         return cast_tensor(vals[id(n.src[0])], n.dtype)
     if op is Op.WHERE:
@@ -103,6 +108,8 @@ def _reduce(n, srcs: list, rows: int, per_row: int):
     x = srcs[0]
     if n.arg == "argmax":
         return _argmax(x, srcs[1], rows, per_row)
+    if n.arg == ONLINE:
+        return _online(x, srcs[1], rows, per_row)
     if per_row == 0:  # an empty reduction: its identity
         init = {"sum": 0, "prod": 1, "max": float("-inf"), "min": float("inf")}[n.arg]
         if not n.dtype.is_float and n.arg in ("max", "min"):
@@ -121,6 +128,36 @@ def _argmax(x: torch.Tensor, index: torch.Tensor, rows: int, per_row: int) -> to
     x = x.expand(rows * per_row).reshape(rows, per_row)
     at = torch.argmax(x, dim=1, keepdim=True)
     return index.expand(rows * per_row).reshape(rows, per_row).gather(1, at).reshape(rows)
+
+
+def _online(a: torch.Tensor, c: torch.Tensor, rows: int, per_row: int) -> tuple:
+    """An online_softmax REDUCE: each row's (m, s) pair, its points (a, c)
+    combined by the online rule in a tree (halves of the row at a time, an odd
+    one out taking the identity (-inf, 0)), as the kernels' threads, warps and
+    blocks combine theirs in some order."""
+    m = a.expand(rows * per_row).reshape(rows, per_row)
+    s = c.expand(rows * per_row).reshape(rows, per_row)
+    if per_row == 0:
+        m = torch.full((rows, 1), float("-inf"), dtype=a.dtype, device=a.device)
+        s = torch.zeros((rows, 1), dtype=c.dtype, device=c.device)
+    while m.shape[1] > 1:
+        if m.shape[1] % 2:
+            m = torch.cat([m, torch.full_like(m[:, :1], float("-inf"))], 1)
+            s = torch.cat([s, torch.zeros_like(s[:, :1])], 1)
+        h = m.shape[1] // 2
+        m, s = _online_combine(m[:, :h], s[:, :h], m[:, h:], s[:, h:])
+    return m[:, 0], s[:, 0]
+
+
+def _online_combine(m1, s1, m2, s2) -> tuple:
+    """hir_online (kernels/hostir.cuh) on tensors: the smaller max's sum scaled
+    by exp(its max - the greater) (1 where they are equal, infinities too);
+    a NaN max makes the comparison false and the scale NaN."""
+    first = m1 >= m2
+    big_s, small_s = torch.where(first, s1, s2), torch.where(first, s2, s1)
+    big_m, small_m = torch.where(first, m1, m2), torch.where(first, m2, m1)
+    e = torch.where(small_m == big_m, torch.ones_like(big_m), torch.exp(small_m - big_m))
+    return torch.maximum(m1, m2), big_s + small_s * e
 
 
 def interpret(kern: Kernel, slots: tuple[Slot, ...], values: list, vec: int = 1) -> None:

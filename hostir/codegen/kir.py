@@ -31,7 +31,11 @@ class K:
     LOAD = "load"        # arg=k: tensor input k; src=(pred, *indices)
     REDUCE = "reduce"    # arg=op ("sum" | "max" | "min" | "prod"); src=(value,): over the reduced dims;
                          # arg="argmax": src=(value, index), the index of the first greatest value
-                         # (NaN the greatest), combined as (value, index) pairs
+                         # (NaN the greatest), combined as (value, index) pairs;
+                         # arg="online_softmax": src=(a, c), the pair (max of a, sum of
+                         # c * exp(a - max)) combined by the online rule (codegen/online.py),
+                         # read only through PROJECT nodes
+    PROJECT = "project"  # arg="max" | "sum", src=(an online_softmax REDUCE,): one part of its pair
     CHECK = "check"      # src=(ok, value, index, extent, pred), arg=message: `value` where `pred`
                          # implies `ok`; else an error naming the index (always on CPU, on GPUs
                          # when the kernel is built with HIR_CHECK_INDICES)
@@ -359,12 +363,16 @@ def pack(slots, ins, outs, params, extents, count, pointer, scratch=(None, None,
 
 # ---------------------------------------------------------------- verifier and printer
 
-REDUCE_OPS = ("sum", "max", "min", "prod", "argmax")
+REDUCE_OPS = ("sum", "max", "min", "prod", "argmax", "online_softmax")
+ONLINE = "online_softmax"
 
 
 def partial_bytes(n: KNode) -> int:
     """Bytes of one partial result of REDUCE node `n` in a split reduction's
-    workspace: 8, or 16 for argmax's (value, index) pair and a complex double."""
+    workspace: 8, or 16 for argmax's (value, index) pair, an online softmax's
+    pair of doubles and a complex double."""
+    if n.arg == ONLINE:
+        return max(8, 2 * n.dtype.itemsize)
     return 16 if n.arg == "argmax" else max(8, n.dtype.itemsize)
 
 
@@ -433,8 +441,16 @@ def verify_kernel(kern: Kernel) -> None:
             fail(f"{node.op} of dim {node.arg}, but the kernel iterates over {n} dims")
         if node.op == K.REDUCE and (not kern.reduced or node.arg not in REDUCE_OPS):
             fail(f"{node!r} ({node.arg}) in a kernel that reduces dims {list(kern.reduced)}")
-        if node.op == K.REDUCE and len(node.src) != (2 if node.arg == "argmax" else 1):
+        if node.op == K.REDUCE and len(node.src) != (2 if node.arg in ("argmax", ONLINE) else 1):
             fail(f"{node!r} ({node.arg}) with {len(node.src)} sources")
+        if node.op == K.REDUCE and node.arg == ONLINE and (node.dtype not in (
+                DataType.Float, DataType.Double) or any(x.dtype is not node.dtype for x in node.src)):
+            fail(f"{node!r} (online_softmax) of {[x.dtype.short for x in node.src]}")
+        if any(x.op == K.REDUCE and x.arg == ONLINE for x in node.src) and node.op != K.PROJECT:
+            fail(f"{node!r} reads an online_softmax pair (only PROJECT nodes do)")
+        if node.op == K.PROJECT and (len(node.src) != 1 or node.src[0].op != K.REDUCE or
+                                     node.src[0].arg != ONLINE or node.arg not in ("max", "sum")):
+            fail(f"{node!r} ({node.arg}) projects what is not an online_softmax pair")
         if node.op == K.SCAN and (not 0 <= kern.scanned < n or node.arg not in REDUCE_OPS):
             fail(f"{node!r} ({node.arg}) in a kernel that scans dim {kern.scanned}")
         if node.op == K.PARAM and not 0 <= node.arg < len(kern.params):
@@ -455,6 +471,8 @@ def verify_kernel(kern: Kernel) -> None:
             fail(f"store to output {slot} with {len(ix)} indices")
         if any(id(x) not in seen for x in (value, *ix)):
             fail(f"store to output {slot} of a value not in the kernel's order")
+        if value.op == K.REDUCE and value.arg == ONLINE:
+            fail(f"store to output {slot} of an online_softmax pair")
         stored.add(slot)
     if stored != set(range(len(kern.outputs))):
         fail(f"outputs {sorted(set(range(len(kern.outputs))) - stored)} are never stored")

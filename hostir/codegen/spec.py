@@ -1,7 +1,8 @@
 """The kernel contract: what codegen hands the runtime for one segment.
 
-A `KernelSpec` holds the segment's kernel IR (the plain kernel, and a
-paired-lane kernel where that reads less), the options it was made with,
+A `KernelSpec` holds the segment's kernel IR (the plain kernel, a
+paired-lane kernel where that reads less, an online-softmax kernel where a
+normalization's max and sum fold into one pass), the options it was made with,
 its variants' sources (printed on demand) and its launch rule: which kernel,
 which variant (points per thread, index width) and which grid a launch over
 given tensors uses. The parameter layout is the kernel's (`kir.layout`). The
@@ -18,6 +19,7 @@ from .cuda import kernel_source, vector_loads, vector_width
 from .cuda_schedules import STAGE_BLOCK, STAGE_BYTES, STAGED, outer_ok, outer_width, staged_gather, tile_loads
 from .kir import K, Kernel, Slot, kernel_text, layout, levels, passes, split_stores, verify_kernel, ws_slot
 from .lower import ReductionLowering, lower_pointwise
+from .online import online_softmax
 
 I32_MAX = 2 ** 31 - 1
 
@@ -33,13 +35,15 @@ class KernelOptions:
     pairing: bool = True       # paired lanes where they read less
     fast_math: bool = False    # approximate exp, log and float division (HIR_FAST_MATH)
     check_indices: bool = False  # gathers check their index values (HOSTIR_DEBUG=indices)
+    online: bool = True        # an online-softmax kernel for rows the persistent one does not hold
 
     @classmethod
     def from_config(cls) -> "KernelOptions":
         c = config.get()
         return cls(block=c.block, streaming=c.streaming, pdl="pdl" not in c.disable,
                    grid_stride="grid_stride" in c.enable, pairing="paired_lanes" not in c.disable,
-                   fast_math="fast_math" in c.enable, check_indices="indices" in c.debug)
+                   fast_math="fast_math" in c.enable, check_indices="indices" in c.debug,
+                   online="online_softmax" not in c.disable)
 
 
 @dataclass(eq=False)
@@ -102,10 +106,12 @@ def span(t) -> int:
 
 
 class KernelSpec:
-    def __init__(self, name: str, plain: Kernel, paired: Kernel | None, options: KernelOptions):
+    def __init__(self, name: str, plain: Kernel, paired: Kernel | None, options: KernelOptions,
+                 online: Kernel | None = None):
         self.name = name
         self.plain = plain
         self.paired = paired
+        self.online = online  # a reduction kernel's online-softmax form (codegen/online.py)
         self.options = options
         self._variants: dict[tuple, Variant] = {}
         self._vec = {id(k): outer_width(k, options.block) if outer_ok(k) else vector_width(k)
@@ -115,6 +121,8 @@ class KernelSpec:
 
     @property
     def kernels(self) -> tuple[Kernel, ...]:
+        if self.online is not None:
+            return (self.plain, self.online)
         return (self.plain,) if self.paired is None else (self.paired, self.plain)
 
     def layout(self, kernel: Kernel) -> tuple[Slot, ...]:
@@ -142,9 +150,13 @@ class KernelSpec:
 
     def kernel_for(self, full: list[int], held=()) -> tuple[Kernel, list[int]]:
         """(kernel, its iteration extents) for a launch over extents `full`, where
-        `held` are the values of `guards`: the paired kernel (half of each paired
-        dim) where its extents match (a specialized plan's) and its guards hold
-        (a symbolic plan's), else the plain one."""
+        `held` are the values of `guards`: the online-softmax kernel where the
+        persistent schedule does not hold the rows (`holds`); the paired kernel
+        (half of each paired dim) where its extents match (a specialized plan's)
+        and its guards hold (a symbolic plan's); else the plain one. Extents
+        alone decide, so CPU runs (the interpreter) take the kernel a GPU would."""
+        if self.online is not None and not self.holds(full):
+            return self.online, full
         k = self.paired
         if k is None or not all(e is None or full[d] == e for d, e in k.pairs) or not (
                 len(held) == len(k.guards) and all(held)):
@@ -153,6 +165,23 @@ class KernelSpec:
         for d, _ in k.pairs:
             extents[d] //= 2
         return k, extents
+
+    def holds(self, full: list[int]) -> bool:
+        """Does the plain kernel's persistent schedule keep rows of these extents
+        in registers at PERSISTENT_POINTS points a thread (1024 threads a row
+        at most: 16384 points), the regime measured at 89 % of copy? Not for
+        rows longer than that (it would keep more a thread, up to
+        PERSISTENT_MAX_CHUNKS vectors, measured at 57 %), nor where the
+        innermost extent is no multiple of the vector width or the innermost
+        dim is kept (no vectors: a loop that reads the row every pass). A
+        launch whose tensors are not aligned for vectors (known on GPUs
+        only) also loops; it keeps the plain kernel's passes."""
+        k = self.plain
+        vec = self._vec[id(k)]
+        if vec == 1 or not full or full[-1] % vec:
+            return False
+        vectors = math.prod(full[d] for d in k.reduced) // vec
+        return vectors <= max(1, PERSISTENT_POINTS // vec) * ROW_THREADS[-1]
 
     def choose(self, kernel: Kernel, extents: list[int], ins: list, outs, params: list) -> Variant:
         """The variant a launch uses: 32-bit indices when every offset and index
@@ -337,6 +366,8 @@ class KernelSpec:
                 out += [self.variant(k, 1, "long long", ROW_THREADS[0])]
                 out += [self.variant(k, self._vec[id(k)], "int", t) for t in ROW_THREADS[::2]]
                 out.append(self.variant(k, self._vec[id(k)], "int", *self._row_schedule(k, 1000)))
+                if k is self.online:  # its rows are long: several vectors a thread kept
+                    out.append(self.variant(k, self._vec[id(k)], "int", *self._row_schedule(k, 4096)))
             else:
                 out += [self.variant(k, 1, "long long"), self.variant(k, self._vec[id(k)], "int")]
                 out += [self.variant(k, 1, "int", tile=t) for t in range(len(k.extent_vals) - 1)
@@ -348,8 +379,12 @@ class KernelSpec:
     # ------------------------------------------------------------ text
     @property
     def source(self) -> str:
-        """The general variant's source (one point per thread, 64-bit indices)."""
-        k = self.kernels[0]
+        """The general variant's source (one point per thread, 64-bit indices),
+        and the online-softmax kernel's after the plain one's."""
+        return "\n".join(self._general(k) for k in self.kernels[:1] + (
+            (self.online,) if self.online is not None else ()))
+
+    def _general(self, k: Kernel) -> str:
         if k.reduced and self._outer(k):
             return self.variant(k, 1, "long long", outer=True).source
         return self.variant(k, 1, "long long", ROW_THREADS[0] if k.reduced else 0).source
@@ -406,8 +441,11 @@ def pointwise_spec(seg, name: str, extents: list[int] | None, options: KernelOpt
 
 
 def reduction_spec(seg, name: str, options: KernelOptions) -> KernelSpec:
-    """The spec of a reduction segment (UnsupportedError where it has no kernel yet)."""
-    return _made(KernelSpec(name, ReductionLowering(seg, name).run(), None, options))
+    """The spec of a reduction segment (UnsupportedError where it has no kernel
+    yet), with its online-softmax form where one folds (options.online)."""
+    plain = ReductionLowering(seg, name).run()
+    online = online_softmax(plain) if options.online else plain
+    return _made(KernelSpec(name, plain, None, options, online if online is not plain else None))
 
 
 def _made(spec: KernelSpec) -> KernelSpec:

@@ -62,7 +62,8 @@ class KernelStep:
         kernel, extents = spec.kernel_for(full, [ctx.scalar(g) for g in spec.guards])
         positions = self.positions[id(kernel)]
         if kernel.reduced and not math.prod(full[d] for d in kernel.reduced) and any(
-                n.op == K.REDUCE and n.arg in ("max", "min", "argmax") for n in kernel.order):
+                n.op == K.REDUCE and n.arg in ("max", "min", "argmax", "online_softmax")
+                for n in kernel.order):
             raise ExecutionError(f"{self.name}: max/min/argmax over empty dims {list(kernel.reduced)} "
                                  f"of a tensor of shape {full} (the result has no value), as in torch")
         shapes = [full]
