@@ -103,12 +103,13 @@ class Planned:
         return out
 
 
-def without_online(case):
-    """`case` with HOSTIR_DISABLE=online_softmax: the max and the sum of
-    exp(x - max) as two passes over the row (what ran before the online form)."""
+def without(case, feature: str):
+    """`case` with HOSTIR_DISABLE=`feature` (online_softmax: the max and the
+    sum of exp(x - max) as two passes over the row; smem_rows: long rows kept
+    in registers, not shared memory)."""
     name, fd, eager, make_inputs, nbytes = case
-    fd = Planned(fd, disable=config.get().disable | {"online_softmax"})
-    return f"{name}, online_softmax disabled", fd, eager, make_inputs, nbytes
+    fd = Planned(fd, disable=config.get().disable | {feature})
+    return f"{name}, {feature} disabled", fd, eager, make_inputs, nbytes
 
 
 def rmsnorm_case(r, c):
@@ -180,17 +181,19 @@ def cases(small: bool):
                   lambda: softmax_case(64, 256), lambda: rmsnorm_case(64, 256),
                   lambda: layernorm_case(64, 256), lambda: seed003_case((2, 16, 64)),
                   lambda: transpose_case(256, 128), lambda: softmax_case(8, 20000),
-                  lambda: without_online(softmax_case(8, 20000))]
+                  lambda: without(softmax_case(8, 20000), "online_softmax")]
     else:
         makers = [lambda: row_sum_case(32768, 4096), lambda: row_max_case(16384, 8192),
                   lambda: mean_square_case(16384, 8192), lambda: outer_sum_case(16, 512, 4096),
                   lambda: softmax_case(32768, 4096), lambda: rmsnorm_case(16384, 8192),
                   lambda: layernorm_case(16384, 8192), lambda: seed003_case((16, 512, 4096)),
                   lambda: transpose_case(8192, 8192),
-                  # rows past what the persistent schedule holds: the online form and the passes
-                  lambda: softmax_case(4096, 32768), lambda: without_online(softmax_case(4096, 32768)),
+                  # rows past registers: in shared memory (and without it); past shared
+                  # memory: the online form and the passes
+                  lambda: softmax_case(4096, 32768), lambda: without(softmax_case(4096, 32768), "smem_rows"),
+                  lambda: layernorm_case(4096, 32768),
                   lambda: log_softmax_case(1024, 131072),
-                  lambda: without_online(log_softmax_case(1024, 131072))]
+                  lambda: without(log_softmax_case(1024, 131072), "online_softmax")]
     return [make() for make in makers]
 
 

@@ -22,7 +22,8 @@ HOSTIR_DISABLE   comma list of features to turn off: concretize_resize (keep sli
                  kernels), tiled_transpose (pointwise kernels that transpose read
                  without shared-memory tiles), online_softmax (a normalization's max and
                  its sum of exp(x - max) stay two passes over rows the persistent
-                 schedule does not hold, not one online pass)
+                 schedule does not hold, not one online pass), smem_rows (rows too long
+                 for registers are not kept in shared memory: more a thread in registers)
 HOSTIR_CACHE_DIR where compiled kernels are kept (default ~/.cache/hostir)
 HOSTIR_DEBUG     comma list of debug checks: verify (the fusion verifier around every pass
                  and stage, re-deriving each node's type; kernel-IR and host-IR checks),

@@ -17,7 +17,7 @@ STAGE_BLOCK = 512        # threads of a staged gather's block (a row's loads in 
 
 
 def schedule_source(kern: Kernel, vec: int, idx: str, block: int, pdl: bool, name: str,
-                    threads: int, chunks: int, outer: bool, tile: int) -> str:
+                    threads: int, chunks: int, outer: bool, tile: int, smem_row: bool = False) -> str:
     """The source of a reduction, outer-reduction, transposing or staged-gather
     variant (see cuda.kernel_source)."""
     if tile == STAGED:
@@ -27,7 +27,39 @@ def schedule_source(kern: Kernel, vec: int, idx: str, block: int, pdl: bool, nam
         return _TilePrinter(kern, name, idx, pdl, tile).source()
     if outer:
         return _OuterPrinter(kern, name, idx, block, pdl, vec).source()
-    return _ReductionPrinter(kern, name, idx, block, threads, pdl, vec, chunks).source()
+    return _ReductionPrinter(kern, name, idx, block, threads, pdl, vec, chunks, smem_row).source()
+
+
+def _row_work(k: Kernel, rows: set, full_stores) -> list[tuple]:
+    """Each pass over a row: (pass, its REDUCE nodes, its full stores, the row
+    values it computes)."""
+    level = levels(k)
+    reduces = [n for n in k.order if n.op == K.REDUCE]
+    work = []
+    for p in passes(k):
+        mine = [n for n in reduces if _pass_of(n, level) == p]
+        stores = [st for st in full_stores if level[id(st[1])] == p]
+        roots = [s for n in mine for s in n.src] + [x for st in stores for x in (st[1], *st[2])]
+        work.append((p, mine, stores, _closure_of(roots, rows)))  # row values are named already
+    return work
+
+
+def cached_loads(k: Kernel, vec: int) -> list[KNode]:
+    """The vector loads a persistent row schedule keeps (read in several passes)."""
+    rows = row_nodes(k)
+    vloads = vector_loads(k, vec)
+    uses: dict[int, int] = {}
+    work = _row_work(k, rows, split_stores(k, rows)[0])
+    for *_, body in work:
+        for n in dict.fromkeys(n for n in body if id(n) in vloads):
+            uses[id(n)] = uses.get(id(n), 0) + 1
+    return list(dict.fromkeys(n for *_, body in work for n in body if uses.get(id(n), 0) > 1))
+
+
+def row_cache_bytes(k: Kernel, vec: int, points: int) -> int:
+    """Bytes a persistent schedule keeps of a row of `points` points (each
+    cached load's elements)."""
+    return sum(k.inputs[n.arg].dtype.itemsize for n in cached_loads(k, vec)) * points
 
 
 def _pass_of(n: KNode, level: dict) -> int:
@@ -46,12 +78,15 @@ class _ReductionPrinter(_Printer):
     the kept dims."""
 
     def __init__(self, kern: Kernel, name: str, idx: str, block: int, threads: int, pdl: bool,
-                 vec: int = 1, chunks: int = 0):
+                 vec: int = 1, chunks: int = 0, smem_row: bool = False):
         super().__init__(kern, name, vec, idx, block, False, pdl)
         if vec == 1:
             self.inner = -1  # every index is named i<d>
         self.threads = threads
         self.chunks = chunks if vec > 1 else 0  # persistent: each thread's vectors of a row
+        # ... kept in dynamic shared memory, not registers (rows too long for registers:
+        # a block's threads' slots [chunk][thread][vec], consecutive threads side by side)
+        self.smem_row = smem_row and bool(self.chunks)
         self.cache: dict[int, str] = {}          # vector load -> its register array
         self.loaded: set[int] = set()            # cached loads a pass has filled
         self._invariant: set[int] | None = None  # row-invariant loads (load_hint)
@@ -64,6 +99,8 @@ class _ReductionPrinter(_Printer):
         full_stores, row_stores = split_stores(k, rows)
         self.pdl_wait()
         L.append(f"  const int lane = threadIdx.x % {T};")
+        if self.smem_row:
+            L.append("  extern __shared__ __align__(16) unsigned char hir_dsmem[];")
         for j, n in enumerate(reduces):
             if T > 32:
                 L.append(f"  __shared__ {acc_type(n)} smem{j}[{self.block // 32}];")
@@ -79,20 +116,18 @@ class _ReductionPrinter(_Printer):
         names: dict[int, str] = {}
         self.emit_all([n for n in k.order if id(n) in rows and level[id(n)] == 0], names, "", "    ")
         acc = {id(n): f"a{j}" for j, n in enumerate(reduces)}
-        work = []
-        for p in passes(k):
-            mine = [n for n in reduces if _pass_of(n, level) == p]
-            stores = [st for st in full_stores if level[id(st[1])] == p]
-            roots = [s for n in mine for s in n.src] + [x for st in stores for x in (st[1], *st[2])]
-            work.append((p, mine, stores, _closure_of(roots, rows)))  # row values are named already
+        work = _row_work(k, rows, full_stores)
         if self.chunks:  # vectors read in several passes stay in registers from the first
-            uses: dict[int, int] = {}
-            for *_, body in work:
-                for n in dict.fromkeys(n for n in body if id(n) in self.vloads):
-                    uses[id(n)] = uses.get(id(n), 0) + 1
-            for n in dict.fromkeys(n for *_, body in work for n in body if uses.get(id(n), 0) > 1):
+            offset = []
+            for n in cached_loads(k, self.vec):
                 self.cache[id(n)] = name = self.fresh()
-                L.append(f"    alignas(16) {CTYPE[n.dtype]} {name}[{self.chunks * self.vec}];")
+                ct = CTYPE[n.dtype]
+                if self.smem_row:  # (each array's bytes a multiple of 16: vectors of 16 bytes)
+                    at = " + ".join(offset) or "0"
+                    L.append(f"    {ct}* const {name} = reinterpret_cast<{ct}*>(hir_dsmem + {at});")
+                    offset.append(f"{self.chunks * self.vec * self.block} * sizeof({ct})")
+                else:
+                    L.append(f"    alignas(16) {ct} {name}[{self.chunks * self.vec}];")
         for p, mine, stores, body in work:
             for n in mine:
                 L.append(f"    {acc_type(n)} {acc[id(n)]} = {acc_init(n)};")
@@ -218,9 +253,9 @@ class _ReductionPrinter(_Printer):
             if cache is None:
                 inner[id(n)] = self.vector_load(n, base)
             elif id(n) in self.loaded:
-                inner[id(n)] = f"({cache} + c * {v})[u]"
+                inner[id(n)] = f"({self._slot(cache)})[u]"
             else:
-                inner[id(n)] = self.vector_load(n, base, f"{cache} + c * {v}")
+                inner[id(n)] = self.vector_load(n, base, self._slot(cache))
         self.loaded.update(self.cache.keys() & {id(n) for n in loads})
         arrs = []
         for s, node, ix in stores:
@@ -238,6 +273,12 @@ class _ReductionPrinter(_Printer):
             L.append("      if (active)")
             self.vector_store(s, arr, _offset([base[id(x)] for x in ix], f"out{s}"))
         L.append("    }" if not self.chunks else "    }}")
+
+    def _slot(self, cache: str) -> str:
+        """This thread's vector `c` of a cached load."""
+        if self.smem_row:
+            return f"{cache} + (c * {self.block} + threadIdx.x) * {self.vec}"
+        return f"{cache} + c * {self.vec}"
 
     def _split(self, flat: str, dims, indent: str) -> None:
         """Declare i<d> for `dims` (row-major) from the flat index `flat`."""

@@ -16,7 +16,8 @@ from functools import cached_property
 
 from .. import config
 from .cuda import kernel_source, vector_loads, vector_width
-from .cuda_schedules import STAGE_BLOCK, STAGE_BYTES, STAGED, outer_ok, outer_width, staged_gather, tile_loads
+from .cuda_schedules import (STAGE_BLOCK, STAGE_BYTES, STAGED, outer_ok, outer_width, row_cache_bytes,
+                              staged_gather, tile_loads)
 from .kir import K, Kernel, Slot, kernel_text, layout, levels, passes, split_stores, verify_kernel, ws_slot
 from .lower import ReductionLowering, lower_pointwise
 from .online import online_softmax
@@ -36,6 +37,7 @@ class KernelOptions:
     fast_math: bool = False    # approximate exp, log and float division (HIR_FAST_MATH)
     check_indices: bool = False  # gathers check their index values (HOSTIR_DEBUG=indices)
     online: bool = True        # an online-softmax kernel for rows the persistent one does not hold
+    smem_rows: bool = True     # long rows of a normalization kept in shared memory
 
     @classmethod
     def from_config(cls) -> "KernelOptions":
@@ -43,7 +45,7 @@ class KernelOptions:
         return cls(block=c.block, streaming=c.streaming, pdl="pdl" not in c.disable,
                    grid_stride="grid_stride" in c.enable, pairing="paired_lanes" not in c.disable,
                    fast_math="fast_math" in c.enable, check_indices="indices" in c.debug,
-                   online="online_softmax" not in c.disable)
+                   online="online_softmax" not in c.disable, smem_rows="smem_rows" not in c.disable)
 
 
 @dataclass(eq=False)
@@ -60,6 +62,7 @@ class Variant:
     chunks: int = 0      # ... and vectors of the row each thread keeps in registers (0: a loop)
     outer: bool = False  # ... or tiles of 32 kept points, blocks split over the reduced points
     tile: int = -1       # a pointwise kernel that transposes: 32 x 32 tiles of (tile, innermost)
+    smem_row: bool = False  # a persistent reduction's kept vectors in shared memory, not registers
 
     @property
     def block(self) -> int:
@@ -77,8 +80,16 @@ class Variant:
     def source(self) -> str:
         o = self.options
         src = kernel_source(self.kernel, self.vec, self.idx, self.block, o.streaming, o.pdl,
-                            self.name, self.threads, self.chunks, self.outer, self.tile)
+                            self.name, self.threads, self.chunks, self.outer, self.tile, self.smem_row)
         return defines(o) + src
+
+    @cached_property
+    def smem(self) -> int:
+        """Dynamic shared memory bytes a launch takes (the row cache of an
+        smem_row variant)."""
+        if not self.smem_row:
+            return 0
+        return row_cache_bytes(self.kernel, self.vec, self.chunks * self.vec * self.block)
 
     def __str__(self) -> str:
         return self.source
@@ -181,7 +192,8 @@ class KernelSpec:
         if vec == 1 or not full or full[-1] % vec:
             return False
         vectors = math.prod(full[d] for d in k.reduced) // vec
-        return vectors <= max(1, PERSISTENT_POINTS // vec) * ROW_THREADS[-1]
+        return vectors <= max(1, PERSISTENT_POINTS // vec) * ROW_THREADS[-1] or \
+            self._row_schedule(k, vectors)[2]
 
     def choose(self, kernel: Kernel, extents: list[int], ins: list, outs, params: list) -> Variant:
         """The variant a launch uses: 32-bit indices when every offset and index
@@ -276,11 +288,13 @@ class KernelSpec:
         reduces = sum(1 for n in kernel.order if n.op == K.REDUCE)
         return ws_slot(kernel) * split * count * reduces, -(-count // 32)
 
-    def _row_schedule(self, kernel: Kernel, vectors: int) -> tuple[int, int]:
-        """(threads, chunks) for rows of `vectors` vectors: a kernel that makes
-        several passes keeps the row in registers, PERSISTENT_POINTS points a
-        thread (more for rows longer than ROW_THREADS[-1] threads' worth, up to
-        PERSISTENT_MAX_CHUNKS vectors); else a loop over the row."""
+    def _row_schedule(self, kernel: Kernel, vectors: int) -> tuple[int, int, bool]:
+        """(threads, chunks, smem_row) for rows of `vectors` vectors: a kernel
+        that makes several passes keeps the row, PERSISTENT_POINTS points a
+        thread in registers; a longer row in shared memory, SMEM_ROW_CHUNKS
+        vectors a thread, where a block's share takes at most SMEM_ROW_BYTES
+        (so an SM holds two rows or more); longer still, more a thread in
+        registers (up to PERSISTENT_MAX_CHUNKS vectors); else a loop over the row."""
         key = (id(kernel), "passes")
         got = self._positions.get(key)
         if got is None:
@@ -291,12 +305,16 @@ class KernelSpec:
         several = got
         vec = self._vec[id(kernel)]
         chunks = max(1, PERSISTENT_POINTS // vec)
-        if vectors > chunks * ROW_THREADS[-1]:  # a long row: more a thread
+        if vec > 1 and several and vectors > chunks * ROW_THREADS[-1]:  # a long row
+            t = next((t for t in ROW_THREADS if t >= 256 and vectors <= SMEM_ROW_CHUNKS * t), 0)
+            c = -(-vectors // t) if t else 0
+            if t and self.options.smem_rows and 0 < row_cache_bytes(kernel, vec, c * vec * t) <= SMEM_ROW_BYTES:
+                return t, c, True
             chunks = min(PERSISTENT_MAX_CHUNKS, -(-vectors // ROW_THREADS[-1]))
         if vec > 1 and several and vectors <= chunks * ROW_THREADS[-1]:
             t = next(t for t in ROW_THREADS if vectors <= chunks * t)
-            return t, max(1, -(-vectors // t))
-        return row_threads(vectors), 0
+            return t, max(1, -(-vectors // t)), False
+        return row_threads(vectors), 0, False
 
     def _full_outs(self, kernel: Kernel) -> list[int]:
         """Outputs a reduction kernel stores at every point of its space."""
@@ -338,8 +356,8 @@ class KernelSpec:
         return max(1, min(blocks, sm_count * 32 if self.options.grid_stride else 2 ** 31 - 1))
 
     def variant(self, kernel: Kernel, vec: int, idx: str, threads: int = 0, chunks: int = 0,
-                outer: bool = False, tile: int = -1) -> Variant:
-        key = (id(kernel), vec, idx, threads, chunks, outer, tile)
+                smem_row: bool = False, outer: bool = False, tile: int = -1) -> Variant:
+        key = (id(kernel), vec, idx, threads, chunks, smem_row, outer, tile)
         got = self._variants.get(key)
         if got is None:
             o = self.options
@@ -347,11 +365,11 @@ class KernelSpec:
                     f"{'_fm' if o.fast_math else ''}{'_chk' if o.check_indices else ''}")
             name = (f"{kernel.name}{'_pair' * len(kernel.pairs)}_v{vec}_"
                     f"{'i32' if idx == 'int' else 'i64'}{f'_t{threads}' if threads else ''}"
-                    f"{f'_c{chunks}' if chunks else ''}{'_outer' if outer else ''}"
+                    f"{f'_c{chunks}' if chunks else ''}{'_smem' if smem_row else ''}{'_outer' if outer else ''}"
                     f"{f'_tile{tile}' if tile >= 0 else ''}{'_staged' if tile == STAGED else ''}{tune}")
             slots = frozenset(n.arg for n in kernel.order if id(n) in vector_loads(kernel, vec))
             got = self._variants[key] = Variant(kernel, vec, idx, o, name, slots, threads, chunks,
-                                                outer, tile)
+                                                outer, tile, smem_row)
         return got
 
     def typical_variants(self) -> list[Variant]:
@@ -367,6 +385,8 @@ class KernelSpec:
                 out += [self.variant(k, self._vec[id(k)], "int", t) for t in ROW_THREADS[::2]]
                 out.append(self.variant(k, self._vec[id(k)], "int", *self._row_schedule(k, 1000)))
                 if k is self.online:  # its rows are long: several vectors a thread kept
+                    out.append(self.variant(k, self._vec[id(k)], "int", *self._row_schedule(k, 4096)))
+                elif self._row_schedule(k, 4096)[2]:  # a long row kept in shared memory
                     out.append(self.variant(k, self._vec[id(k)], "int", *self._row_schedule(k, 4096)))
             else:
                 out += [self.variant(k, 1, "long long"), self.variant(k, self._vec[id(k)], "int")]
@@ -403,6 +423,8 @@ of copy with 32 points a thread at 62 % occupancy; torch.compile's kernel keeps
 16 at 100 %. Rows longer than 1024 threads' worth take more a thread, up to
 PERSISTENT_MAX_CHUNKS vectors; longer rows than that loop over the row."""
 PERSISTENT_MAX_CHUNKS = 8
+SMEM_ROW_CHUNKS = 8          # vectors a thread keeps of a row held in shared memory
+SMEM_ROW_BYTES = 96 * 1024   # a block's share of such a row at most (two blocks an SM)
 
 
 def row_threads(reduced: int) -> int:

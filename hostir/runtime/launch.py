@@ -85,9 +85,10 @@ def sm_count(device: torch.device) -> int:
 class CompiledKernel:
     """A cubin, the kernel's name, and its loaded function per device."""
 
-    def __init__(self, name: str, source: str, pdl: bool = False):
+    def __init__(self, name: str, source: str, pdl: bool = False, smem: int = 0):
         self.name = name
         self.source = source
+        self.smem = smem  # dynamic shared memory bytes a launch takes
         # launched with programmatic stream serialization (the source waits on
         # griddepcontrol before touching memory)
         self.pdl = pdl
@@ -107,6 +108,10 @@ class CompiledKernel:
                 module = check(cu.cuModuleLoadData(cubin), f"cuModuleLoadData({self.name})")
                 f = check(cu.cuModuleGetFunction(module, self.name.encode()),
                           f"cuModuleGetFunction({self.name})")
+                if self.smem > 48 * 1024:  # past the default limit: asked for once
+                    check(cu.cuFuncSetAttribute(
+                        f, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        self.smem), f"cuFuncSetAttribute({self.name}, {self.smem} bytes of shared memory)")
                 self._funcs[idx] = f
                 self._modules[idx] = module
         return f
@@ -163,13 +168,13 @@ class DirectLauncher:
     programmatic dependent launch) with PackedArgs: the cheapest launch
     cuda.bindings offers (no argument conversion per call)."""
 
-    __slots__ = ("name", "f", "grid", "block", "pdl", "_streams", "_launch", "_ok")
+    __slots__ = ("name", "f", "grid", "block", "pdl", "smem", "_streams", "_launch", "_ok")
 
     def __init__(self, compiled: CompiledKernel, device: torch.device, grid: int, block: int):
         cu = _driver()
         self.name = compiled.name
         self.f = compiled.function(device)
-        self.grid, self.block, self.pdl = grid, block, compiled.pdl
+        self.grid, self.block, self.pdl, self.smem = grid, block, compiled.pdl, compiled.smem
         self._streams: dict[int, object] = {}
         self._launch = cu.cuLaunchKernelEx if self.pdl else cu.cuLaunchKernel
         self._ok = cu.CUresult.CUDA_SUCCESS
@@ -184,7 +189,7 @@ class DirectLauncher:
         cfg = cu.CUlaunchConfig()
         cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = self.grid, 1, 1
         cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = self.block, 1, 1
-        cfg.sharedMemBytes = 0
+        cfg.sharedMemBytes = self.smem
         cfg.hStream = cu.CUstream(handle)
         attr = cu.CUlaunchAttribute()
         attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
@@ -202,6 +207,6 @@ class DirectLauncher:
             (err,) = self._launch(s, self.f, args.address, 0)
         else:
             g, b = self.grid, self.block
-            (err,) = self._launch(self.f, g, 1, 1, b, 1, 1, 0, s, args.address, 0)
+            (err,) = self._launch(self.f, g, 1, 1, b, 1, 1, self.smem, s, args.address, 0)
         if err != self._ok:
             check(err, f"{'cuLaunchKernelEx' if self.pdl else 'cuLaunchKernel'}({self.name})")
