@@ -108,7 +108,7 @@ class CompiledKernel:
                 module = check(cu.cuModuleLoadData(cubin), f"cuModuleLoadData({self.name})")
                 f = check(cu.cuModuleGetFunction(module, self.name.encode()),
                           f"cuModuleGetFunction({self.name})")
-                if self.smem > 48 * 1024:  # past the default limit: asked for once
+                if self.smem:  # (past 48 KiB with static shared memory: asked for once)
                     check(cu.cuFuncSetAttribute(
                         f, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                         self.smem), f"cuFuncSetAttribute({self.name}, {self.smem} bytes of shared memory)")
