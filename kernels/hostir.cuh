@@ -394,7 +394,10 @@ template <typename T> __device__ __forceinline__ bool hir_isposinf(T x) { return
 // ---------------------------------------------------------------- float8
 // Float8_e4m3fn and Float8_e5m2 travel as bytes and convert as torch's CPU kernels
 // do, in integer code (no cuda_fp8.h: pip's NVRTC lacks it). From float: round to
-// nearest even; e4m3fn has no inf and saturates to +-448 (inf too); e5m2 overflows
+// nearest even; e4m3fn has no inf and saturates to +-448 (inf too) as torch from
+// 2.12 does, or, with HIR_FP8_E4M3_OVERFLOW_NAN (torch before it; the runtime
+// defines it from the torch it runs with), turns |f| past 464 (what rounds past
+// 448) and inf into NaN; e5m2 overflows
 // to inf; a NaN becomes 0x7f with its sign. To float: exact, a NaN with torch's
 // bits. Other types go through float (double rounds to float first, as in torch).
 // The block between the markers also compiles as host C++: tests/test_float8.py
@@ -419,7 +422,11 @@ HIR_FP8_FN unsigned int hir_fp8_rne(unsigned int m, int s) {
 HIR_FP8_FN hir_e4m3 hir_f_to_e4m3(float f) {
   const unsigned int u = hir_fp8_bits(f), a = u & 0x7fffffffu, sign = (u >> 24) & 0x80u;
   if (a > 0x7f800000u) return (hir_e4m3)(sign | 0x7fu);  // NaN
+#ifdef HIR_FP8_E4M3_OVERFLOW_NAN
+  if (a >= 0x43f00000u) return (hir_e4m3)(sign | 0x7fu);  // |f| >= 480, inf too: NaN (past 464 rounds to it)
+#else
   if (a >= 0x43e00000u) return (hir_e4m3)(sign | 0x7eu);  // |f| >= 448, inf too: 448
+#endif
   if (a >= 0x3c800000u) return (hir_e4m3)(sign | hir_fp8_rne(a - (120u << 23), 20));  // normal
   const int e = (int)(a >> 23);  // below 2^-6: a multiple of 2^-9; below 2^-10, zero
   if (e < 117) return (hir_e4m3)sign;

@@ -959,8 +959,8 @@ def _sdpa_grads(q, k, v, g, is_causal=True, scale=None):
     return [out.detach(), q.grad, k.grad, v.grad]
 
 
-@program("sdpa_fwd_bwd_thunder", lambda: [r(2, 4, 16, 32, dtype=BF16), r(2, 4, 12, 32, dtype=BF16),
-                                          r(2, 4, 12, 32, dtype=BF16), r(2, 4, 16, 32, dtype=BF16)],
+@program("sdpa_fwd_bwd_thunder", lambda: [r(2, 4, 16, 32, dtype=BF16), r(2, 4, 16, 32, dtype=BF16),
+                                          r(2, 4, 16, 32, dtype=BF16), r(2, 4, 16, 32, dtype=BF16)],
          _sdpa_grads, 2e-2, 2e-2)
 def _(fd):
     """Thunder's nvFuser executor: scalars defined once, positional arguments, scale None."""

@@ -10,6 +10,7 @@ runtime only loads, packs and launches.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -96,9 +97,20 @@ class Variant:
 
 
 def defines(o: KernelOptions) -> str:
-    """The macros a kernel's options set in its source (kernels/hostir.cuh reads them)."""
+    """The macros a kernel's options set in its source (kernels/hostir.cuh reads
+    them), and the float8 overflow rule of the torch this process runs with."""
     return (("#define HIR_FAST_MATH 1\n" if o.fast_math else "")
-            + ("#define HIR_CHECK_INDICES 1\n" if o.check_indices else ""))
+            + ("#define HIR_CHECK_INDICES 1\n" if o.check_indices else "")
+            + ("#define HIR_FP8_E4M3_OVERFLOW_NAN 1\n" if e4m3_overflow_is_nan() else ""))
+
+
+@functools.cache
+def e4m3_overflow_is_nan() -> bool:
+    """Does this torch turn a float past Float8_e4m3fn's range into NaN (torch
+    before 2.12) rather than saturate it to 448 (later)? Kernels follow it."""
+    import torch
+    dt = getattr(torch, "float8_e4m3fn", None)
+    return dt is not None and torch.tensor([470.0]).to(dt).view(torch.uint8).item() == 0x7F
 
 
 def index_type(extents: list[int], ins: list, outs, params: list) -> str:

@@ -22,6 +22,10 @@ dropout's mask round-trips between forward and backward untouched. ATen's CPU
 kernels have no dropout and no rng state: on CPU tensors dropout_p must be 0
 (an UnsupportedError names the op otherwise) and the rng state is zeros.
 
+A causal call needs L == S (an UnsupportedError otherwise): ATen's flash
+kernels align a causal mask with L != S at the top left on CPU and the bottom
+right on CUDA, and hostir does not give one program two meanings.
+
 Sharding (`dims`): batch and head dims pass through; the sequence and
 embedding dims are taken whole (a causal mask needs whole sequences).
 """
@@ -194,6 +198,7 @@ def _fwd_reference(v: Val, args, env):
 def flash_fwd(q, k, v, dropout_p: float, is_causal: bool, scale):
     """ATen's flash attention on [N, H, L, E] tensors: (output, log_sumexp as
     float, seed and offset as int64)."""
+    _causal_lengths("sdpfa_fwd", q, k, is_causal)
     if q.device.type == "cpu":
         _no_dropout("sdpfa_fwd", dropout_p)
         out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
@@ -255,6 +260,7 @@ def _bwd_reference(v: Val, args, env):
 
 def flash_bwd(g, q, k, v, out, lse, dropout_p: float, is_causal: bool, seed, offset, scale):
     """ATen's flash attention backward on [N, H, L, E] tensors: (grad_q, grad_k, grad_v)."""
+    _causal_lengths("sdpfa_bwd", q, k, is_causal)
     if q.device.type == "cpu":
         _no_dropout("sdpfa_bwd", dropout_p)
         return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
@@ -284,6 +290,17 @@ def _like(t: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
         return t
     inverse = sorted(range(ref.ndim), key=order.__getitem__)
     return t.permute(order).contiguous().permute(inverse)
+
+
+def _causal_lengths(opname: str, q: torch.Tensor, k: torch.Tensor, is_causal: bool) -> None:
+    """A causal mask needs as many query as key positions: ATen's flash
+    kernels align it at the top left on CPU and at the bottom right on CUDA
+    where L != S, so such a call would mean one thing on each device."""
+    if is_causal and q.shape[-2] != k.shape[-2]:
+        raise UnsupportedError(
+            f"{opname}: is_causal with {q.shape[-2]} query and {k.shape[-2]} key positions: ATen's "
+            f"flash attention aligns the causal mask at the top left on CPU and at the bottom right "
+            f"on CUDA when they differ; hostir takes causal attention with L == S only")
 
 
 def _no_dropout(opname: str, dropout_p: float) -> None:
