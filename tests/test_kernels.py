@@ -620,11 +620,12 @@ def test_dependent_launch_across_streams_waits_for_events():
 
 
 @nvrtc
-@pytest.mark.parametrize("shared", ["constant", "parameter"])
+@pytest.mark.parametrize("shared", ["constant", "parameter", "index constant"])
 def test_int32_index_math_narrows_shared_64_bit_operands(shared):
     """A constant or scalar parameter used both in a load's index math and
     elsewhere stays 64-bit; in the 32-bit-index variant a call such as
-    hir_min must still see one operand type (a fuzzer found `hir_min(1LL, v)`)."""
+    hir_min must still see one operand type (a fuzzer found `hir_min(1LL, v)`,
+    and `hir_min(5, v)`: a constant named as an int index in 64-bit data math)."""
     _nvrtc_or_skip()
     from hostir.codegen.cuda import kernel_source
     from hostir.codegen.kir import K, Builder, Kernel, TensorParam
@@ -636,13 +637,18 @@ def test_int32_index_math_narrows_shared_64_bit_operands(shared):
     one, p0 = b.i(1), b.mk(K.PARAM, DataType.Int, arg=0)
     row = b.mk(Op.ADD, DataType.Int, (b.mk(Op.MINIMUM, DataType.Int, (one, p0)), i0))
     val = b.mk(K.LOAD, DataType.Float, (b.const(True, DataType.Bool), row, i1), arg=0)
-    if shared == "constant":  # the constant in a store offset too
+    if shared == "index constant":  # min(5, p0) in index math and in data: the 5 is index-only
+        lo = b.mk(Op.MINIMUM, DataType.Int, (b.i(5), p0))
+        val = b.mk(K.LOAD, DataType.Float, (b.const(True, DataType.Bool), b.add(lo, i0), i1), arg=0)
+        data = b.mk(Op.CAST, DataType.Float, (b.mk(Op.MUL, DataType.Int, (lo, p0)),), arg=DataType.Float)
+        stores = [(0, b.mk(Op.ADD, DataType.Float, (val, data)), (i0, i1))]
+    elif shared == "constant":  # the constant in a store offset too
         stores = [(0, val, (i0, i1)), (0, val, (i0, b.add(i1, one)))]
     else:  # the parameter in data too
         data = b.mk(Op.CAST, DataType.Float, (b.mk(Op.MUL, DataType.Int, (p0, i1)),),
                     arg=DataType.Float)
         stores = [(0, b.mk(Op.ADD, DataType.Float, (val, data)), (i0, i1))]
-    kern = Kernel(f"k_shared_{shared}", inputs=[TensorParam(t, 2, DataType.Float)],
+    kern = Kernel(f"k_shared_{shared.replace(' ', '_')}", inputs=[TensorParam(t, 2, DataType.Float)],
                   outputs=[TensorParam(t, 2, DataType.Float)], params=[t], extent_vals=[t, t],
                   stores=stores, order=list(b.order))
     for idx in ("int", "long long"):

@@ -223,6 +223,11 @@ class _Printer:
                 text = _expr(node, lambda s: names[id(s)] if id(s) in self.index_nodes
                              or s.dtype is not DataType.Int or s.op == K.INDEX
                              else (str(int(s.arg)) if s.op == K.CONST else f"(int){names[id(s)]}"))
+            elif self.idx == "int":
+                # a 64-bit value computed from a 32-bit index (a constant shared with
+                # index math is named as an int): widened, so calls like hir_min see one type
+                text = _expr(node, lambda s: f"(long long){names[id(s)]}"
+                             if id(s) in self.index_nodes and s.dtype is DataType.Int else names[id(s)])
             else:
                 text = _expr(node, lambda s: names[id(s)])
             var = self.fresh()
