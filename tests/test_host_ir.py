@@ -1197,6 +1197,24 @@ def test_graph_replay_hands_out_its_pool_once_the_caller_lets_go():
 
 
 @pytest.mark.gpu
+def test_single_collective_programs_replay_on_nccl():
+    """A one-rank NCCL group in a process of its own (tests/mpi/nccl_one_rank_graphs.py):
+    programs of one collective are captured and replayed, held outputs stay intact."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(k, None)
+    proc = subprocess.run([sys.executable, str(root / "tests" / "mpi" / "nccl_one_rank_graphs.py")],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=root)
+    assert proc.returncode == 0 and "all one-rank NCCL graph programs ok" in proc.stdout, \
+        (proc.stdout + proc.stderr)[-3000:]
+
+
+@pytest.mark.gpu
 def test_graph_replay_returns_inputs_and_views_of_inputs(monkeypatch):
     with FusionDefinition() as fd:
         t = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
