@@ -3,6 +3,8 @@ the world-size-1 backend. A `Work` is started collectives plus what to do
 once they are done."""
 from __future__ import annotations
 
+import atexit
+
 import torch
 
 from ..ir.errors import ExecutionError
@@ -97,6 +99,17 @@ def _first(dist, *names):
     raise ExecutionError(f"torch.distributed has none of {names}")
 
 
+def _close_group(dist, group) -> None:
+    """Take a gloo group down before the interpreter's teardown: its threads
+    would otherwise outlive Python ("terminate called without an active
+    exception", the process aborts after a program that ran well)."""
+    try:
+        if dist.is_initialized():
+            dist.destroy_process_group(group)
+    except Exception:  # noqa: BLE001 - the user took the world down first: nothing left to close
+        pass
+
+
 class TorchBackend:
     def __init__(self, dist, timeout):
         self.dist = dist
@@ -106,6 +119,8 @@ class TorchBackend:
         # host-side checks go through a group of their own (gloo, also beside NCCL): a
         # check that one rank alone makes never meets another rank's collective
         self.side = dist.new_group(backend="gloo", timeout=timeout)
+        if self.name != "gloo":  # (a gloo world goes down whole at exit: communicator._destroy)
+            atexit.register(_close_group, dist, self.side)
         self._all_gather = _first(dist, "all_gather_single", "all_gather_into_tensor")
         self._reduce_scatter = _first(dist, "reduce_scatter_single", "reduce_scatter_tensor")
         ops = dist.ReduceOp
