@@ -473,7 +473,7 @@ def vector_width(kern: Kernel) -> int:
 def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int = 128,
                   streaming: bool = False, pdl: bool = False, name: str | None = None,
                   threads: int = 32, chunks: int = 0, outer: bool = False, tile: int = -1,
-                  smem_row: bool = False) -> str:
+                  smem_row: int = 0) -> str:
     """CUDA C++ for `kern`, as the `extern "C"` function `name` (default: the
     kernel's): `vec` points per thread iteration (vector loads and stores where
     aligned), `idx` the index type ("int" when offsets fit), `pdl` for a launch
@@ -481,7 +481,8 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
     kernel waits on griddepcontrol before any access); a reduction kernel
     combines each row over `threads` threads, each holding its `chunks`
     vectors of the row in registers (0: a loop that reads them in every pass;
-    `smem_row`: in dynamic shared memory, cuda_schedules.row_cache_bytes)."""
+    `smem_row` > 0: that many of them in dynamic shared memory, the rest read
+    again in each pass; cuda_schedules.row_cache_bytes)."""
     if tile != -1 or outer or kern.reduced:  # (tile -2: a staged gather)
         from .cuda_schedules import schedule_source
         return schedule_source(kern, vec, idx, block, pdl, name or kern.name, threads, chunks,

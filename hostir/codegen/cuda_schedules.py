@@ -17,7 +17,7 @@ STAGE_BLOCK = 512        # threads of a staged gather's block (a row's loads in 
 
 
 def schedule_source(kern: Kernel, vec: int, idx: str, block: int, pdl: bool, name: str,
-                    threads: int, chunks: int, outer: bool, tile: int, smem_row: bool = False) -> str:
+                    threads: int, chunks: int, outer: bool, tile: int, smem_row: int = 0) -> str:
     """The source of a reduction, outer-reduction, transposing or staged-gather
     variant (see cuda.kernel_source)."""
     if tile == STAGED:
@@ -78,15 +78,17 @@ class _ReductionPrinter(_Printer):
     the kept dims."""
 
     def __init__(self, kern: Kernel, name: str, idx: str, block: int, threads: int, pdl: bool,
-                 vec: int = 1, chunks: int = 0, smem_row: bool = False):
+                 vec: int = 1, chunks: int = 0, smem_row: int = 0):
         super().__init__(kern, name, vec, idx, block, False, pdl)
         if vec == 1:
             self.inner = -1  # every index is named i<d>
         self.threads = threads
         self.chunks = chunks if vec > 1 else 0  # persistent: each thread's vectors of a row
-        # ... kept in dynamic shared memory, not registers (rows too long for registers:
-        # a block's threads' slots [chunk][thread][vec], consecutive threads side by side)
-        self.smem_row = smem_row and bool(self.chunks)
+        # ... the first `smem_row` of them kept in dynamic shared memory, not registers
+        # (rows too long for registers: a block's threads' slots [chunk][thread][vec],
+        # consecutive threads side by side); the others read again in each pass (L2)
+        self.smem_chunks = min(smem_row, self.chunks)
+        self.smem_row = self.smem_chunks > 0
         self.cache: dict[int, str] = {}          # vector load -> its register array
         self.loaded: set[int] = set()            # cached loads a pass has filled
         self._invariant: set[int] | None = None  # row-invariant loads (load_hint)
@@ -125,7 +127,7 @@ class _ReductionPrinter(_Printer):
                 if self.smem_row:  # (each array's bytes a multiple of 16: vectors of 16 bytes)
                     at = " + ".join(offset) or "0"
                     L.append(f"    {ct}* const {name} = reinterpret_cast<{ct}*>(hir_dsmem + {at});")
-                    offset.append(f"{self.chunks * self.vec * self.block} * sizeof({ct})")
+                    offset.append(f"{self.smem_chunks * self.vec * self.block} * sizeof({ct})")
                 else:
                     L.append(f"    alignas(16) {ct} {name}[{self.chunks * self.vec}];")
         for p, mine, stores, body in work:
@@ -248,11 +250,19 @@ class _ReductionPrinter(_Printer):
         pre = _closure(loads, self.dep) + _closure(store_ix, self.dep) + store_ix
         self.emit_all([n for n in pre if n.op != K.LOAD], base, i, "      ")
         inner = dict(local)
+        partial = self.smem_row and self.smem_chunks < self.chunks
         for n in loads:
             cache = self.cache.get(id(n))
             if cache is None:
                 inner[id(n)] = self.vector_load(n, base)
-            elif id(n) in self.loaded:
+                continue
+            if partial:  # chunks past shared memory: a register vector, loaded each pass
+                L.append(f"      alignas(16) {CTYPE[n.dtype]} {cache}_t[{v}];")
+            if id(n) in self.loaded:
+                if partial:
+                    L.append(f"      if (c >= {self.smem_chunks}) {{")
+                    self.vector_load(n, base, f"{cache}_t")
+                    L.append("      }")
                 inner[id(n)] = f"({self._slot(cache)})[u]"
             else:
                 inner[id(n)] = self.vector_load(n, base, self._slot(cache))
@@ -277,7 +287,10 @@ class _ReductionPrinter(_Printer):
     def _slot(self, cache: str) -> str:
         """This thread's vector `c` of a cached load."""
         if self.smem_row:
-            return f"{cache} + (c * {self.block} + threadIdx.x) * {self.vec}"
+            at = f"{cache} + (c * {self.block} + threadIdx.x) * {self.vec}"
+            if self.smem_chunks < self.chunks:  # (c is a constant in each unrolled copy)
+                return f"(c < {self.smem_chunks} ? {at} : {cache}_t)"
+            return at
         return f"{cache} + c * {self.vec}"
 
     def _split(self, flat: str, dims, indent: str) -> None:

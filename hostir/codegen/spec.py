@@ -63,7 +63,7 @@ class Variant:
     chunks: int = 0      # ... and vectors of the row each thread keeps in registers (0: a loop)
     outer: bool = False  # ... or tiles of 32 kept points, blocks split over the reduced points
     tile: int = -1       # a pointwise kernel that transposes: 32 x 32 tiles of (tile, innermost)
-    smem_row: bool = False  # a persistent reduction's kept vectors in shared memory, not registers
+    smem_row: int = 0    # ... that many of them in shared memory, not registers (the rest re-read)
 
     @property
     def block(self) -> int:
@@ -90,7 +90,7 @@ class Variant:
         smem_row variant)."""
         if not self.smem_row:
             return 0
-        return row_cache_bytes(self.kernel, self.vec, self.chunks * self.vec * self.block)
+        return row_cache_bytes(self.kernel, self.vec, min(self.smem_row, self.chunks) * self.vec * self.block)
 
     def __str__(self) -> str:
         return self.source
@@ -300,13 +300,14 @@ class KernelSpec:
         reduces = sum(1 for n in kernel.order if n.op == K.REDUCE)
         return ws_slot(kernel) * split * count * reduces, -(-count // 32)
 
-    def _row_schedule(self, kernel: Kernel, vectors: int) -> tuple[int, int, bool]:
+    def _row_schedule(self, kernel: Kernel, vectors: int) -> tuple[int, int, int]:
         """(threads, chunks, smem_row) for rows of `vectors` vectors: a kernel
         that makes several passes keeps the row, PERSISTENT_POINTS points a
         thread in registers; a longer row in shared memory, SMEM_ROW_CHUNKS
-        vectors a thread, where a block's share takes at most SMEM_ROW_BYTES
-        (so an SM holds two rows or more); longer still, more a thread in
-        registers (up to PERSISTENT_MAX_CHUNKS vectors); else a loop over the row."""
+        vectors a thread (smem_row of them in shared memory: as many as leave
+        room for the blocks an SM holds by threads, SMEM_ROW_BYTES at most, the
+        rest read again in each pass); longer still, more a thread in registers
+        (up to PERSISTENT_MAX_CHUNKS vectors); else a loop over the row."""
         key = (id(kernel), "passes")
         got = self._positions.get(key)
         if got is None:
@@ -320,13 +321,17 @@ class KernelSpec:
         if vec > 1 and several and vectors > chunks * ROW_THREADS[-1]:  # a long row
             t = next((t for t in ROW_THREADS if t >= 256 and vectors <= SMEM_ROW_CHUNKS * t), 0)
             c = -(-vectors // t) if t else 0
-            if t and self.options.smem_rows and 0 < row_cache_bytes(kernel, vec, c * vec * t) <= SMEM_ROW_BYTES:
-                return t, c, True
+            chunk_bytes = row_cache_bytes(kernel, vec, vec * t) if t else 0
+            if self.options.smem_rows and chunk_bytes:
+                budget = min(SMEM_ROW_BYTES, SMEM_PER_SM // (2048 // t)) if SMEM_ROW_PARTIAL else SMEM_ROW_BYTES
+                kept = min(c, budget // chunk_bytes)
+                if kept == c or (SMEM_ROW_PARTIAL and kept * 2 >= c):
+                    return t, c, kept
             chunks = min(PERSISTENT_MAX_CHUNKS, -(-vectors // ROW_THREADS[-1]))
         if vec > 1 and several and vectors <= chunks * ROW_THREADS[-1]:
             t = next(t for t in ROW_THREADS if vectors <= chunks * t)
-            return t, max(1, -(-vectors // t)), False
-        return row_threads(vectors), 0, False
+            return t, max(1, -(-vectors // t)), 0
+        return row_threads(vectors), 0, 0
 
     def _full_outs(self, kernel: Kernel) -> list[int]:
         """Outputs a reduction kernel stores at every point of its space."""
@@ -368,7 +373,7 @@ class KernelSpec:
         return max(1, min(blocks, sm_count * 32 if self.options.grid_stride else 2 ** 31 - 1))
 
     def variant(self, kernel: Kernel, vec: int, idx: str, threads: int = 0, chunks: int = 0,
-                smem_row: bool = False, outer: bool = False, tile: int = -1) -> Variant:
+                smem_row: int = 0, outer: bool = False, tile: int = -1) -> Variant:
         key = (id(kernel), vec, idx, threads, chunks, smem_row, outer, tile)
         got = self._variants.get(key)
         if got is None:
@@ -377,7 +382,7 @@ class KernelSpec:
                     f"{'_fm' if o.fast_math else ''}{'_chk' if o.check_indices else ''}")
             name = (f"{kernel.name}{'_pair' * len(kernel.pairs)}_v{vec}_"
                     f"{'i32' if idx == 'int' else 'i64'}{f'_t{threads}' if threads else ''}"
-                    f"{f'_c{chunks}' if chunks else ''}{'_smem' if smem_row else ''}{'_outer' if outer else ''}"
+                    f"{f'_c{chunks}' if chunks else ''}{('_smem' if smem_row >= chunks else f'_smem{smem_row}') if smem_row else ''}{'_outer' if outer else ''}"
                     f"{f'_tile{tile}' if tile >= 0 else ''}{'_staged' if tile == STAGED else ''}{tune}")
             slots = frozenset(n.arg for n in kernel.order if id(n) in vector_loads(kernel, vec))
             got = self._variants[key] = Variant(kernel, vec, idx, o, name, slots, threads, chunks,
@@ -437,6 +442,8 @@ PERSISTENT_MAX_CHUNKS vectors; longer rows than that loop over the row."""
 PERSISTENT_MAX_CHUNKS = 8
 SMEM_ROW_CHUNKS = 8          # vectors a thread keeps of a row held in shared memory
 SMEM_ROW_BYTES = 96 * 1024   # a block's share of such a row at most (two blocks an SM)
+SMEM_PER_SM = 224 * 1024     # shared memory an SM's blocks share (an H100's 227 KiB, less the slots)
+SMEM_ROW_PARTIAL = True      # keep part of a row in shared memory for more blocks an SM
 
 
 def row_threads(reduced: int) -> int:
