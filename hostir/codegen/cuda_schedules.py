@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .cuda import CTYPE, _affine, _closure, _inner_deps, _offset, _Printer, vector_loads
 from .cuda_combine import _COMBINE, acc_bytes, acc_init, acc_point, acc_type, acc_value
-from .kir import K, Kernel, KNode, levels, passes, row_nodes, split_stores, ws_slot
+from .kir import K, Kernel, KNode, levels, passes, row_nodes, split_stores, topological, ws_slot
 
 
 STAGED = -2  # a Variant's `tile` for the staged-gather schedule (_StagePrinter)
@@ -634,16 +634,4 @@ def outer_ok(kern: Kernel) -> bool:
 def _closure_of(roots, stop=frozenset()) -> list:
     """The dependence-ordered sub-DAG under `roots`, the roots included, not
     entering nodes in `stop` (ids)."""
-    seen, order = set(), []
-    stack = [(r, False) for r in reversed(roots)]
-    while stack:
-        n, done = stack.pop()
-        if done:
-            order.append(n)
-            continue
-        if id(n) in seen or id(n) in stop:
-            continue
-        seen.add(id(n))
-        stack.append((n, True))
-        stack.extend((s, False) for s in reversed(n.src))
-    return order
+    return topological(roots, stop=stop)

@@ -497,3 +497,22 @@ def kernel_text(kern: Kernel) -> str:
     for slot, value, ix in kern.stores:
         lines.append(f"  out{slot}[{', '.join(names[id(i)] for i in ix)}] = {names[id(value)]}{where}")
     return "\n".join(lines)
+
+
+def topological(roots, deps=lambda n: n.src, stop=frozenset()) -> list:
+    """The nodes under `roots` along `deps` (default: their sources), each
+    after its deps, the roots included, not entering nodes whose id is in
+    `stop` (iterative: kernels may be deep)."""
+    seen, order = set(), []
+    stack = [(r, False) for r in reversed(roots)]
+    while stack:
+        n, done = stack.pop()
+        if done:
+            order.append(n)
+            continue
+        if id(n) in seen or id(n) in stop:
+            continue
+        seen.add(id(n))
+        stack.append((n, True))
+        stack.extend((x, False) for x in reversed(deps(n)))
+    return order

@@ -42,7 +42,7 @@ from typing import NamedTuple
 
 from ..ir.dtypes import DataType
 from ..ir.node import Op
-from .kir import ONLINE, Builder, K, Kernel, KNode, levels
+from .kir import ONLINE, Builder, K, Kernel, KNode, levels, topological
 
 
 class Online(NamedTuple):
@@ -120,7 +120,7 @@ def online_softmax(kern: Kernel) -> Kernel:
     if kern.guard is not None:
         roots.append(kern.guard)
     b, new, pair = Builder(), {}, {}
-    for n in _topological(roots, deps):
+    for n in topological(roots, deps):
         f = by_max.get(id(n))
         if f is not None:
             c = new[id(f.factor)] if f.factor is not None else b.const(1.0, n.dtype)
@@ -133,21 +133,3 @@ def online_softmax(kern: Kernel) -> Kernel:
     stores = [(slot, new[id(v)], tuple(new[id(i)] for i in ix)) for slot, v, ix in kern.stores]
     guard = new[id(kern.guard)] if kern.guard is not None else None
     return replace(kern, name=f"{kern.name}_online", stores=stores, order=list(b.order), guard=guard)
-
-
-def _topological(roots, deps) -> list[KNode]:
-    """The nodes under `roots` along `deps`, each after its deps (iterative:
-    kernels may be deep)."""
-    seen, order = set(), []
-    stack = [(r, False) for r in reversed(roots)]
-    while stack:
-        n, done = stack.pop()
-        if done:
-            order.append(n)
-            continue
-        if id(n) in seen:
-            continue
-        seen.add(id(n))
-        stack.append((n, True))
-        stack.extend((x, False) for x in reversed(deps(n)))
-    return order
