@@ -130,7 +130,14 @@ class _ReductionPrinter(_Printer):
                     offset.append(f"{self.smem_chunks * self.vec * self.block} * sizeof({ct})")
                 else:
                     L.append(f"    alignas(16) {ct} {name}[{self.chunks * self.vec}];")
+        # a row read again from L2 in a later pass (the loop over a long row): what
+        # that pass reads and every store evict first, so the row's first read stays
+        self._evict_last_pass = (LOOP_HINTS and not self.chunks and self.vec > 1 and len(work) > 1
+                                 and any(n.op == K.LOAD for *_, body in work[1:] for n in body))
+        if self._evict_last_pass:
+            self.streaming = True
         for p, mine, stores, body in work:
+            self._last_pass = p == work[-1][0]
             for n in mine:
                 L.append(f"    {acc_type(n)} {acc[id(n)]} = {acc_init(n)};")
             if self.vec == 1:
@@ -160,6 +167,8 @@ class _ReductionPrinter(_Printer):
         """A persistent kernel streams its rows past L1 (read once, kept in
         registers) and keeps what every row reads (a layernorm's weight and bias)
         in L1: rows would otherwise evict them, and each row re-reads them."""
+        if getattr(self, "_evict_last_pass", False):
+            return ".cs" if self._last_pass else None
         if not (self.chunks and LOAD_HINTS):
             return None
         if self._invariant is None:
@@ -592,6 +601,7 @@ class _OuterPrinter(_ReductionPrinter):
 
 
 FULL_OCCUPANCY = True  # persistent kernels ask for 2048 threads an SM (tune_reduction toggles it)
+LOOP_HINTS = True  # a long row's loop: its last pass's loads and the stores evict first (.cs)
 LOAD_HINTS = False  # cache-eviction hints on persistent kernels' loads: measured slower (tune_reduction)
 
 
