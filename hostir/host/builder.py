@@ -204,18 +204,10 @@ class HostProgram(CommunicationStatements):
         """A host for-loop; yields the index, a symbolic scalar rebound each iteration."""
         index = Val(Op.LOOP_INDEX, DataType.Int, arg=next(_ids), name=name or self._name("i"))
         bounds = [_scalar_arg(x, "for_loop") for x in (start, stop, step)]
-        self._blocks.append([])
-        self._started.append([])
         joins: list = []
-        self._open.append(("loop", joins))
-        try:
+        with self._scope(self._open, ("loop", joins), []) as body:
             yield index
-            self._close_block()
-        finally:
-            body = tuple(self._blocks.pop())
-            self._started.pop()
-            self._open.pop()
-        self._emit(H.ForLoop(index, *bounds, body))
+        self._emit(H.ForLoop(index, *bounds, body[0]))
         if joins:  # the enclosing stream waits for every iteration's streams, after the loop
             self._emit(H.ForLoop(index, *bounds, tuple(H.Synchronize(k) for k in joins)))
             inside = {id(k) for k in joins}
@@ -234,15 +226,11 @@ class HostProgram(CommunicationStatements):
         self._emit(H.SetCurrentStream(k))
         self._emit(H.Synchronize(parent))
         self._stream_depth.append(k)
-        self._started.append([])
-        self._open.append(("stream", k))
         try:
-            yield k
-            self._close_block()
+            with self._scope(self._open, ("stream", k)):
+                yield k
         finally:
             self._stream_depth.pop()
-            self._started.pop()
-            self._open.pop()
         self._emit(H.SetCurrentStream(parent))
         if self._open and self._open[-1][0] == "loop":
             self._open[-1][1].append(k)
@@ -268,19 +256,32 @@ class HostProgram(CommunicationStatements):
         if isinstance(last, H.OnRanks) and last.ranks == want:
             self._check_open()
             self._blocks[-1].pop()
-            self._blocks.append(list(last.body))
+            block = list(last.body)
         else:
-            self._blocks.append([])
-        self._started.append([])
-        self._ranks.append(inner)
-        try:
+            block = []
+        with self._scope(self._ranks, inner, block) as body:
             yield inner
+        self._emit(H.OnRanks(want, body[0]))
+
+    @contextmanager
+    def _scope(self, stack: list, entry, block: list | None = None):
+        """A nested block's bookkeeping: its own list of started communication,
+        `entry` pushed on `stack` (open loops and streams, or the ranks), and,
+        given `block`, the statements it collects (yields a list that holds
+        them, as a tuple, once the block is closed)."""
+        if block is not None:
+            self._blocks.append(block)
+        self._started.append([])
+        stack.append(entry)
+        body: list = []
+        try:
+            yield body
             self._close_block()
         finally:
-            body = tuple(self._blocks.pop())
+            if block is not None:
+                body.append(tuple(self._blocks.pop()))
             self._started.pop()
-            self._ranks.pop()
-        self._emit(H.OnRanks(want, body))
+            stack.pop()
 
     def synchronize(self, stream) -> None:
         """The current stream waits for the work queued so far on `stream`."""
