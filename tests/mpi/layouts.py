@@ -13,22 +13,17 @@ import torch.nn.functional as F
 from hostir import DataType, FusionDefinition, ParallelType
 from hostir.multidevice import Communicator, DeviceMesh, shard_tensor
 
+import common
+from common import full
+
 comm = Communicator.instance()
 d, rank = comm.size(), comm.rank()
-DEV = comm.device
 mesh = DeviceMesh(torch.arange(d))
 X, Y = ParallelType.mesh_x, ParallelType.mesh_y
-_draws = iter(range(10 ** 6))
-
-
-def full(*shape):
-    g = torch.Generator().manual_seed(next(_draws))
-    return torch.randn(*shape, generator=g).to(DEV)
 
 
 def check(name, got, want, **tol):
-    torch.testing.assert_close(got.cpu().float(), want.cpu().float(), **(tol or dict(rtol=1e-5, atol=1e-5)))
-    print(f"rank {rank}: {name} ok", flush=True)
+    common.check(name, got, want, **(tol or dict(rtol=1e-5, atol=1e-5)))
 
 
 # ---- shard_tensor replays the splits (nvFuser's TestShardTensor programs)

@@ -15,6 +15,8 @@ import torch.nn.functional as F
 from hostir import DataType, DefinitionError, FusionDefinition, HostProgram, ParallelType, UnsupportedError
 from hostir.multidevice import Communicator, DeviceMesh, Replicate, Shard, shard_tensor
 
+from common import full
+
 comm = Communicator.instance()
 d, rank = comm.size(), comm.rank()
 DEV = comm.device
@@ -23,13 +25,6 @@ h = d // 2
 FIRST, SECOND = DeviceMesh([0]), DeviceMesh([1])
 HALF0, HALF1 = DeviceMesh(range(h)), DeviceMesh(range(h, 2 * h))   # [0], [1] at 2 ranks
 ALL = DeviceMesh(range(d))
-_draws = iter(range(10 ** 6))
-
-
-def full(*shape):
-    """A whole tensor, the same on every rank (the k-th draw is seeded by k)."""
-    g = torch.Generator().manual_seed(next(_draws))
-    return torch.randn(*shape, generator=g).to(DEV)
 
 
 def check(name, got, want, mesh, tv=None):

@@ -14,22 +14,17 @@ from hostir import DataType, FusionDefinition, ParallelType
 from hostir.ir.errors import UnsupportedError
 from hostir.multidevice import Communicator, DeviceMesh, Shard
 
+import common
+from common import full
+
 comm = Communicator.instance()
 d, rank = comm.size(), comm.rank()
-DEV = comm.device
 mesh = DeviceMesh(torch.arange(d))
 X, STREAM = ParallelType.mesh_x, ParallelType.stream
-_draws = iter(range(10 ** 6))
-
-
-def full(*shape):
-    g = torch.Generator().manual_seed(next(_draws))
-    return torch.randn(*shape, generator=g).to(DEV)
 
 
 def check(name, got, want):
-    torch.testing.assert_close(got.cpu(), want.cpu(), rtol=1e-4, atol=1e-4)
-    print(f"rank {rank}: {name} ok", flush=True)
+    common.check(name, got, want, as_float=False)
 
 
 def loop_of(fd, chunks):

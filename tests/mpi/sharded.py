@@ -10,23 +10,13 @@ import hostir
 from hostir import DataType, FusionDefinition, ParallelType
 from hostir.multidevice import Communicator, DeviceMesh, Replicate, Shard
 
+from common import check, full
+
 comm = Communicator.instance()
 d, rank = comm.size(), comm.rank()
 DEV = comm.device
 mesh = DeviceMesh(torch.arange(d))
 X = ParallelType.mesh_x
-_draws = iter(range(10 ** 6))
-
-
-def full(*shape, dtype=torch.float32):
-    """A whole tensor, the same on every rank (the k-th draw is seeded by k)."""
-    g = torch.Generator().manual_seed(next(_draws))
-    return torch.randn(*shape, generator=g).to(dtype).to(DEV)
-
-
-def check(name, got, want, **tol):
-    torch.testing.assert_close(got.cpu().float(), want.cpu().float(), **(tol or dict(rtol=1e-4, atol=1e-4)))
-    print(f"rank {rank}: {name} ok", flush=True)
 
 
 def shard(t, dim):
