@@ -17,8 +17,8 @@ from functools import cached_property
 
 from .. import config
 from .cuda import kernel_source, vector_loads, vector_width
-from .cuda_schedules import (STAGE_BLOCK, STAGE_BYTES, STAGED, outer_ok, outer_width, row_cache_bytes,
-                              staged_gather, tile_loads)
+from .cuda_schedules import outer_ok, outer_width, row_cache_bytes
+from .cuda_tiles import STAGE_BLOCK, STAGE_BYTES, STAGED, staged_gather, tile_loads
 from .kir import K, Kernel, Slot, kernel_text, layout, levels, passes, split_stores, verify_kernel, ws_slot
 from .lower import ReductionLowering, lower_pointwise
 from .online import online_softmax
