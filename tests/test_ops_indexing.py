@@ -291,6 +291,31 @@ def test_gather_of_long_rows(op, xshape, ishape, dtype):
     check(out, (ref.float() * 2 + 1).to(x.dtype))
 
 
+@pytest.mark.parametrize("layout", ["offset", "strided", "contiguous"])
+@pytest.mark.parametrize("dtype", [D.Float, D.BFloat16, D.Int], ids=lambda d: d.short)
+def test_gather_of_long_rows_in_any_layout(layout, dtype):
+    """The staged schedule copies a row in 16-byte vectors only where the row
+    is contiguous and 16-byte aligned (rows of a sliced input start anywhere:
+    each row takes its own path), and prefetches the index of a thread's first
+    points only (rows longer than that loop on); negative indices wrap."""
+    cols, outs = (2600, 9000) if dtype is not D.Int else (2600, 4100)
+    full = rand((4, cols + 3), dtype)
+    if layout == "offset":      # rows of 2600 at offset 1, row stride 2603: misaligned rows
+        x = full[:, 1:cols + 1]
+    elif layout == "strided":   # every other element: no vectors
+        x = rand((4, 2 * cols), dtype)[:, ::2]
+    else:
+        x = full[:, :cols].contiguous()
+    idx = torch.randint(-cols, cols, (4, outs), dtype=torch.int64)
+
+    def build(fd):
+        y = fd.ops.gather(fd.from_pytorch(x), declare(fd, idx), 1)
+        fd.add_output(fd.ops.add(y, y))
+    (out,) = run(build, [x, idx])
+    ref = torch.gather(x, 1, idx % cols)
+    check(out, ref + ref)
+
+
 # ---------------------------------------------------------------- scatter
 
 def _unique(ishape, extent: int, dim: int, dtype: D = D.Int) -> torch.Tensor:

@@ -295,7 +295,8 @@ def test_linear(sa, sw, sbias, dtype, decl):
 # (a warp per row), rows kept in registers across passes (aligned, several
 # passes), rows looped over (odd lengths: no vectors; very long rows), size-1 and
 # empty rows, and a non-contiguous input; each against torch in float64.
-NORM_SHAPES = [(3, 64), (5, 1000), (2, 4096), (3, 8192), (2, 40000), (1, 65536 + 8),
+NORM_SHAPES = [(3, 64), (5, 1000), (2, 4096), (3, 8192), (3, 16392), (2, 40000), (1, 65536 + 8),
+               (2, 131072),
                (4, 1), (1, 7), (6, 24), (0, 16), (3, 0)]
 
 

@@ -304,7 +304,7 @@ class _ChainedScanPrinter(_RowScanPrinter):
         for n in self.scans:
             sums.append(self.fresh())
             shared_pre.append(self.fresh())
-            L.append(f"  __shared__ {CTYPE[n.dtype]} {sums[-1]}[{W}], {shared_pre[-1]};")
+            L.append(f"  __shared__ {CTYPE[n.dtype]} {sums[-1]}[{C}][{W}], {shared_pre[-1]};")
         L.append(f"  const {idx} ntiles = nslots * split;")
         L.append("  volatile int* flags = reinterpret_cast<volatile int*>(sem);")
         L.append("  if (threadIdx.x == 0) tile_id = atomicAdd(reinterpret_cast<unsigned int*>(sem) "
@@ -316,12 +316,13 @@ class _ChainedScanPrinter(_RowScanPrinter):
         self.emit_all([n for n in k.order if id(n) not in self.moving], names, "", "  ")
         L.append(f"  const {idx} t0 = tile * {T * v * C};")
         cache = self._load_tile(names)
-        carry, locs = [], []
+        carry, locs, befores = [], [], []
         for n in self.scans:
             carry.append(self.fresh())
             locs.append(self.fresh())
+            befores.append(self.fresh())
             L.append(f"  {CTYPE[n.dtype]} {carry[-1]} = {_reduce_init(n.arg, n.dtype)};")
-            L.append(f"  {CTYPE[n.dtype]} {locs[-1]}[{C * v}];")
+            L.append(f"  {CTYPE[n.dtype]} {locs[-1]}[{C * v}], {befores[-1]}[{C}];")
         local = dict(names)
         for n, arr in cache.items():
             local[n] = f"({arr} + c * {v})[u]"
@@ -337,24 +338,32 @@ class _ChainedScanPrinter(_RowScanPrinter):
         self.emit_all(_closure_of([n.src[0] for n in self.scans], set(pro)), pro, "", "          ")
         self.local_scan(arrs, pro, "u", "inb", "          ")
         L.append("        }")
-        for n, arr, c, s, loc in zip(self.scans, arrs, carry, sums, locs):
+        for n, arr, s, loc, bef in zip(self.scans, arrs, sums, locs, befores):
             ct = CTYPE[n.dtype]
-            incl, before, mine = self.fresh(), self.fresh(), self.fresh()
+            incl = self.fresh()
             L.append(f"        const {ct} {incl} = hir_warp_scan<32>({arr}[{v - 1}], []({ct} x, {ct} y) "
                      f"{{ return {_COMBINE[n.arg]}; }});")
-            L.append(f"        const {ct} {before} = __shfl_up_sync(0xffffffffu, {incl}, 1, 32);")
-            L.append(f"        if (wl == 31) {s}[wid] = {incl};")
-            L.append("        __syncthreads();")
-            L.append(f"        {ct} {mine} = {c};")
-            L.append(f"        for (int w = 0; w < {W}; ++w) {{")
-            L.append(f"          if (w == wid) {mine} = {c};  // the carry, then the earlier warps' totals")
-            L.append(f"          {c} = {self.combine(n, c, f'{s}[w]')};")
-            L.append("        }")
-            L.append("        __syncthreads();  // the totals are rewritten by the next chunk")
-            L.append(f"        if (wl > 0) {mine} = {self.combine(n, mine, before)};")
+            L.append(f"        {bef}[c] = __shfl_up_sync(0xffffffffu, {incl}, 1, 32);")
+            L.append(f"        if (wl == 31) {s}[c][wid] = {incl};")
             L.append("        #pragma unroll")
-            L.append(f"        for (int u = 0; u < {v}; ++u) {loc}[c * {v} + u] = "
-                     f"{self.combine(n, mine, f'{arr}[u]')};")
+            L.append(f"        for (int u = 0; u < {v}; ++u) {loc}[c * {v} + u] = {arr}[u];")
+        L.append("  }")
+        # one barrier for the tile: each thread folds the warps' totals chunk by
+        # chunk, in tile order (the same combines as a barrier per chunk)
+        L.append("  __syncthreads();")
+        L.append("  #pragma unroll")
+        L.append(f"  for (int c = 0; c < {C}; ++c) {{")
+        for n, c, s, loc, bef in zip(self.scans, carry, sums, locs, befores):
+            ct, mine = CTYPE[n.dtype], self.fresh()
+            L.append(f"    {ct} {mine} = {c};")
+            L.append(f"    for (int w = 0; w < {W}; ++w) {{")
+            L.append(f"      if (w == wid) {mine} = {c};  // the carry, then the earlier warps' totals")
+            L.append(f"      {c} = {self.combine(n, c, f'{s}[c][w]')};")
+            L.append("    }")
+            L.append(f"    if (wl > 0) {mine} = {self.combine(n, mine, f'{bef}[c]')};")
+            L.append("    #pragma unroll")
+            L.append(f"    for (int u = 0; u < {v}; ++u) {loc}[c * {v} + u] = "
+                     f"{self.combine(n, mine, f'{loc}[c * {v} + u]')};")
         L.append("  }")
         self._look_back(carry, shared_pre)
         L.append("  #pragma unroll")
@@ -386,6 +395,11 @@ class _ChainedScanPrinter(_RowScanPrinter):
         L.append("        }")
         L.append("  }")
         return self.wrap()
+
+    def bounds(self) -> str:
+        """No occupancy asked for: a tile's points stay in registers across the
+        look-back (at 32 registers they spilled)."""
+        return str(self.block)
 
     def _look_back(self, carry, shared_pre) -> None:
         """The first warp publishes the tile's total, finds the nearest earlier

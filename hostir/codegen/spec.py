@@ -18,7 +18,7 @@ from functools import cached_property
 from .. import config
 from .cuda import kernel_source, vector_loads, vector_width
 from .cuda_schedules import outer_ok, outer_width, row_cache_bytes
-from .cuda_tiles import STAGE_BLOCK, STAGE_BYTES, STAGED, staged_gather, tile_loads
+from .cuda_tiles import STAGE_BYTES, STAGED, stage_block, staged_gather, tile_loads
 from .kir import K, Kernel, Slot, kernel_text, layout, levels, passes, split_stores, verify_kernel, ws_slot
 from .lower import ReductionLowering, lower_pointwise
 from .online import online_softmax
@@ -70,12 +70,16 @@ class Variant:
         """A transpose's tiles take 256 threads. A reduction's rows of 128 or more threads take a block each (measured
         on an H100: more rows in flight per SM than two rows per block give)."""
         if self.tile == STAGED:
-            return STAGE_BLOCK
+            return self._stage_block
         if self.tile >= 0:
             return 256
         if self.threads >= 128:
             return self.threads
         return self.options.block
+
+    @cached_property
+    def _stage_block(self) -> int:
+        return stage_block(self.kernel)
 
     @cached_property
     def source(self) -> str:
