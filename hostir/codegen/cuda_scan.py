@@ -298,7 +298,7 @@ class _ChainedScanPrinter(_RowScanPrinter):
         k, idx, L, T, v, C = self.k, self.idx, self.lines, self.threads, self.vec, self.chunks
         d, W = k.scanned, self.threads // 32
         self.pdl_wait()
-        L.append(f"  const int lane = threadIdx.x, wid = threadIdx.x / 32, wl = threadIdx.x % 32;")
+        L.append("  const int lane = threadIdx.x, wid = threadIdx.x / 32, wl = threadIdx.x % 32;")
         L.append(f"  __shared__ {idx} tile_id;")
         sums, shared_pre = [], []
         for n in self.scans:
@@ -441,7 +441,7 @@ class _ChainedScanPrinter(_RowScanPrinter):
             L.append(f"      {{ {ct} acc = j == first ? {agg}[j] : {inc}[j];")
             L.append(f"        for ({ix} b = j + 1; b < slot; b += 32) {{  // in tile order: deterministic")
             L.append(f"          const {ct} mine = b + wl < slot ? {agg}[b + wl] : acc;")
-            L.append(f"          const int cnt = slot - b < 32 ? (int)(slot - b) : 32;")
+            L.append("          const int cnt = slot - b < 32 ? (int)(slot - b) : 32;")
             L.append("          #pragma unroll 8")
             L.append(f"          for (int t = 0; t < cnt; ++t) {{ const {ct} y_ = __shfl_sync(0xffffffffu, mine, t); "
                      f"acc = {self.combine(n, 'acc', 'y_')}; }}")
