@@ -123,7 +123,10 @@ def measure(case, dev, bw: float, rounds: int = 9, reps: int = 20, use_compile: 
     compile_error = None
     if use_compile:
         try:
-            compiled = torch.compile(eager)
+            # each case compiled afresh and static: cases of one function at other
+            # shapes would otherwise get a dynamic-shape recompile (slower kernels)
+            torch._dynamo.reset()
+            compiled = torch.compile(eager, dynamic=False)
             compiled(*inputs)
             fns.append(lambda: compiled(*inputs))
         except Exception as e:  # torch.compile may be unavailable (no compiler on CPU)
