@@ -314,7 +314,8 @@ class KernelSpec:
         (up to PERSISTENT_MAX_CHUNKS vectors); else a loop over the row. A
         kernel that reduces in its first pass only (a layernorm, an rmsnorm: the
         row read twice) loops over rows longer than LOOP_ROW_THREADS threads
-        hold, with LOOP_ROW_THREADS threads: its second read hits L2."""
+        hold and of LOOP_ROW_BYTES at most, with LOOP_ROW_THREADS threads: its
+        second read hits L2."""
         key = (id(kernel), "passes")
         got = self._positions.get(key)
         if got is None:
@@ -326,7 +327,8 @@ class KernelSpec:
         several, two_reads = got
         vec = self._vec[id(kernel)]
         chunks = max(1, PERSISTENT_POINTS // vec)
-        if vec > 1 and two_reads and vectors > chunks * LOOP_ROW_THREADS:
+        if vec > 1 and two_reads and vectors > chunks * LOOP_ROW_THREADS and \
+                row_cache_bytes(kernel, vec, vectors * vec) <= LOOP_ROW_BYTES:
             return LOOP_ROW_THREADS, 0, 0
         if vec > 1 and several and vectors > chunks * ROW_THREADS[-1]:  # a long row
             t = next((t for t in ROW_THREADS if t >= 256 and vectors <= SMEM_ROW_CHUNKS * t), 0)
@@ -451,12 +453,16 @@ of copy with 32 points a thread at 62 % occupancy; torch.compile's kernel keeps
 PERSISTENT_MAX_CHUNKS vectors; longer rows than that loop over the row."""
 PERSISTENT_MAX_CHUNKS = 8
 LOOP_ROW_THREADS = 512
+LOOP_ROW_BYTES = 64 * 1024
 """Threads of the loop over a long row of a kernel that reads it twice (one
-pass of reductions, then the outputs). Measured on an H100 (bf16, % of copy):
-layernorm 8192x16384 94 % looped (1024 threads 54 %) against 82 % in
-registers; 4096x32768 93 % against 80 % in shared memory; rmsnorm 4096x32768
-92 % against 83 %. A softmax (three reads) stays in shared memory (79 % against
-78 % looped)."""
+pass of reductions, then the outputs), and the most bytes of such a row.
+Measured on an H100 (bf16, % of copy): layernorm 8192x16384 94 % looped (1024
+threads 54 %) against 82 % in registers, 16384x12288 85 % against 73 %;
+4096x32768 93 % against 80 % in shared memory; rmsnorm 4096x32768 92 %
+against 83 %, 8192x16384 99.5 % against 94 %. Longer rows thrash L2 between
+the reads (the rows in flight pass 50 MB): rmsnorm 2048x65536 72 % looped
+against 87 % in shared memory, layernorm 512x262144 60 % against 68 %. A
+softmax (three reads) stays in shared memory (79 % against 78 % looped)."""
 SMEM_ROW_CHUNKS = 8          # vectors a thread keeps of a row held in shared memory
 SMEM_ROW_BYTES = 96 * 1024   # a block's share of such a row at most (two blocks an SM)
 SMEM_PER_SM = 224 * 1024     # shared memory an SM's blocks share (an H100's 227 KiB, less the slots)
