@@ -346,6 +346,33 @@ def test_normalization_rows(kind, shape, dtype):
         check(o, w.to(o.dtype), kind="reduction")
 
 
+@pytest.mark.parametrize("dtype", [D.Float, D.BFloat16], ids=lambda d: d.name)
+def test_launch_rule_of_long_rows(dtype):
+    """Rows a block keeps in registers (up to 8192 points at 512 threads) stay
+    there; longer rows of a kernel that reads them twice (layernorm, rmsnorm)
+    loop with LOOP_ROW_THREADS threads while a row is LOOP_ROW_BYTES at most,
+    past that they go to shared memory; a softmax (three reads) never loops
+    rows that shared memory holds."""
+    from hostir.codegen import spec as S
+    x = rand((2, 64), dtype)
+    specs = {}
+    for kind in ("layernorm", "rmsnorm", "softmax"):
+        _, fd = _run_keeping_fd(lambda fd: _norm_build(kind)(fd, declare(fd, x)), [x])
+        specs[kind] = _reduction_specs(fd)[0]
+    size = 2 if dtype is D.BFloat16 else 4
+    for kind in ("layernorm", "rmsnorm"):
+        sp = specs[kind]
+        k, vec = sp.plain, sp._vec[id(sp.plain)]
+        assert sp._row_schedule(k, 8192 // vec)[1] > 0  # in registers
+        longest = S.LOOP_ROW_BYTES // size
+        assert sp._row_schedule(k, 12288 // vec) == (S.LOOP_ROW_THREADS, 0, 0)
+        assert sp._row_schedule(k, longest // vec) == (S.LOOP_ROW_THREADS, 0, 0)
+        assert sp._row_schedule(k, 2 * longest // vec) != (S.LOOP_ROW_THREADS, 0, 0)
+    sp = specs["softmax"]
+    k, vec = sp.plain, sp._vec[id(sp.plain)]
+    assert sp._row_schedule(k, 16384 // vec)[1] > 0
+
+
 # ------------------------------------------------------------------ online softmax
 # A max M and the next pass's sum of exp(a - M) fold into one pass of online
 # (max, sum) pairs (codegen/online.py) where the persistent schedule does not
