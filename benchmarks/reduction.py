@@ -192,7 +192,7 @@ def cases(small: bool):
                   # memory: the online form and the passes
                   lambda: softmax_case(4096, 32768), lambda: without(softmax_case(4096, 32768), "smem_rows"),
                   lambda: layernorm_case(4096, 32768), lambda: layernorm_case(8192, 16384),
-                  lambda: softmax_case(2048, 49152),
+                  lambda: softmax_case(2048, 49152), lambda: log_softmax_case(8192, 16384),
                   lambda: log_softmax_case(1024, 131072),
                   lambda: without(log_softmax_case(1024, 131072), "online_softmax")]
     return [make() for make in makers]
