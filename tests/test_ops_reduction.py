@@ -348,11 +348,12 @@ def test_normalization_rows(kind, shape, dtype):
 
 @pytest.mark.parametrize("dtype", [D.Float, D.BFloat16], ids=lambda d: d.name)
 def test_launch_rule_of_long_rows(dtype):
-    """Rows a block keeps in registers (up to 8192 points at 512 threads) stay
-    there; longer rows of a kernel that reads them twice (layernorm, rmsnorm)
-    loop with LOOP_ROW_THREADS threads while a row is LOOP_ROW_BYTES at most,
-    past that they go to shared memory; a softmax (three reads) never loops
-    rows that shared memory holds."""
+    """Rows of fewer than LOOP_MIN_POINTS points stay in registers; longer rows
+    of a kernel that reads them twice (layernorm, rmsnorm) loop with about
+    LOOP_POINTS points a thread while a row is LOOP_ROW_BYTES at most, past
+    that they go to shared memory; a softmax (three reads) loops rows up to
+    LOOP_ROW_THREADS x PERSISTENT_POINTS points only, where an SM's rows fit in
+    LOOP_L1_BYTES."""
     from hostir.codegen import spec as S
     x = rand((2, 64), dtype)
     specs = {}
@@ -360,17 +361,23 @@ def test_launch_rule_of_long_rows(dtype):
         _, fd = _run_keeping_fd(lambda fd: _norm_build(kind)(fd, declare(fd, x)), [x])
         specs[kind] = _reduction_specs(fd)[0]
     size = 2 if dtype is D.BFloat16 else 4
-    for kind in ("layernorm", "rmsnorm"):
+    assert [S.loop_threads(p) for p in (4096, 8192, 12288, 16384, 1 << 20)] == [128, 256, 256, 512, 512]
+    for kind in ("layernorm", "rmsnorm", "softmax"):
         sp = specs[kind]
         k, vec = sp.plain, sp._vec[id(sp.plain)]
-        assert sp._row_schedule(k, 8192 // vec)[1] > 0  # in registers
+        assert sp._row_schedule(k, 2048 // vec)[1] > 0  # in registers
         longest = S.LOOP_ROW_BYTES // size
-        assert sp._row_schedule(k, 12288 // vec) == (S.LOOP_ROW_THREADS, 0, 0)
+        if kind == "softmax":  # three reads: only rows an SM's L1 holds (bf16 up to 8192 points)
+            loops = size == 2
+            assert (sp._row_schedule(k, 4096 // vec) == (128, 0, 0)) is loops
+            assert (sp._row_schedule(k, 8192 // vec) == (256, 0, 0)) is loops
+            assert sp._row_schedule(k, 12288 // vec)[1] > 0
+            continue
+        assert sp._row_schedule(k, 4096 // vec) == (128, 0, 0)
+        assert sp._row_schedule(k, 8192 // vec) == (256, 0, 0)
+        assert sp._row_schedule(k, 12288 // vec) == (256, 0, 0)
         assert sp._row_schedule(k, longest // vec) == (S.LOOP_ROW_THREADS, 0, 0)
-        assert sp._row_schedule(k, 2 * longest // vec) != (S.LOOP_ROW_THREADS, 0, 0)
-    sp = specs["softmax"]
-    k, vec = sp.plain, sp._vec[id(sp.plain)]
-    assert sp._row_schedule(k, 16384 // vec)[1] > 0
+        assert sp._row_schedule(k, 2 * longest // vec)[1] > 0  # shared memory (or registers)
 
 
 # ------------------------------------------------------------------ online softmax

@@ -317,9 +317,11 @@ class KernelSpec:
         rest read again in each pass); longer still, more a thread in registers
         (up to PERSISTENT_MAX_CHUNKS vectors); else a loop over the row. A
         kernel that reduces in its first pass only (a layernorm, an rmsnorm: the
-        row read twice) loops over rows longer than LOOP_ROW_THREADS threads
-        hold and of LOOP_ROW_BYTES at most, with LOOP_ROW_THREADS threads: its
-        second read hits L2."""
+        row read twice) loops over rows of LOOP_MIN_POINTS points and more, up to
+        LOOP_ROW_BYTES, with loop_threads threads: its later reads hit L1 or L2;
+        so does a kernel of more passes (a softmax) up to LOOP_ROW_THREADS x
+        PERSISTENT_POINTS points where an SM's rows fit in LOOP_L1_BYTES (its
+        reads after the first from L1)."""
         key = (id(kernel), "passes")
         got = self._positions.get(key)
         if got is None:
@@ -331,9 +333,12 @@ class KernelSpec:
         several, two_reads = got
         vec = self._vec[id(kernel)]
         chunks = max(1, PERSISTENT_POINTS // vec)
-        if vec > 1 and two_reads and vectors > chunks * LOOP_ROW_THREADS and \
-                row_cache_bytes(kernel, vec, vectors * vec) <= LOOP_ROW_BYTES:
-            return ONLINE_LOOP_THREADS if kernel is self.online else LOOP_ROW_THREADS, 0, 0
+        points = vectors * vec
+        row_bytes = row_cache_bytes(kernel, vec, points) if vec > 1 and several else 0
+        if vec > 1 and several and points >= LOOP_MIN_POINTS and row_bytes <= LOOP_ROW_BYTES and (
+                two_reads or (vectors <= chunks * LOOP_ROW_THREADS and
+                              2048 // loop_threads(points) * row_bytes <= LOOP_L1_BYTES)):
+            return ONLINE_LOOP_THREADS if kernel is self.online else loop_threads(points), 0, 0
         if vec > 1 and several and vectors > chunks * ROW_THREADS[-1]:  # a long row
             t = next((t for t in ROW_THREADS if t >= 256 and vectors <= SMEM_ROW_CHUNKS * t), 0)
             c = -(-vectors // t) if t else 0
@@ -416,7 +421,7 @@ class KernelSpec:
             elif k.reduced:
                 out += [self.variant(k, 1, "long long", ROW_THREADS[0])]
                 out += [self.variant(k, self._vec[id(k)], "int", t) for t in ROW_THREADS[::2]]
-                out.append(self.variant(k, self._vec[id(k)], "int", *self._row_schedule(k, 1000)))
+                out += [self.variant(k, self._vec[id(k)], "int", *self._row_schedule(k, n)) for n in (256, 1000)]
                 if k is self.online:  # its rows are long: several vectors a thread kept
                     out.append(self.variant(k, self._vec[id(k)], "int", *self._row_schedule(k, 4096)))
                 elif self._row_schedule(k, 4096)[2]:  # a long row kept in shared memory
@@ -458,6 +463,17 @@ PERSISTENT_MAX_CHUNKS vectors; longer rows than that loop over the row."""
 PERSISTENT_MAX_CHUNKS = 8
 LOOP_ROW_THREADS = 512
 LOOP_ROW_BYTES = 64 * 1024
+LOOP_MIN_POINTS = 4096
+LOOP_POINTS = 32
+LOOP_L1_BYTES = 128 * 1024  # the rows an SM loops over at once, read three times: L1 holds them
+
+
+def loop_threads(points: int) -> int:
+    """Threads of a looped row: about LOOP_POINTS points each, 128 to LOOP_ROW_THREADS."""
+    t = 1 << max(0, (points // LOOP_POINTS).bit_length() - 1)
+    return max(128, min(LOOP_ROW_THREADS, t))
+
+
 ONLINE_LOOP = True
 ONLINE_LOOP_THREADS = 256
 """A softmax's rows of 8192 to 16384 points (the plain kernel would keep them
@@ -466,8 +482,17 @@ it reads the row twice, the second time from L2. H100, bf16, % of copy:
 softmax 16384x16384 85 % against 78 %, 16384x12288 80 % against 67 %,
 log-softmax 8192x16384 87 % against 80 %; longer rows stay in shared memory
 (softmax 4096x32768 79 %, 74 % looped)."""
-"""Threads of the loop over a long row of a kernel that reads it twice (one
-pass of reductions, then the outputs), and the most bytes of such a row.
+"""The loop over a row of a normalization (rows read two or three times, the
+later reads from L1 or L2): at most LOOP_ROW_THREADS threads, rows of
+LOOP_MIN_POINTS points and more, LOOP_ROW_BYTES at most; about LOOP_POINTS
+points a thread. Measured on an H100 (bf16, % of copy, against the row in
+registers): layernorm 16384x8192 97.7 % at 256 threads (512: 79.7 %) against
+90.8 %, 32768x4096 97.3 % at 128 threads against 95.0 %, 16384x12288 96.1 % at
+256 against 85.2 %; softmax 32768x4096 93.9 % at 128 against 88.9 %, 16384x8192
+93.5 % against 86.1 %; rmsnorm 16384x8192 100 % against 99.9 %; fp32: layernorm
+16384x4096 95.3 % against 91.0 %, but softmax 16384x4096 74.5 % against 99.3 %
+(16 blocks an SM x 16 KiB rows read three times: past L1; LOOP_L1_BYTES).
+Earlier sweep:
 Measured on an H100 (bf16, % of copy): layernorm 8192x16384 94 % looped (1024
 threads 54 %) against 82 % in registers, 16384x12288 85 % against 73 %;
 4096x32768 93 % against 80 % in shared memory; rmsnorm 4096x32768 92 %
