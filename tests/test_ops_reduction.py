@@ -361,21 +361,20 @@ def test_launch_rule_of_long_rows(dtype):
         _, fd = _run_keeping_fd(lambda fd: _norm_build(kind)(fd, declare(fd, x)), [x])
         specs[kind] = _reduction_specs(fd)[0]
     size = 2 if dtype is D.BFloat16 else 4
-    assert [S.loop_threads(p) for p in (4096, 8192, 12288, 16384, 1 << 20)] == [128, 256, 256, 512, 512]
+    assert [S.loop_threads(v) for v in (512, 1024, 1536, 2048, 1 << 20)] == [128, 256, 256, 512, 512]
     for kind in ("layernorm", "rmsnorm", "softmax"):
         sp = specs[kind]
         k, vec = sp.plain, sp._vec[id(sp.plain)]
         assert sp._row_schedule(k, 2048 // vec)[1] > 0  # in registers
         longest = S.LOOP_ROW_BYTES // size
-        if kind == "softmax":  # three reads: only rows an SM's L1 holds (bf16 up to 8192 points)
-            loops = size == 2
-            assert (sp._row_schedule(k, 4096 // vec) == (128, 0, 0)) is loops
-            assert (sp._row_schedule(k, 8192 // vec) == (256, 0, 0)) is loops
+        loop = {n: (S.loop_threads(n // vec), 0, 0) for n in (4096, 8192, 12288)}
+        if kind == "softmax":  # three reads: only rows an SM's L1 holds
+            for n in (4096, 8192):  # bf16 loops; fp32 keeps 4 vectors a thread in registers
+                assert (sp._row_schedule(k, n // vec) == loop[n]) is (size == 2)
             assert sp._row_schedule(k, 12288 // vec)[1] > 0
             continue
-        assert sp._row_schedule(k, 4096 // vec) == (128, 0, 0)
-        assert sp._row_schedule(k, 8192 // vec) == (256, 0, 0)
-        assert sp._row_schedule(k, 12288 // vec) == (256, 0, 0)
+        for n in (4096, 8192, 12288):
+            assert sp._row_schedule(k, n // vec) == loop[n]
         assert sp._row_schedule(k, longest // vec) == (S.LOOP_ROW_THREADS, 0, 0)
         assert sp._row_schedule(k, 2 * longest // vec)[1] > 0  # shared memory (or registers)
 

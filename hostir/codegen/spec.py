@@ -321,7 +321,8 @@ class KernelSpec:
         LOOP_ROW_BYTES, with loop_threads threads: its later reads hit L1 or L2;
         so does a kernel of more passes (a softmax) up to LOOP_ROW_THREADS x
         PERSISTENT_POINTS points where an SM's rows fit in LOOP_L1_BYTES (its
-        reads after the first from L1)."""
+        reads after the first from L1) and its registers would hold fewer than
+        LOOP_VECTORS vectors a thread (bf16: 2, fp32: 4)."""
         key = (id(kernel), "passes")
         got = self._positions.get(key)
         if got is None:
@@ -336,9 +337,9 @@ class KernelSpec:
         points = vectors * vec
         row_bytes = row_cache_bytes(kernel, vec, points) if vec > 1 and several else 0
         if vec > 1 and several and points >= LOOP_MIN_POINTS and row_bytes <= LOOP_ROW_BYTES and (
-                two_reads or (vectors <= chunks * LOOP_ROW_THREADS and
-                              2048 // loop_threads(points) * row_bytes <= LOOP_L1_BYTES)):
-            return ONLINE_LOOP_THREADS if kernel is self.online else loop_threads(points), 0, 0
+                two_reads or (chunks < LOOP_VECTORS and vectors <= chunks * LOOP_ROW_THREADS and
+                              2048 // loop_threads(vectors) * row_bytes <= LOOP_L1_BYTES)):
+            return ONLINE_LOOP_THREADS if kernel is self.online else loop_threads(vectors), 0, 0
         if vec > 1 and several and vectors > chunks * ROW_THREADS[-1]:  # a long row
             t = next((t for t in ROW_THREADS if t >= 256 and vectors <= SMEM_ROW_CHUNKS * t), 0)
             c = -(-vectors // t) if t else 0
@@ -464,13 +465,13 @@ PERSISTENT_MAX_CHUNKS = 8
 LOOP_ROW_THREADS = 512
 LOOP_ROW_BYTES = 64 * 1024
 LOOP_MIN_POINTS = 4096
-LOOP_POINTS = 32
+LOOP_VECTORS = 4
 LOOP_L1_BYTES = 128 * 1024  # the rows an SM loops over at once, read three times: L1 holds them
 
 
-def loop_threads(points: int) -> int:
-    """Threads of a looped row: about LOOP_POINTS points each, 128 to LOOP_ROW_THREADS."""
-    t = 1 << max(0, (points // LOOP_POINTS).bit_length() - 1)
+def loop_threads(vectors: int) -> int:
+    """Threads of a looped row: about LOOP_VECTORS vectors each, 128 to LOOP_ROW_THREADS."""
+    t = 1 << max(0, (vectors // LOOP_VECTORS).bit_length() - 1)
     return max(128, min(LOOP_ROW_THREADS, t))
 
 
@@ -484,14 +485,17 @@ log-softmax 8192x16384 87 % against 80 %; longer rows stay in shared memory
 (softmax 4096x32768 79 %, 74 % looped)."""
 """The loop over a row of a normalization (rows read two or three times, the
 later reads from L1 or L2): at most LOOP_ROW_THREADS threads, rows of
-LOOP_MIN_POINTS points and more, LOOP_ROW_BYTES at most; about LOOP_POINTS
-points a thread. Measured on an H100 (bf16, % of copy, against the row in
+LOOP_MIN_POINTS points and more, LOOP_ROW_BYTES at most; about LOOP_VECTORS
+vectors (of 16 bytes) a thread: bf16 layernorm 32768x6144, 16384x8192 at 8
+and 16 points a thread 93.6 / 99.0 % against 87.9 / 80.0 % at 4 and 8; fp32
+layernorm 16384x4096, 8192x8192 at 4 vectors 99.7 / 98.9 % against 95.2 /
+93.0 % at 8. Measured on an H100 (bf16, % of copy, against the row in
 registers): layernorm 16384x8192 97.7 % at 256 threads (512: 79.7 %) against
 90.8 %, 32768x4096 97.3 % at 128 threads against 95.0 %, 16384x12288 96.1 % at
 256 against 85.2 %; softmax 32768x4096 93.9 % at 128 against 88.9 %, 16384x8192
 93.5 % against 86.1 %; rmsnorm 16384x8192 100 % against 99.9 %; fp32: layernorm
-16384x4096 95.3 % against 91.0 %, but softmax 16384x4096 74.5 % against 99.3 %
-(16 blocks an SM x 16 KiB rows read three times: past L1; LOOP_L1_BYTES).
+16384x4096 99.8 % against 90.8 %, but softmax 16384x4096 93.5 % against 100.2 %
+in registers (4 vectors a thread there), 74.5 % with 128 threads.
 Earlier sweep:
 Measured on an H100 (bf16, % of copy): layernorm 8192x16384 94 % looped (1024
 threads 54 %) against 82 % in registers, 16384x12288 85 % against 73 %;
