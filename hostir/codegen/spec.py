@@ -202,7 +202,8 @@ class KernelSpec:
         innermost extent is no multiple of the vector width or the innermost
         dim is kept (no vectors: a loop that reads the row every pass). A
         launch whose tensors are not aligned for vectors (known on GPUs
-        only) also loops; it keeps the plain kernel's passes."""
+        only) also loops; it keeps the plain kernel's passes. Rows of 8192 to
+        16384 points go to the online kernel, looped (ONLINE_LOOP)."""
         k = self.plain
         vec = self._vec[id(k)]
         if vec == 1 or not full or full[-1] % vec:
