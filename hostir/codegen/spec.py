@@ -468,6 +468,21 @@ LOOP_ROW_BYTES = 64 * 1024
 LOOP_MIN_POINTS = 4096
 LOOP_VECTORS = 4
 LOOP_L1_BYTES = 128 * 1024  # the rows an SM loops over at once, read three times: L1 holds them
+"""The loop over a row of a normalization (rows read two or three times, the
+later reads from L1 or L2; _row_schedule): rows of LOOP_MIN_POINTS points and
+more, LOOP_ROW_BYTES at most, about LOOP_VECTORS vectors of 16 bytes a thread,
+128 to LOOP_ROW_THREADS threads. Measured on an H100, % of copy:
+- against the row in registers: layernorm bf16 16384x8192 98.7 % (90.8 %),
+  32768x6144 93.6 % (85.1 %); layernorm fp32 16384x4096 99.8 % (90.8 %);
+  softmax bf16 32768x4096 94.1 % (89.0 %), 16384x8192 93.3 % (86.2 %);
+  rmsnorm bf16 16384x8192 100 % (99.9 %). But softmax fp32 16384x4096 93.5 %
+  against 100.2 % in registers (4 vectors a thread there): a three-read kernel
+  loops only where registers would hold fewer than LOOP_VECTORS vectors.
+- threads: bf16 layernorm 16384x8192 at 256 threads 99.0 %, at 512 80.0 %;
+  fp32 layernorm 8192x8192 at 4 vectors a thread 98.9 %, at 8 93.0 %.
+- past LOOP_ROW_BYTES the rows in flight pass L2 (50 MB) between the reads:
+  rmsnorm bf16 2048x65536 72 % looped against 87 % in shared memory,
+  layernorm 512x262144 60 % against 68 %."""
 
 
 def loop_threads(vectors: int) -> int:
@@ -484,27 +499,6 @@ it reads the row twice, the second time from L2. H100, bf16, % of copy:
 softmax 16384x16384 85 % against 78 %, 16384x12288 80 % against 67 %,
 log-softmax 8192x16384 87 % against 80 %; longer rows stay in shared memory
 (softmax 4096x32768 79 %, 74 % looped)."""
-"""The loop over a row of a normalization (rows read two or three times, the
-later reads from L1 or L2): at most LOOP_ROW_THREADS threads, rows of
-LOOP_MIN_POINTS points and more, LOOP_ROW_BYTES at most; about LOOP_VECTORS
-vectors (of 16 bytes) a thread: bf16 layernorm 32768x6144, 16384x8192 at 8
-and 16 points a thread 93.6 / 99.0 % against 87.9 / 80.0 % at 4 and 8; fp32
-layernorm 16384x4096, 8192x8192 at 4 vectors 99.7 / 98.9 % against 95.2 /
-93.0 % at 8. Measured on an H100 (bf16, % of copy, against the row in
-registers): layernorm 16384x8192 97.7 % at 256 threads (512: 79.7 %) against
-90.8 %, 32768x4096 97.3 % at 128 threads against 95.0 %, 16384x12288 96.1 % at
-256 against 85.2 %; softmax 32768x4096 93.9 % at 128 against 88.9 %, 16384x8192
-93.5 % against 86.1 %; rmsnorm 16384x8192 100 % against 99.9 %; fp32: layernorm
-16384x4096 99.8 % against 90.8 %, but softmax 16384x4096 93.5 % against 100.2 %
-in registers (4 vectors a thread there), 74.5 % with 128 threads.
-Earlier sweep:
-Measured on an H100 (bf16, % of copy): layernorm 8192x16384 94 % looped (1024
-threads 54 %) against 82 % in registers, 16384x12288 85 % against 73 %;
-4096x32768 93 % against 80 % in shared memory; rmsnorm 4096x32768 92 %
-against 83 %, 8192x16384 99.5 % against 94 %. Longer rows thrash L2 between
-the reads (the rows in flight pass 50 MB): rmsnorm 2048x65536 72 % looped
-against 87 % in shared memory, layernorm 512x262144 60 % against 68 %. A
-softmax (three reads) stays in shared memory (79 % against 78 % looped)."""
 SMEM_ROW_CHUNKS = 8          # vectors a thread keeps of a row held in shared memory
 SMEM_ROW_BYTES = 96 * 1024   # a block's share of such a row at most (two blocks an SM)
 SMEM_PER_SM = 224 * 1024     # shared memory an SM's blocks share (an H100's 227 KiB, less the slots)
