@@ -188,8 +188,8 @@ def cases(small: bool):
                   lambda: softmax_case(32768, 4096), lambda: rmsnorm_case(16384, 8192),
                   lambda: layernorm_case(16384, 8192), lambda: seed003_case((16, 512, 4096)),
                   lambda: transpose_case(8192, 8192),
-                  # rows past registers: in shared memory (and without it); past shared
-                  # memory: the online form and the passes
+                  # long rows: looped (up to 64 KiB, or the online form looped), in shared
+                  # memory (and without it); past shared memory: the online form and the passes
                   lambda: softmax_case(4096, 32768), lambda: without(softmax_case(4096, 32768), "smem_rows"),
                   lambda: layernorm_case(4096, 32768), lambda: layernorm_case(8192, 16384),
                   lambda: softmax_case(2048, 49152), lambda: log_softmax_case(8192, 16384),

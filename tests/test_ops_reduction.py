@@ -350,10 +350,10 @@ def test_normalization_rows(kind, shape, dtype):
 def test_launch_rule_of_long_rows(dtype):
     """Rows of fewer than LOOP_MIN_POINTS points stay in registers; longer rows
     of a kernel that reads them twice (layernorm, rmsnorm) loop with about
-    LOOP_POINTS points a thread while a row is LOOP_ROW_BYTES at most, past
+    LOOP_VECTORS vectors a thread while a row is LOOP_ROW_BYTES at most, past
     that they go to shared memory; a softmax (three reads) loops rows up to
     LOOP_ROW_THREADS x PERSISTENT_POINTS points only, where an SM's rows fit in
-    LOOP_L1_BYTES."""
+    LOOP_L1_BYTES and registers would hold fewer than LOOP_VECTORS vectors."""
     from hostir.codegen import spec as S
     x = rand((2, 64), dtype)
     specs = {}
