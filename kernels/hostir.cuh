@@ -311,6 +311,34 @@ __device__ __forceinline__ V hir_warp_scan(V v, F f) {
   return v;
 }
 
+// A chained scan's published value (a tile's total or inclusive prefix): the
+// value's bytes in W parts of 32 bits, each in a 64-bit word whose upper half is
+// 1 once written (the words start at zero). A 64-bit store is seen whole or not
+// at all, so a reader needs no fence between a value and its flag: one round
+// trip to L2 reads both. Returns whether every part was written.
+template <int W, typename V>
+__device__ __forceinline__ void hir_chain_put(volatile unsigned long long* w, V v) {
+  static_assert(sizeof(V) <= 4 * W, "a chained value's parts");
+  unsigned p[W] = {};
+  memcpy(p, &v, sizeof(V));
+#pragma unroll
+  for (int i = 0; i < W; ++i) w[i] = (1ull << 32) | p[i];
+}
+
+template <int W, typename V>
+__device__ __forceinline__ bool hir_chain_get(const volatile unsigned long long* w, V& v) {
+  unsigned p[W];
+  bool ok = true;
+#pragma unroll
+  for (int i = 0; i < W; ++i) {
+    const unsigned long long x = w[i];
+    ok = ok && (x >> 32) != 0;
+    p[i] = (unsigned)x;
+  }
+  memcpy(&v, p, sizeof(V));
+  return ok;
+}
+
 // Reduction of v over each group of T consecutive threads of the block (T a power
 // of two, at most the block size; every thread of the block calls it, each group
 // gets its result in every thread). smem: one slot per warp of the block.

@@ -122,6 +122,27 @@ def test_long_rows(op, shape, dim, dtype):
     scan_check(out, expected(op, x, dim), op, shape[dim])
 
 
+@pytest.mark.parametrize("shape", [(300001,), (3, 70001)], ids=str)
+def test_chained_scans_of_wide_values(shape):
+    """Two scans of one long row in one kernel, of 8-byte values (on a GPU the
+    tiles publish each value in two flagged words): every tile's prefix is
+    exact for integers and cummax, and within rounding for the double sum."""
+    x = rand(shape, D.Int, low=-1000, high=1000)
+    y = rand(shape, D.Double, low=-1.0, high=1.0)
+    fds = []
+
+    def build(fd):
+        fds.append(fd)
+        a, b = declare(fd, x), declare(fd, y)
+        fd.add_output(fd.ops.cumsum(a, -1))
+        both = fd.ops.add(fd.ops.cumsum(b, -1), fd.ops.cummax(b, -1))  # one kernel, two scans
+        fd.add_output(both)
+    outs = run(build, [x, y])
+    scan_check(outs[0], torch.cumsum(x, -1), "cumsum", shape[-1])
+    scan_check(outs[1], torch.cumsum(y, -1) + torch.cummax(y, -1).values, "cumsum", shape[-1])
+    assert [s.scheduler for s in fds[0].last_segments()] == ["scan", "scan"]
+
+
 @pytest.mark.parametrize("rows", [1, 2, 3, 31, 33, 257, 1000])
 @pytest.mark.parametrize("length", [1, 2, 3, 4, 7, 8, 31, 64, 129])
 def test_many_rows(rows, length):
@@ -371,8 +392,9 @@ def test_launch_rule_picks_the_schedule():
     assert one.chained and one.vec == 4
     assert rows.split(one, [1, 1 << 26], 132) == (1 << 26) // (256 * CHAIN_CHUNKS * 4)
     assert rows.grid(one, 1, 132, rows.split(one, [1, 1 << 26], 132)) == (1 << 26) // (256 * CHAIN_CHUNKS * 4)
-    assert rows.scratch_size(k, 1, 16384) == (16 * 16384, 16385)
-    assert "flags[slot] = 2" in one.source and "atomicAdd" in one.source
+    # the counter and a pad, then a 64-bit word per tile for its total and its prefix
+    assert rows.scratch_size(k, 1, 16384) == (0, 2 + 4 * 16384)
+    assert "hir_chain_put<1>(inc0" in one.source and "atomicAdd(sem, 1u)" in one.source
     odd = pick((2, 100003))                          # no vectors: scalar loads, still chained
     assert odd.chained and odd.vec == 1
     assert cols.choose(cols.plain, [8192, 8192], [torch.empty(8192, 8192)], None, []).outer
