@@ -404,7 +404,9 @@ class _ChainedScanPrinter(_RowScanPrinter):
     def _look_back(self, carry, shared_pre) -> None:
         """The first warp publishes the tile's total, finds the nearest earlier
         tile of the row whose inclusive prefix is known (32 tiles at a time:
-        one read of each tile's words, value and flag together), then folds
+        one read of each tile's words, value and flag together; it waits only
+        for the totals after that tile, not for the whole window: H100 1-D
+        cumsum fp32 2^26 79.5 -> 80.8 %, 2^28 81.5 -> 83.1 % of copy), then folds
         the totals after it forward in tile order (shuffled from the lanes
         that read them; totals of windows passed over are read again: they do
         not change once written) and publishes the tile's inclusive prefix;
@@ -444,24 +446,26 @@ class _ChainedScanPrinter(_RowScanPrinter):
             return " && ".join(f"hir_chain_get<{w}>({arr[which]} + (size_t)q * {w}, {v})"
                                for arr, w, v in zip(arrays, words, into))
 
-        L.append("      for (;;) {  // back to the nearest known prefix (a row's first tile has one)")
+        L.append("      for (bool found = false; !found;) {  // back to the nearest known prefix")
         L.append("        lo = hi - 32 > first ? hi - 32 : first;")
         L.append(f"        const {ix} q = lo + wl;")
         L.append("        bool aok = false, iok = false;")
-        L.append("        if (q < hi) {")
-        L.append("          do {")
-        L.append(f"            aok = {reads(0, got_a)};")
-        L.append(f"            iok = {reads(1, got_i)};")
-        L.append("          } while (q == first ? !iok : !(aok || iok));")
+        L.append("        for (;;) {  // until the window's nearest prefix and the totals after it are seen")
+        L.append("          if (q < hi) {")
+        L.append(f"            if (!aok) aok = {reads(0, got_a)};")
+        L.append(f"            if (!iok) iok = {reads(1, got_i)};")
+        L.append("          }")
+        L.append("          const unsigned two = __ballot_sync(0xffffffffu, q < hi && iok);")
+        L.append("          if (two) {")
+        L.append("            j = lo + 31 - __clz(two);")
+        L.append("            if (!__any_sync(0xffffffffu, q > j && q < hi && !aok)) { found = true; break; }")
+        # no prefix in the window: pass over it once every tile there has a total
+        # (never the row's first window: its first tile's prefix is coming)
+        L.append("          } else if (lo > first && !__any_sync(0xffffffffu, q < hi && !aok)) {")
+        L.append("            hi = lo;")
+        L.append("            break;")
+        L.append("          }")
         L.append("        }")
-        L.append("        const unsigned two = __ballot_sync(0xffffffffu, q < hi && iok);")
-        L.append("        if (two) {")
-        L.append("          j = lo + 31 - __clz(two);")
-        # a tile's total and prefix are separate words: after j, wait for the total
-        L.append(f"          if (q > j && q < hi) {{ while (!aok) aok = {reads(0, got_a)}; }}")
-        L.append("          break;")
-        L.append("        }")
-        L.append("        hi = lo;")
         L.append("      }")
         for n, (agg, inc), w, p, c, ga, gi in zip(self.scans, arrays, words, shared_pre, carry, got_a, got_i):
             ct = CTYPE[n.dtype]
