@@ -395,6 +395,7 @@ def test_launch_rule_picks_the_schedule():
     # the counter and a pad, then a 64-bit word per tile for its total and its prefix
     assert rows.scratch_size(k, 1, 16384) == (0, 2 + 4 * 16384)
     assert "hir_chain_put<1>(inc0" in one.source and "atomicAdd(sem, 1u)" in one.source
+    assert "st.global.cs" in one.source and "L1::no_allocate" in one.source  # tiles stream past the caches
     odd = pick((2, 100003))                          # no vectors: scalar loads, still chained
     assert odd.chained and odd.vec == 1
     assert cols.choose(cols.plain, [8192, 8192], [torch.empty(8192, 8192)], None, []).outer

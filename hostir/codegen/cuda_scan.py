@@ -395,6 +395,16 @@ class _ChainedScanPrinter(_RowScanPrinter):
         L.append("  }")
         return self.wrap()
 
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.streaming = True  # evict-first stores (vector_store): the output is not read again here
+
+    def load_hint(self, node) -> str | None:
+        """Tiles are read once (kept in registers): past L1. With the stores
+        evict-first, H100 1-D cumsum fp32 2^26 went 80.5 -> 83.2 % of copy,
+        2^28 83.2 -> 85.0 %, bf16 2^26 63.6 -> 66.7 % (either alone: +0.5)."""
+        return ".nc.L1::no_allocate"
+
     def bounds(self) -> str:
         """No occupancy asked for: a tile's points stay in registers across the
         look-back (bounded to 3 blocks an SM they spilled: 69 against 80 % of

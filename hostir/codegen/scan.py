@@ -77,7 +77,8 @@ tile of the row is threads x chunks vectors): 64 bytes in flight per thread."""
 SCAN_BLOCK = 256
 CHAIN_CHUNKS = 16  # vectors a thread keeps of a chained tile (larger tiles: fewer look-backs;
                    # H100, 1-D cumsum fp32 2^26: 8 72 %, 16 80.8 %, 32 80.4 % of copy (255
-                   # registers); 2^28: 75, 83.1, 83.3 %; bf16 2^26: 63-65 % at 8 to 32)
+                   # registers); 2^28: 75, 83.1, 83.3 %; bf16 2^26: 63-65 % at 8 to 32; with the
+                   # cache hints (cuda_scan) 16 83.2 %, 32 82.4 %)
 CHAIN_ROWS = 4096  # fewer rows than this, each longer than two block tiles: a block per tile
 COLUMN_WARPS = 16  # an outer scan's block: 32 column points x 16 warps along the scanned dim
 COLUMN_ROWS = 16   # ... each thread holding 16 consecutive points of its column per tile (64 bytes
