@@ -311,6 +311,21 @@ __device__ __forceinline__ V hir_warp_scan(V v, F f) {
   return v;
 }
 
+// x, as a value the compiler cannot see through (an empty asm that may change
+// it): a recomputation from x is not folded into an earlier one, whose results
+// would then stay live in registers.
+template <typename T>
+__device__ __forceinline__ T hir_opaque(T x) {
+  if constexpr (sizeof(T) == 2) {
+    unsigned short b; memcpy(&b, &x, 2); asm volatile("" : "+h"(b)); memcpy(&x, &b, 2);
+  } else if constexpr (sizeof(T) == 4) {
+    unsigned b; memcpy(&b, &x, 4); asm volatile("" : "+r"(b)); memcpy(&x, &b, 4);
+  } else if constexpr (sizeof(T) == 8) {
+    unsigned long long b; memcpy(&b, &x, 8); asm volatile("" : "+l"(b)); memcpy(&x, &b, 8);
+  }
+  return x;
+}
+
 // A chained scan's published value (a tile's total or inclusive prefix): the
 // value's bytes in W parts of 32 bits, each in a 64-bit word whose upper half is
 // 1 once written (the words start at zero). A 64-bit store is seen whole or not
