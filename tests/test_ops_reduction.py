@@ -377,6 +377,13 @@ def test_launch_rule_of_long_rows(dtype):
             assert sp._row_schedule(k, n // vec) == loop[n]
         assert sp._row_schedule(k, longest // vec) == (S.LOOP_ROW_THREADS, 0, 0)
         assert sp._row_schedule(k, 2 * longest // vec)[1] > 0  # shared memory (or registers)
+    if dtype is D.BFloat16:  # a row in shared memory: read past L1 (its kept part), stored evict-first
+        sp = specs["rmsnorm"]
+        k, vec = sp.plain, sp._vec[id(sp.plain)]
+        sched = sp._row_schedule(k, 65536 // vec)
+        assert 0 < sched[2] < sched[1]  # partly in shared memory
+        src = sp.variant(k, vec, "int", *sched).source
+        assert f"if (c < {sched[2]})" in src and "L1::no_allocate" in src and "st.global.cs" in src
 
 
 # ------------------------------------------------------------------ online softmax
