@@ -122,14 +122,7 @@ class _RowScanPrinter(_ScanPrinter):
         base = dict(local)  # store offsets at the vector's first point
         self.emit_all([n for n in _closure(stores_at, set()) + stores_at if n.op != K.LOAD],
                       base, "", "        ")
-        arrs = [self.fresh() for _ in self.scans]
-        for n, arr in zip(self.scans, arrs):
-            L.append(f"        {CTYPE[n.dtype]} {arr}[{v}];")
-        self._points(v, d, "        ")
-        pro = dict(local)
-        self.emit_all(_closure_of([n.src[0] for n in self.scans], set(pro)), pro, "", "          ")
-        self.local_scan(arrs, pro, "u", "inb", "          ")
-        L.append("        }")
+        arrs = self._chunk_scan(local)
         pre = self._group_scan(arrs, carry, v)
         outs = []
         for s, _, _ in k.stores:
@@ -153,6 +146,20 @@ class _RowScanPrinter(_ScanPrinter):
         L.append("    }")
         L.append("  }")
         return self.wrap()
+
+    def _chunk_scan(self, local) -> list[str]:
+        """Chunk c's points scanned in registers (the prologue on the cached
+        loads, then the thread's inclusive scan): per scan, the array."""
+        L, v, d = self.lines, self.vec, self.k.scanned
+        arrs = [self.fresh() for _ in self.scans]
+        for n, arr in zip(self.scans, arrs):
+            L.append(f"        {CTYPE[n.dtype]} {arr}[{v}];")
+        self._points(v, d, "        ")
+        pro = dict(local)
+        self.emit_all(_closure_of([n.src[0] for n in self.scans], set(pro)), pro, "", "          ")
+        self.local_scan(arrs, pro, "u", "inb", "          ")
+        L.append("        }")
+        return arrs
 
     def _points(self, v: int, d: int, indent: str) -> None:
         """Open the unrolled loop over the vector's points (i<d> each point's)."""
@@ -401,20 +408,6 @@ class _ChainedScanPrinter(_RowScanPrinter):
         L.append("        }")
         L.append("  }")
         return self.wrap()
-
-    def _chunk_scan(self, local) -> list[str]:
-        """Chunk c's points scanned in registers (the prologue on the cached
-        loads, then the thread's inclusive scan): per scan, the array."""
-        L, v, d = self.lines, self.vec, self.k.scanned
-        arrs = [self.fresh() for _ in self.scans]
-        for n, arr in zip(self.scans, arrs):
-            L.append(f"        {CTYPE[n.dtype]} {arr}[{v}];")
-        self._points(v, d, "        ")
-        pro = dict(local)
-        self.emit_all(_closure_of([n.src[0] for n in self.scans], set(pro)), pro, "", "          ")
-        self.local_scan(arrs, pro, "u", "inb", "          ")
-        L.append("        }")
-        return arrs
 
     def _recomputes(self, cache: dict) -> bool:
         """Scan each chunk again after the look-back rather than keep every
