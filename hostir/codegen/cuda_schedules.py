@@ -170,8 +170,8 @@ class _ReductionPrinter(_Printer):
         """Does a row kept in shared memory read past L1 here (SMEM_HINTS)? Its
         chunks in shared memory, read once, do; so do the chunks read again in
         each pass where the row is read three times (a softmax). H100, bf16,
-        % of copy, no hints / these: softmax 4096x32768 79.1 / 83.5, 2048x49152
-        67.9 / 69.8, 8192x20480 85.1 / 88.1, log-softmax 4096x32768 80.6 / 81.8;
+        % of copy, no hints / these: softmax 4096x32768 79.3 / 84.0, 2048x49152
+        68.0 / 69.8, 8192x20480 85.0 / 88.1, log-softmax 4096x32768 80.7 / 82.0;
         rmsnorm 2048x65536 86.5 / 90.6, layernorm 2048x65536 83.1 / 85.9 (with
         the chunks read again hinted too: 85.6 and 80.7)."""
         if not (SMEM_HINTS and self.smem_row):
