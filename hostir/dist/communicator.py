@@ -175,11 +175,21 @@ def _describe(v) -> str:
     return text if len(text) < 300 else text[:300] + "..."
 
 
-def _free_address(local: bool) -> str:
-    host = "127.0.0.1" if local else socket.getfqdn()
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return f"tcp://{host}:{s.getsockname()[1]}"
+def _mpi_store(dist, launch, timeout):
+    """The process group's store under an MPI launcher: rank 0's TCPStore, bound
+    to a port the system picks as it opens (a port found free and opened later
+    could be taken in between by another job starting on the machine: its ranks
+    then meet the wrong store), its address broadcast through MPI."""
+    from mpi4py import MPI
+    world = MPI.COMM_WORLD
+    host = "127.0.0.1" if launch.local_size == launch.size else socket.getfqdn()
+    store = None
+    if launch.rank == 0:
+        store = dist.TCPStore(host, 0, launch.size, True, timeout=timeout, wait_for_workers=False)
+    host, port = world.bcast((host, store.port) if store is not None else None, root=0)
+    if store is None:
+        store = dist.TCPStore(host, port, launch.size, False, timeout=timeout)
+    return store
 
 
 def _destroy(dist) -> None:
@@ -203,17 +213,14 @@ def _bootstrap() -> Communicator:
     if cfg.comm_backend == "mpi":
         return Communicator(MpiBackend(device, cfg.comm_timeout), launch.rank, launch.size,
                             launch.local_rank, launch.local_size, device)
-    if launch.master_addr and launch.master_port:
-        init = f"tcp://{launch.master_addr}:{launch.master_port}"
-    else:  # an MPI launcher: rank 0 picks the address and tells the others
-        from mpi4py import MPI
-        world = MPI.COMM_WORLD
-        init = world.bcast(_free_address(launch.local_size == launch.size)
-                           if launch.rank == 0 else None, root=0)
     backend = "nccl" if device.type == "cuda" else "gloo"
     kwargs = {"device_id": device} if device.type == "cuda" else {}
-    dist.init_process_group(backend, init_method=init, rank=launch.rank, world_size=launch.size,
-                            timeout=timeout, **kwargs)
+    if launch.master_addr and launch.master_port:
+        kwargs["init_method"] = f"tcp://{launch.master_addr}:{launch.master_port}"
+    else:  # an MPI launcher: rank 0 opens the store and tells the others where
+        kwargs["store"] = _mpi_store(dist, launch, timeout)
+    dist.init_process_group(backend, rank=launch.rank, world_size=launch.size, timeout=timeout,
+                            **kwargs)
     if backend == "gloo":  # taken down before the interpreter's own teardown (gloo's threads
         # otherwise outlive it: "terminate called without an active exception"); NCCL's is
         # left to torch (destroying it under live CUDA graphs that hold its kernels hangs)
