@@ -313,7 +313,8 @@ __device__ __forceinline__ V hir_warp_scan(V v, F f) {
 
 // x, as a value the compiler cannot see through (an empty asm that may change
 // it): a recomputation from x is not folded into an earlier one, whose results
-// would then stay live in registers.
+// would then stay live in registers. (Values of other sizes pass as they are:
+// results stay right, the registers may not.)
 template <typename T>
 __device__ __forceinline__ T hir_opaque(T x) {
   if constexpr (sizeof(T) == 2) {
@@ -330,7 +331,7 @@ __device__ __forceinline__ T hir_opaque(T x) {
 // value's bytes in W parts of 32 bits, each in a 64-bit word whose upper half is
 // 1 once written (the words start at zero). A 64-bit store is seen whole or not
 // at all, so a reader needs no fence between a value and its flag: one round
-// trip to L2 reads both. Returns whether every part was written.
+// trip to L2 reads both. hir_chain_get returns whether every part was written.
 template <int W, typename V>
 __device__ __forceinline__ void hir_chain_put(volatile unsigned long long* w, V v) {
   static_assert(sizeof(V) <= 4 * W, "a chained value's parts");

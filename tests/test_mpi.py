@@ -32,6 +32,15 @@ def test_a_rank_that_raises_ends_the_job_with_its_message():
     assert time.monotonic() - t < 60
 
 
+@pytest.mark.parametrize("n", [2, 4])
+def test_a_store_rank_0_cannot_open_is_an_error_on_every_rank(n):
+    t = time.monotonic()
+    proc = run_mpi(n, "tests/mpi/store_fails.py", timeout=120)
+    _ok(proc, n, "caught: hostir: rank 0 could not open the process group's store")
+    assert "no port today (on purpose)" in proc.stdout
+    assert time.monotonic() - t < 60
+
+
 @pytest.mark.parametrize("backend", ["torch", "mpi"])
 def test_a_rank_that_alone_changes_its_shapes_later_ends_the_job_with_a_message(backend):
     """Ranks compare input shapes on inputs they have not passed before; a rank

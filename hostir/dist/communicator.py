@@ -179,16 +179,23 @@ def _mpi_store(dist, launch, timeout):
     """The process group's store under an MPI launcher: rank 0's TCPStore, bound
     to a port the system picks as it opens (a port found free and opened later
     could be taken in between by another job starting on the machine: its ranks
-    then meet the wrong store), its address broadcast through MPI."""
+    then meet the wrong store), its address broadcast through MPI. Where rank 0
+    cannot open it, every rank raises its message (none waits in the broadcast)."""
     from mpi4py import MPI
     world = MPI.COMM_WORLD
     host = "127.0.0.1" if launch.local_size == launch.size else socket.getfqdn()
-    store = None
+    store = failed = None
     if launch.rank == 0:
-        store = dist.TCPStore(host, 0, launch.size, True, timeout=timeout, wait_for_workers=False)
-    host, port = world.bcast((host, store.port) if store is not None else None, root=0)
+        try:
+            store = dist.TCPStore(host, 0, launch.size, True, timeout=timeout, wait_for_workers=False)
+        except Exception as e:  # told to every rank below
+            failed = e
+    where = world.bcast((host, store.port) if store is not None else
+                        f"rank 0 could not open the process group's store on {host}: {failed}", root=0)
+    if isinstance(where, str):
+        raise RuntimeError(f"hostir: {where}") from failed
     if store is None:
-        store = dist.TCPStore(host, port, launch.size, False, timeout=timeout)
+        store = dist.TCPStore(*where, launch.size, False, timeout=timeout)
     return store
 
 
