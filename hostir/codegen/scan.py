@@ -78,11 +78,24 @@ SCAN_BLOCK = 256
 CHAIN_CHUNKS = 16  # vectors a thread keeps of a chained tile (larger tiles: fewer look-backs;
                    # H100, 1-D cumsum fp32 2^26: 8 72 %, 16 80.8 %, 32 80.4 % of copy (255
                    # registers); 2^28: 75, 83.1, 83.3 %; bf16 2^26: 63-65 % at 8 to 32; with the
-                   # cache hints (cuda_scan) 16 83.2 %, 32 82.4 %)
+                   # cache hints (cuda_scan) 16 83.2 %, 32 82.4 %; with the tile's totals
+                   # scanned in shared memory, 8 / 16 / 32: bf16 77.7 / 81.0 / 78.5, fp16 78.4 /
+                   # 81.5 / 79.6, int32 -> int64 72.0 / 69.1 / (16: shared memory))
 CHAIN_ROWS = 4096  # fewer rows than this, each longer than two block tiles: a block per tile
 COLUMN_WARPS = 16  # an outer scan's block: 32 column points x 16 warps along the scanned dim
 COLUMN_ROWS = 16   # ... each thread holding 16 consecutive points of its column per tile (64 bytes
                    # of fp32 in flight per thread: 8192 columns keep about 8 MB in flight)
+CHAIN_SHARED = 40 << 10  # bytes of a chained tile's vector totals in shared memory, at most
+
+
+def chain_chunks(kernel: Kernel) -> int:
+    """Vectors a thread takes of a chained tile: CHAIN_CHUNKS, halved while the
+    tile's vector totals (every scan's, padded: cuda_scan) pass CHAIN_SHARED."""
+    per = sum(n.dtype.itemsize for n in kernel.order if n.op == K.SCAN) * SCAN_BLOCK * 33 // 32
+    c = CHAIN_CHUNKS
+    while c > 1 and c * per > CHAIN_SHARED:
+        c //= 2
+    return c
 
 
 def chain_words(kernel: Kernel) -> list[int]:
@@ -144,7 +157,7 @@ class ScanSpec(KernelSpec):
             vec = 1
         rows, length = self.count(kernel, extents, vec), extents[-1]
         if rows < CHAIN_ROWS and length > 2 * SCAN_BLOCK * SCAN_CHUNKS * vec:
-            return self.variant(kernel, vec, idx, SCAN_BLOCK, CHAIN_CHUNKS)
+            return self.variant(kernel, vec, idx, SCAN_BLOCK, chain_chunks(kernel))
         return self.variant(kernel, vec, idx, scan_threads(-(-length // vec)), SCAN_CHUNKS)
 
     @staticmethod
@@ -200,8 +213,8 @@ class ScanSpec(KernelSpec):
                 self.variant(k, vec, "int", 32, SCAN_CHUNKS),
                 self.variant(k, vec, "int", 4, SCAN_CHUNKS),
                 self.variant(k, 1, "int", 1, SCAN_CHUNKS),
-                self.variant(k, vec, "int", SCAN_BLOCK, CHAIN_CHUNKS),
-                self.variant(k, 1, "long long", SCAN_BLOCK, CHAIN_CHUNKS)]
+                self.variant(k, vec, "int", SCAN_BLOCK, chain_chunks(k)),
+                self.variant(k, 1, "long long", SCAN_BLOCK, chain_chunks(k))]
 
     @property
     def source(self) -> str:
