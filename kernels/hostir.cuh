@@ -311,20 +311,23 @@ __device__ __forceinline__ V hir_warp_scan(V v, F f) {
   return v;
 }
 
-// x, as a value the compiler cannot see through (an empty asm that may change
-// it): a recomputation from x is not folded into an earlier one, whose results
-// would then stay live in registers. (Values of other sizes pass as they are:
+// The N values at p, made values the compiler cannot see through (an empty asm
+// that may change them, a 32-bit word at a time where they fill whole words):
+// a recomputation from them is not folded into an earlier one, whose results
+// would then stay live in registers. (Odd-sized runs of bytes pass as they are:
 // results stay right, the registers may not.)
-template <typename T>
-__device__ __forceinline__ T hir_opaque(T x) {
-  if constexpr (sizeof(T) == 2) {
-    unsigned short b; memcpy(&b, &x, 2); asm volatile("" : "+h"(b)); memcpy(&x, &b, 2);
-  } else if constexpr (sizeof(T) == 4) {
-    unsigned b; memcpy(&b, &x, 4); asm volatile("" : "+r"(b)); memcpy(&x, &b, 4);
-  } else if constexpr (sizeof(T) == 8) {
-    unsigned long long b; memcpy(&b, &x, 8); asm volatile("" : "+l"(b)); memcpy(&x, &b, 8);
+template <int N, typename T>
+__device__ __forceinline__ void hir_opaque(T* p) {
+  if constexpr (N * sizeof(T) % 4 == 0) {
+    unsigned* w = reinterpret_cast<unsigned*>(p);
+#pragma unroll
+    for (int i = 0; i < N * (int)sizeof(T) / 4; ++i) asm volatile("" : "+r"(w[i]));
+  } else if constexpr (sizeof(T) == 2) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      unsigned short b; memcpy(&b, p + i, 2); asm volatile("" : "+h"(b)); memcpy(p + i, &b, 2);
+    }
   }
-  return x;
 }
 
 // A chained scan's published value (a tile's total or inclusive prefix): the

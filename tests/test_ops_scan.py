@@ -113,7 +113,11 @@ def test_scan(op, case, dtype):
 
 @pytest.mark.parametrize("op", ["cumsum", "cummax"])
 @pytest.mark.parametrize("shape,dim", [((70000,), 0), ((2, 70000), 1), ((70000, 2), 0),
-                                       ((3, 5000, 4), 1), ((7, 4097), 1)],
+                                       ((3, 5000, 4), 1), ((7, 4097), 1),
+                                       # one row of no whole number of vectors (on a GPU:
+                                       # vectors, then its last points one by one), the last
+                                       # ones in a tile of their own (65536 + 3)
+                                       ((70007,), 0), ((65539,), 0), ((1, 40001), 1)],
                          ids=lambda v: str(v))
 @pytest.mark.parametrize("dtype", [D.Float, D.BFloat16, D.Int32], ids=lambda d: d.name)
 def test_long_rows(op, shape, dim, dtype):
@@ -398,4 +402,6 @@ def test_launch_rule_picks_the_schedule():
     assert "st.global.cs" in one.source and "L1::no_allocate" in one.source  # tiles stream past the caches
     odd = pick((2, 100003))                          # no vectors: scalar loads, still chained
     assert odd.chained and odd.vec == 1
+    one_odd = pick((1, 100003))                      # one row: vectors, the last 3 points alone
+    assert one_odd.chained and one_odd.vec == 4 and "if (tail)" in one_odd.source
     assert cols.choose(cols.plain, [8192, 8192], [torch.empty(8192, 8192)], None, []).outer

@@ -91,6 +91,7 @@ class _RowScanPrinter(_ScanPrinter):
         super().__init__(kern, name, idx, block, threads, pdl, vec, chunks)
         self.vec = vec if self.n else 1
         self.chunks = chunks
+        self.vend = f"e{kern.scanned}"  # where the row's whole vectors end
         self.setup()
 
     def source(self) -> str:
@@ -187,7 +188,7 @@ class _RowScanPrinter(_ScanPrinter):
         L.append("      #pragma unroll")
         L.append(f"      for (int c = 0; c < {C}; ++c) {{")
         L.append(f"        const {idx} i{d} = t0 + (c * {T} + lane) * {v};")
-        L.append(f"        if (i{d} < e{d}) {{")
+        L.append(f"        if (i{d} < {self.vend}) {{")
         base = dict(names)
         self.emit_all([x for x in _closure(loads, set()) if x.op != K.LOAD], base, "", "          ")
         for n in loads:
@@ -336,7 +337,12 @@ class _ChainedScanPrinter(_RowScanPrinter):
         self._split("row", [x for x in range(self.n) if x != d], "  ")
         names: dict[int, str] = {}
         self.emit_all([n for n in k.order if id(n) not in self.moving], names, "", "  ")
+        self.row_names = dict(names)
         L.append(f"  const {idx} t0 = tile * {T * v * C};")
+        # the row's whole vectors end at ev; the points after them (one row: a length
+        # that is no multiple of the vector) are scanned after the last vector (_tail)
+        self.vend = "ev"
+        L.append(f"  const {idx} ev = e{d} - e{d} % {v};")
         cache = self._load_tile(names)
         again = self._recomputes(cache)
         carry, locs = [], []
@@ -353,7 +359,7 @@ class _ChainedScanPrinter(_RowScanPrinter):
         L.append("  #pragma unroll")
         L.append(f"  for (int c = 0; c < {C}; ++c) {{")
         L.append(f"        const {idx} r = t0 + (c * {T} + lane) * {v};")
-        L.append(f"        const bool inb = r < e{d};")
+        L.append("        const bool inb = r < ev;")
         arrs = self._chunk_scan(local, guard=False)
         for n, arr, t, loc in zip(self.scans, arrs, tots, locs):
             L.append(f"        {t}[{pad.format(f=f'c * {T} + lane')}] = "
@@ -391,10 +397,15 @@ class _ChainedScanPrinter(_RowScanPrinter):
             L.append(f"  for (int j = 0; j < {C}; ++j) {t}[{pad.format(f=f'lane * {C} + j')}] = "
                      f"j == 0 ? {mine} : {self.combine(n, mine, f'{run}[j - 1]')};")
         self._look_back(carry, shared_pre)  # (its barrier also orders the prefixes' stores)
+        ends = [self.fresh() for _ in self.scans]  # the row's last vector: its last point's scans
+        if v > 1:
+            L.append("  bool tail = false;")
+            for n, e in zip(self.scans, ends):
+                L.append(f"  {CTYPE[n.dtype]} {e} = {_reduce_init(n.arg, n.dtype)};")
         L.append("  #pragma unroll")
         L.append(f"  for (int c = 0; c < {C}; ++c) {{")
         L.append(f"        const {idx} r = t0 + (c * {T} + lane) * {v};")
-        L.append(f"        const bool inb = r < e{d};")
+        L.append("        const bool inb = r < ev;")
         L.append(f"        const {idx} i{d} = inb ? r : 0;")
         stores_at = [x for _, _, ix in k.stores for x in ix]
         base = dict(local)
@@ -410,15 +421,19 @@ class _ChainedScanPrinter(_RowScanPrinter):
             at = pad.format(f=f"c * {T} + lane")
             L.append(f"        const {CTYPE[n.dtype]} {seeds[-1]} = {self.combine(n, p, f'{t}[{at}]')};")
         if again:  # the loaded values pass through hir_opaque, else the compiler keeps
-            # the first pass's sums
-            arrs = self._chunk_scan({**local, **{n: f"hir_opaque(({arr} + c * {v})[u])"
-                                                 for n, arr in cache.items()}}, False, seeds)
-            values = [f"{arr}[u]" for arr in arrs]
+            # the first pass's sums (a word at a time: no 16-bit moves)
+            for arr in cache.values():
+                L.append(f"        hir_opaque<{v}>({arr} + c * {v});")
+            arrs = self._chunk_scan(local, False, seeds)
+
+            def values(j: str) -> list[str]:
+                return [f"{arr}[{j}]" for arr in arrs]
         else:
-            values = [self.combine(n, s, f"{loc}[c * {v} + u]")
-                      for n, s, loc in zip(self.scans, seeds, locs)]
+            def values(j: str) -> list[str]:
+                return [self.combine(n, s, f"{loc}[c * {v} + {j}]")
+                        for n, s, loc in zip(self.scans, seeds, locs)]
         self._points(v, d, "        ")
-        done = self.epilogue(values, local, "          ")
+        done = self.epilogue(values("u"), local, "          ")
         for (s_, node, _), arr in zip(k.stores, outs):
             L.append(f"          {arr}[u] = {done[id(node)]};")
         L.append("        }")
@@ -430,8 +445,27 @@ class _ChainedScanPrinter(_RowScanPrinter):
             else:
                 L.append(f"          out{s_}[{off}] = {arr}[0];")
         L.append("        }")
+        if v > 1:
+            last = " ".join(f"{e} = {x};" for e, x in zip(ends, values(str(v - 1))))
+            L.append(f"        if (r + {v} == ev) {{ tail = true; {last} }}")
         L.append("  }")
+        if v > 1:
+            self._tail(ends)
         return self.wrap()
+
+    def _tail(self, ends) -> None:
+        """The points after the row's last whole vector (fewer than a vector),
+        scanned one by one from its last point by the thread that holds it."""
+        k, L, d = self.k, self.lines, self.k.scanned
+        L.append(f"  if (tail) for ({self.idx} i{d} = ev; i{d} < e{d}; ++i{d}) {{")
+        names = dict(self.row_names)
+        self.emit_all(_closure_of([n.src[0] for n in self.scans], set(names)), names, "", "    ")
+        for n, e in zip(self.scans, ends):
+            L.append(f"    {e} = {self.combine(n, e, names[id(n.src[0])])};")
+        done = self.epilogue(ends, names, "    ")
+        for s_, node, ix in k.stores:
+            L.append(f"    out{s_}[{_offset([done[id(x)] for x in ix], f'out{s_}')}] = {done[id(node)]};")
+        L.append("  }")
 
     def _recomputes(self, cache: dict) -> bool:
         """Scan each chunk again after the look-back rather than keep every

@@ -520,7 +520,7 @@ def _vector_ok(vec: int, tensors: list, extents: list[int]) -> bool:
     for t in tensors:
         if t.ndim == 0 or t.stride(-1) != 1 or t.data_ptr() % (vec * t.element_size()):
             return False
-        if any(st % vec for st in t.stride()[:-1]):
+        if any(st % vec for st, n in zip(t.stride()[:-1], t.shape[:-1]) if n > 1):  # (size 1: never stepped)
             return False
     return True
 
