@@ -213,7 +213,9 @@ class KernelSpec:
         if ONLINE_LOOP and self.online is not None and \
                 chunks * LOOP_ROW_THREADS < vectors <= chunks * ROW_THREADS[-1] and \
                 self._row_schedule(self.online, vectors)[1:] == (0, 0):
-            return False  # the online kernel reads the row twice: a loop, its second read from L2
+            t, c, _ = register_row(vectors, chunks)  # unless registers hold it in 512 threads
+            if not REGISTER_ROWS or t > REGISTER_ROW_THREADS[1] or (t * c - vectors) * 8 > t * c:
+                return False  # the online kernel reads the row twice: a loop, its second read from L2
         return vectors <= chunks * ROW_THREADS[-1] or self._row_schedule(k, vectors)[2]
 
     def choose(self, kernel: Kernel, extents: list[int], ins: list, outs, params: list) -> Variant:
@@ -352,8 +354,7 @@ class KernelSpec:
                     return t, c, kept
             chunks = min(PERSISTENT_MAX_CHUNKS, -(-vectors // ROW_THREADS[-1]))
         if vec > 1 and several and vectors <= chunks * ROW_THREADS[-1]:
-            t = next(t for t in ROW_THREADS if vectors <= chunks * t)
-            return t, max(1, -(-vectors // t)), 0
+            return register_row(vectors, chunks)
         return row_threads(vectors), 0, 0
 
     def _full_outs(self, kernel: Kernel) -> list[int]:
@@ -483,6 +484,35 @@ more, LOOP_ROW_BYTES at most, about LOOP_VECTORS vectors of 16 bytes a thread,
 - past LOOP_ROW_BYTES the rows in flight pass L2 (50 MB) between the reads:
   rmsnorm bf16 2048x65536 72 % looped against 87 % in shared memory,
   layernorm 512x262144 60 % against 68 %."""
+
+
+REGISTER_ROWS = True
+REGISTER_ROW_THREADS = (128, 512)
+REGISTER_MAX_CHUNKS = 5
+
+
+def register_row(vectors: int, chunks: int) -> tuple[int, int, int]:
+    """(threads, vectors a thread, 0) of a row held in registers. A row longer
+    than 64 threads hold at `chunks` vectors a thread: the fewest vectors left
+    over, then the nearest to `chunks` vectors a thread (then the fewest
+    threads), of REGISTER_ROW_THREADS threads and max(chunks,
+    REGISTER_MAX_CHUNKS) vectors a thread. Otherwise (or without
+    REGISTER_ROWS) the fewest threads that hold the row at `chunks` vectors
+    each. H100, bf16, % of copy, this rule / the fewest threads at 2 vectors:
+    - softmax 16384x6144 256x3 89.6 / 512x2 76.3; 16384x12288 512x3 91.2 /
+      online loop 79.4; 16384x10240 256x5 86.3 / 77.2; 32768x3072 128x3 87.7
+      / 256x2 79.5; log-softmax 16384x6144 90.0 / 78.2;
+    - layernorm 32768x1536: 64 threads x 3 ran at 79.3 against 91.7 (128 x 2):
+      128 threads at least."""
+    lo, hi = REGISTER_ROW_THREADS
+    fits = [(t * c - vectors, abs(c - chunks), t, c) for t in ROW_THREADS
+            if lo <= t <= hi for c in [-(-vectors // t)]
+            if c <= max(chunks, REGISTER_MAX_CHUNKS)]
+    if REGISTER_ROWS and fits and vectors > chunks * 64:
+        _, _, t, c = min(fits)
+        return t, c, 0
+    t = next(t for t in ROW_THREADS if vectors <= chunks * t)
+    return t, max(1, -(-vectors // t)), 0
 
 
 def loop_threads(vectors: int) -> int:
