@@ -213,8 +213,13 @@ class KernelSpec:
         if ONLINE_LOOP and self.online is not None and \
                 chunks * LOOP_ROW_THREADS < vectors <= chunks * ROW_THREADS[-1] and \
                 self._row_schedule(self.online, vectors)[1:] == (0, 0):
-            t, c, _ = register_row(vectors, chunks)  # unless registers hold it in 512 threads
-            if not REGISTER_ROWS or t > REGISTER_ROW_THREADS[1] or (t * c - vectors) * 8 > t * c:
+            # unless registers hold it in 512 threads, at most a quarter of their vectors
+            # idle (H100, % of copy, registers / online loop: softmax bf16 16384x12288
+            # 512x3 91.2 / 79.4, 16384x8704 256x5 85.2 / 75.3, 16384x12296 512x4 82.7 /
+            # 78.2, 16384x13312 512x4 79.6 / 80.8; fp32 16384x12288 512x6 98.9 / 76.9,
+            # 16384x16384 512x8 100.2 / 71.2, torch.compile 95.6 and 100.6)
+            t, c, _ = register_row(vectors, chunks, vec)
+            if not REGISTER_ROWS or t > REGISTER_ROW_THREADS[1] or (t * c - vectors) * 4 > t * c:
                 return False  # the online kernel reads the row twice: a loop, its second read from L2
         return vectors <= chunks * ROW_THREADS[-1] or self._row_schedule(k, vectors)[2]
 
@@ -354,7 +359,7 @@ class KernelSpec:
                     return t, c, kept
             chunks = min(PERSISTENT_MAX_CHUNKS, -(-vectors // ROW_THREADS[-1]))
         if vec > 1 and several and vectors <= chunks * ROW_THREADS[-1]:
-            return register_row(vectors, chunks)
+            return register_row(vectors, chunks, vec)
         return row_threads(vectors), 0, 0
 
     def _full_outs(self, kernel: Kernel) -> list[int]:
@@ -488,26 +493,28 @@ more, LOOP_ROW_BYTES at most, about LOOP_VECTORS vectors of 16 bytes a thread,
 
 REGISTER_ROWS = True
 REGISTER_ROW_THREADS = (128, 512)
-REGISTER_MAX_CHUNKS = 5
+REGISTER_MAX_POINTS = 40
 
 
-def register_row(vectors: int, chunks: int) -> tuple[int, int, int]:
+def register_row(vectors: int, chunks: int, vec: int) -> tuple[int, int, int]:
     """(threads, vectors a thread, 0) of a row held in registers. A row longer
     than 64 threads hold at `chunks` vectors a thread: the fewest vectors left
     over, then the nearest to `chunks` vectors a thread (then the fewest
-    threads), of REGISTER_ROW_THREADS threads and max(chunks,
-    REGISTER_MAX_CHUNKS) vectors a thread. Otherwise (or without
-    REGISTER_ROWS) the fewest threads that hold the row at `chunks` vectors
-    each. H100, bf16, % of copy, this rule / the fewest threads at 2 vectors:
-    - softmax 16384x6144 256x3 89.6 / 512x2 76.3; 16384x12288 512x3 91.2 /
-      online loop 79.4; 16384x10240 256x5 86.3 / 77.2; 32768x3072 128x3 87.7
-      / 256x2 79.5; log-softmax 16384x6144 90.0 / 78.2;
-    - layernorm 32768x1536: 64 threads x 3 ran at 79.3 against 91.7 (128 x 2):
-      128 threads at least."""
+    threads), of REGISTER_ROW_THREADS threads and up to `chunks` vectors or
+    REGISTER_MAX_POINTS points a thread. Otherwise (or without REGISTER_ROWS)
+    the fewest threads that hold the row at `chunks` vectors each. H100, % of
+    copy, this rule / the fewest threads at `chunks` (bf16: 2, fp32: 4):
+    - softmax bf16 16384x6144 256x3 89.6 / 512x2 76.3; 16384x10240 256x5
+      86.3 / 77.2; 32768x3072 128x3 87.7 / 256x2 79.5; log-softmax bf16
+      16384x6144 90.0 / 78.2;
+    - layernorm bf16 32768x1536: 64 threads x 3 ran at 79.3 against 91.7
+      (128 x 2): 128 threads at least;
+    - bf16 256 threads x 7 vectors (56 points): softmax 16384x12296 73.9,
+      512 x 4 82.7."""
     lo, hi = REGISTER_ROW_THREADS
     fits = [(t * c - vectors, abs(c - chunks), t, c) for t in ROW_THREADS
             if lo <= t <= hi for c in [-(-vectors // t)]
-            if c <= max(chunks, REGISTER_MAX_CHUNKS)]
+            if c <= max(chunks, REGISTER_MAX_POINTS // vec)]
     if REGISTER_ROWS and fits and vectors > chunks * 64:
         _, _, t, c = min(fits)
         return t, c, 0
