@@ -203,7 +203,8 @@ class KernelSpec:
         dim is kept (no vectors: a loop that reads the row every pass). A
         launch whose tensors are not aligned for vectors (known on GPUs
         only) also loops; it keeps the plain kernel's passes. Rows of 8192 to
-        16384 points go to the online kernel, looped (ONLINE_LOOP)."""
+        16384 points that register_row would hold with more than a quarter of
+        their vectors idle go to the online kernel, looped (ONLINE_LOOP)."""
         k = self.plain
         vec = self._vec[id(k)]
         if vec == 1 or not full or full[-1] % vec:
@@ -530,12 +531,13 @@ def loop_threads(vectors: int) -> int:
 
 ONLINE_LOOP = True
 ONLINE_LOOP_THREADS = 256
-"""A softmax's rows of 8192 to 16384 points (the plain kernel would keep them
-in registers of 1024 threads) take the online kernel, looped with 256 threads:
-it reads the row twice, the second time from L2. H100, bf16, % of copy:
-softmax 16384x16384 85 % against 78 %, 16384x12288 80 % against 67 %,
-log-softmax 8192x16384 87 % against 80 %; longer rows stay in shared memory
-(softmax 4096x32768 79 %, 74 % looped)."""
+"""A softmax's rows of 8192 to 16384 points that registers of up to 512
+threads would hold with more than a quarter of their vectors idle (register_row;
+the plain kernel would keep them in 1024 threads) take the online kernel,
+looped with 256 threads: it reads the row twice, the second time from L2.
+H100, bf16, % of copy, against 1024 threads' registers: softmax 16384x16384
+85 % against 78 %, log-softmax 8192x16384 87 % against 80 %; longer rows stay
+in shared memory (softmax 4096x32768 79 %, 74 % looped)."""
 SMEM_ROW_CHUNKS = 8          # vectors a thread keeps of a row held in shared memory
 SMEM_ROW_BYTES = 96 * 1024   # a block's share of such a row at most (two blocks an SM)
 SMEM_PER_SM = 224 * 1024     # shared memory an SM's blocks share (an H100's 227 KiB, less the slots)
