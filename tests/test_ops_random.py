@@ -73,6 +73,13 @@ def test_seeded_draws_are_exact_philox_bits_and_reproducible():
     (z,) = fd2.execute([], device=DEV)
     torch.testing.assert_close(z.cpu(), philox.normal(3, 4, 0, torch.arange(37 * 129), True).reshape(shape),
                                rtol=1e-12, atol=1e-12)
+    with FusionDefinition() as fd3:  # float: four normals a draw (cos, sin of two pairs)
+        fd3.add_output(fd3.ops.normal(0.0, 1.0, shape, D.Float, rng_seed=3, rng_offset=4))
+    (f,) = fd3.execute([], device=DEV)
+    want = philox.normal(3, 4, 0, torch.arange(37 * 129), False).reshape(shape)
+    torch.testing.assert_close(f.cpu(), want, rtol=1e-5, atol=1e-5)
+    w = want.flatten()[:4 * 1000].reshape(-1, 2)  # (cos, sin) pairs: one radius, two angles' parts
+    assert (w[:, 0] != w[:, 1]).all() and ((w ** 2).sum(1) > 0).all()
 
 
 def test_values_do_not_depend_on_the_kernel_layout():

@@ -63,15 +63,21 @@ def uniform(seed: int, offset: int, stream: int, index: torch.Tensor, double: bo
 
 
 def normal(seed: int, offset: int, stream: int, index: torch.Tensor, double: bool) -> torch.Tensor:
-    """Standard normal by Box-Muller from two uniforms in (0, 1] and [0, 1)
-    (float32: two words, two elements a draw; float64: four words)."""
-    dt = torch.float64 if double else torch.float32
+    """Standard normal by Box-Muller from two uniforms in (0, 1] and [0, 1).
+    float64: four words, one element a draw. float32: four elements a draw,
+    r cos t and r sin t of its first two words, then of its last two (as
+    hir_rng_normal_f: a log, a square root and a sine-cosine per two elements)."""
+    index = index.to(torch.int64)
     if double:
         w = _words(seed, offset, stream, index, 4)
-        u1 = ((w[0] >> 5) * 67108864 + (w[1] >> 6) + 1).to(dt) * 2.0 ** -53
-        u2 = ((w[2] >> 5) * 67108864 + (w[3] >> 6)).to(dt) * 2.0 ** -53
-    else:
-        a, b = _words(seed, offset, stream, index, 2)
-        u1 = ((a >> 8) + 1).to(dt) * 2.0 ** -24
-        u2 = (b >> 8).to(dt) * 2.0 ** -24
-    return torch.sqrt(-2.0 * torch.log(u1)) * torch.cos((2.0 * math.pi) * u2)
+        u1 = ((w[0] >> 5) * 67108864 + (w[1] >> 6) + 1).to(torch.float64) * 2.0 ** -53
+        u2 = ((w[2] >> 5) * 67108864 + (w[3] >> 6)).to(torch.float64) * 2.0 ** -53
+        return torch.sqrt(-2.0 * torch.log(u1)) * torch.cos((2.0 * math.pi) * u2)
+    x = torch.stack(philox(seed, offset, stream, index // 4))  # [4, n]
+    first = ((index % 4) // 2) * 2
+    a, b = (x.gather(0, (first + k).unsqueeze(0)).squeeze(0) for k in range(2))
+    u1 = ((a >> 8) + 1).to(torch.float32) * 2.0 ** -24
+    u2 = (b >> 8).to(torch.float32) * 2.0 ** -24
+    t = (2.0 * math.pi) * u2
+    r = torch.sqrt(-2.0 * torch.log(u1))
+    return torch.where(index % 2 == 0, r * torch.cos(t), r * torch.sin(t))
