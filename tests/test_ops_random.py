@@ -196,3 +196,30 @@ def test_random_ops_in_a_sharded_fusion_are_refused():
         fd.add_output(fd.ops.mul(x, fd.ops.rand_like(x)))
     with pytest.raises(UnsupportedError, match="uniform .* sharded fusion"):
         fd.execute([torch.randn(4, 3, device=DEV)])
+
+
+def test_generating_kernels_loop_over_a_capped_grid():
+    """A kernel that only draws numbers loops in 32 blocks an SM (its threads
+    set up their draws once); one that also reads a tensor (dropout) takes a
+    thread per vector like any pointwise kernel."""
+    from hostir.codegen import spec as S
+    made = []
+    S.observers.append(made.append)
+    try:
+        x = torch.randn(1 << 12)
+        with FusionDefinition() as fd:
+            t = fd.define_tensor([-1], contiguity=[True])
+            fd.add_output(fd.ops.rand_like(t))
+        fd.execute([x])
+        with FusionDefinition() as fd2:
+            t = fd2.define_tensor([-1], contiguity=[True])
+            fd2.add_output(fd2.ops.where(fd2.ops.ge(fd2.ops.rand_like(t), 0.1), t, 0.0))
+        fd2.execute([x])
+    finally:
+        S.observers.remove(made.append)
+    gen, drop = made
+    v_gen = gen.variant(gen.kernels[0], 4, "int")
+    v_drop = drop.variant(drop.kernels[0], 4, "int")
+    assert v_gen.generates and not v_drop.generates
+    assert gen.grid(v_gen, 1 << 24, 132) == 132 * 32
+    assert drop.grid(v_drop, 1 << 24, 132) == (1 << 24) // 256
