@@ -347,21 +347,26 @@ class _Printer:
         if arr is None:
             arr = self.fresh()
             self.lines.append(f"    alignas(16) {CTYPE[t.dtype]} {arr}[{v}];")
-        hint = self.load_hint(node) if size == 16 else None
-        if hint:  # a cache-eviction hint: `ld.global<hint>.v4.u32`
-            load = (f"{{ uint4 w; asm(\"ld.global{hint}.v4.u32 {{%0, %1, %2, %3}}, [%4];\" "
-                    f": \"=r\"(w.x), \"=r\"(w.y), \"=r\"(w.z), \"=r\"(w.w) : "
-                    f"\"l\"(in{node.arg} + {off})); *reinterpret_cast<uint4*>({arr}) = w; }}")
-        else:
-            load = (f"*reinterpret_cast<{VEC_TYPE[size]}*>({arr}) = "
+        def text(hint: str | None) -> str:
+            if hint:  # a cache-eviction hint: `ld.global<hint>.v4.u32`
+                return (f"{{ uint4 w; asm(\"ld.global{hint}.v4.u32 {{%0, %1, %2, %3}}, [%4];\" "
+                        f": \"=r\"(w.x), \"=r\"(w.y), \"=r\"(w.z), \"=r\"(w.w) : "
+                        f"\"l\"(in{node.arg} + {off})); *reinterpret_cast<uint4*>({arr}) = w; }}")
+            return (f"*reinterpret_cast<{VEC_TYPE[size]}*>({arr}) = "
                     f"*reinterpret_cast<const {VEC_TYPE[size]}*>(in{node.arg} + {off});")
+        hint = self.load_hint(node) if size == 16 else None
+        if isinstance(hint, tuple):  # (condition, its hint, the other hint): chosen at run time
+            load = f"{{ if ({hint[0]}) {text(hint[1])} else {text(hint[2])} }}"
+        else:
+            load = text(hint)
         self.lines += [
             f"    if ({a[0]}) {load}",
             f"    else {{ for (int u = 0; u < {v}; ++u) ({arr})[u] = ({CTYPE[t.dtype]})0; }}"]
         return f"({arr})[u]"
 
-    def load_hint(self, node: KNode) -> str | None:
-        """A PTX cache qualifier for a 16-byte load of `node` (none: a plain load)."""
+    def load_hint(self, node: KNode) -> str | tuple | None:
+        """A PTX cache qualifier for a 16-byte load of `node` (none: a plain load),
+        or (a condition, the qualifier where it holds, the one where not)."""
         return None
 
     def vector_store(self, s: int, arr: str, off: str) -> None:
