@@ -176,6 +176,24 @@ def test_fused_prologue_and_epilogue():
     assert segs[0].ops == ["mul", "add", "cumsum", "mul", "sub"]
 
 
+@pytest.mark.parametrize("n", [70001, 65539, 40000])
+@pytest.mark.parametrize("dtype", [D.Float, D.BFloat16], ids=lambda d: d.name)
+def test_fused_long_row(n, dtype):
+    """One long row (on a GPU: chained tiles; at an odd length the last points
+    after the last whole vector are scanned one by one) with a prologue that
+    reads a second input and an epilogue: every point, the last ones too."""
+    x, y = rand((n,), dtype, low=-1.0, high=1.0), rand((n,), dtype, low=-1.0, high=1.0)
+
+    def build(fd):
+        a, b = declare(fd, x), declare(fd, y)
+        s = fd.ops.cumsum(fd.ops.mul(fd.ops.cast(a, D.Float), fd.ops.cast(b, D.Float)), 0)
+        fd.add_output(fd.ops.add(fd.ops.mul(s, fd.ops.cast(b, D.Float)), fd.ops.cast(a, D.Float)))
+    (out,) = run(build, [x, y])
+    xd, yd = x.double(), y.double()
+    ref = torch.cumsum(xd * yd, 0) * yd + xd
+    check(out, ref.float(), kind="reduction", rtol=1e-4, atol=1e-3 * math.sqrt(n))
+
+
 @pytest.mark.parametrize("dim", [0, 1])
 def test_two_scans_one_kernel(dim):
     """Scans of one dim read by one epilogue share a kernel; bf16 results round
