@@ -1,5 +1,5 @@
 """Tuning sweep for generated normalization kernels: how many vectors of a row
-each thread keeps in registers (spec.PERSISTENT_POINTS, which sets the threads
+each thread keeps in registers (codegen.rows.PERSISTENT_POINTS, which sets the threads
 per row) with and without asking for a full SM (cuda_schedules.FULL_OCCUPANCY),
 beside torch.compile, in one run. Each setting
 plans its own FusionDefinitions (specs read the knob when a launch picks its
@@ -40,7 +40,7 @@ def bare_layernorm_case(r, c):
             lambda d: [torch.randn(r, c, device=d, dtype=torch.bfloat16)], 2 * 2 * r * c)
 
 from hostir import config  # noqa: E402
-from hostir.codegen import cuda_schedules, spec  # noqa: E402
+from hostir.codegen import cuda_schedules, rows as row_rules  # noqa: E402
 
 
 def main(argv=None):
@@ -63,12 +63,12 @@ def main(argv=None):
         inputs = make_inputs(dev)
         fns, labels = [], []
         for points, full in ((8, True), (16, True), (32, True), (16, False)):
-            spec.PERSISTENT_POINTS, cuda_schedules.FULL_OCCUPANCY = points, full
+            row_rules.PERSISTENT_POINTS, cuda_schedules.FULL_OCCUPANCY = points, full
             fd = make()[1]
             fd.execute(inputs)
             fns.append(lambda fd=fd: fd.execute(inputs))
             labels.append(f"{points} points{'' if full else ', occupancy not asked'}")
-        spec.PERSISTENT_POINTS, cuda_schedules.FULL_OCCUPANCY = 16, True
+        row_rules.PERSISTENT_POINTS, cuda_schedules.FULL_OCCUPANCY = 16, True
         # HOSTIR_ENABLE=fast_math (off by default): is the kernel bound by arithmetic?
         with config.override(enable=config.get().enable | {"fast_math"}):
             fd = make()[1]

@@ -354,7 +354,7 @@ def test_launch_rule_of_long_rows(dtype):
     that they go to shared memory; a softmax (three reads) loops rows up to
     LOOP_ROW_THREADS x PERSISTENT_POINTS points only, where an SM's rows fit in
     LOOP_L1_BYTES and registers would hold fewer than LOOP_VECTORS vectors."""
-    from hostir.codegen import spec as S
+    from hostir.codegen import rows as S
     x = rand((2, 64), dtype)
     specs = {}
     for kind in ("layernorm", "rmsnorm", "softmax"):
@@ -398,7 +398,7 @@ INF, NAN = float("inf"), float("nan")
 ONLINE_KINDS = ["softmax", "log_softmax", "logsumexp"]
 # (shape, online?): rows longer than the persistent schedules hold (past shared
 # memory in every dtype) and odd long rows, short odd rows, size-1 rows; rows
-# of 8192 to 16384 points (online and looped: spec.ONLINE_LOOP); rows held in
+# of 8192 to 16384 points (online and looped: rows.ONLINE_LOOP); rows held in
 # registers and, just past 16384 points, in shared memory
 ONLINE_SHAPES = [((6, 65544), True), ((6, 20001), True), ((6, 7), True), ((6, 1), True),
                  ((6, 64), False), ((6, 16392), False), ((4, 12288), False), ((4, 16384), False),
@@ -410,7 +410,7 @@ def test_rows_held_in_registers():
     fewest vectors over (128 to 512 threads, up to 40 points a thread); rows
     of 8192 to 16384 points stay there rather than take the online kernel
     while at most a quarter of the vectors idle."""
-    from hostir.codegen.spec import register_row
+    from hostir.codegen.rows import register_row
     assert register_row(768, 2, 8) == (256, 3, 0)      # bf16 6144 points
     assert register_row(1536, 2, 8) == (512, 3, 0)     # bf16 12288
     assert register_row(1152, 2, 8) == (256, 5, 0)     # bf16 9216: 10 % idle

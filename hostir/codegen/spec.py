@@ -19,6 +19,7 @@ from .. import config
 from .cuda import kernel_source, vector_loads, vector_width
 from .cuda_schedules import outer_ok, outer_width, row_cache_bytes
 from .cuda_tiles import STAGE_BYTES, STAGED, stage_block, staged_gather, tile_loads
+from . import rows
 from .kir import K, Kernel, Slot, kernel_text, layout, levels, passes, split_stores, verify_kernel, ws_slot
 from .lower import ReductionLowering, lower_pointwise
 from .online import online_softmax
@@ -217,19 +218,19 @@ class KernelSpec:
         if vec == 1 or not full or full[-1] % vec:
             return False
         vectors = math.prod(full[d] for d in k.reduced) // vec
-        chunks = max(1, PERSISTENT_POINTS // vec)
-        if ONLINE_LOOP and self.online is not None and \
-                chunks * LOOP_ROW_THREADS < vectors <= chunks * ROW_THREADS[-1] and \
+        chunks = max(1, rows.PERSISTENT_POINTS // vec)
+        if rows.ONLINE_LOOP and self.online is not None and \
+                chunks * rows.LOOP_ROW_THREADS < vectors <= chunks * rows.ROW_THREADS[-1] and \
                 self._row_schedule(self.online, vectors)[1:] == (0, 0):
             # unless registers hold it in 512 threads, at most a quarter of their vectors
             # idle (H100, % of copy, registers / online loop: softmax bf16 16384x12288
             # 512x3 91.2 / 79.4, 16384x8704 256x5 85.2 / 75.3, 16384x12296 512x4 82.7 /
             # 78.2, 16384x13312 512x4 79.6 / 80.8; fp32 16384x12288 512x6 98.9 / 76.9,
             # 16384x16384 512x8 100.2 / 71.2, torch.compile 95.6 and 100.6)
-            t, c, _ = register_row(vectors, chunks, vec)
-            if not REGISTER_ROWS or t > REGISTER_ROW_THREADS[1] or (t * c - vectors) * 4 > t * c:
+            t, c, _ = rows.register_row(vectors, chunks, vec)
+            if not rows.REGISTER_ROWS or t > rows.REGISTER_ROW_THREADS[1] or (t * c - vectors) * 4 > t * c:
                 return False  # the online kernel reads the row twice: a loop, its second read from L2
-        return vectors <= chunks * ROW_THREADS[-1] or self._row_schedule(k, vectors)[2]
+        return vectors <= chunks * rows.ROW_THREADS[-1] or self._row_schedule(k, vectors)[2]
 
     def choose(self, kernel: Kernel, extents: list[int], ins: list, outs, params: list) -> Variant:
         """The variant a launch uses: 32-bit indices when every offset and index
@@ -250,7 +251,7 @@ class KernelSpec:
             if outs is not None:
                 checked += [outs[s] for s in self._full_outs(kernel)]
             if vec > 1 and not _vector_ok(vec, checked, extents):
-                var = self.variant(kernel, 1, idx, row_threads(per_row))
+                var = self.variant(kernel, 1, idx, rows.row_threads(per_row))
             return var
         if self._stages(kernel, extents, ins):
             return self.variant(kernel, 1, idx, tile=STAGED)
@@ -307,9 +308,9 @@ class KernelSpec:
         if not variant.outer:
             return 1
         k = variant.kernel
-        rows = math.prod(extents[d] for d in k.kept)
+        nrows = math.prod(extents[d] for d in k.kept)
         per_row = math.prod(extents[d] for d in k.reduced)
-        tiles = max(1, -(-rows // (32 * variant.vec)))
+        tiles = max(1, -(-nrows // (32 * variant.vec)))
         want = -(-8 * sm_count // tiles)
         return max(1, min(want, per_row // (32 * (variant.block // 32)), 1024))
 
@@ -338,7 +339,8 @@ class KernelSpec:
         so does a kernel of more passes (a softmax) up to LOOP_ROW_THREADS x
         PERSISTENT_POINTS points where an SM's rows fit in LOOP_L1_BYTES (its
         reads after the first from L1) and its registers would hold fewer than
-        LOOP_VECTORS vectors a thread (bf16: 2, fp32: 4)."""
+        LOOP_VECTORS vectors a thread (bf16: 2, fp32: 4). The constants are
+        codegen/rows.py's."""
         key = (id(kernel), "passes")
         got = self._positions.get(key)
         if got is None:
@@ -349,26 +351,27 @@ class KernelSpec:
                                           len(per_pass) == 2 and per_pass[0] > 0 and per_pass[1] == 0)
         several, two_reads = got
         vec = self._vec[id(kernel)]
-        chunks = max(1, PERSISTENT_POINTS // vec)
+        chunks = max(1, rows.PERSISTENT_POINTS // vec)
         points = vectors * vec
         row_bytes = row_cache_bytes(kernel, vec, points) if vec > 1 and several else 0
-        if vec > 1 and several and points >= LOOP_MIN_POINTS and row_bytes <= LOOP_ROW_BYTES and (
-                two_reads or (chunks < LOOP_VECTORS and vectors <= chunks * LOOP_ROW_THREADS and
-                              2048 // loop_threads(vectors) * row_bytes <= LOOP_L1_BYTES)):
-            return ONLINE_LOOP_THREADS if kernel is self.online else loop_threads(vectors), 0, 0
-        if vec > 1 and several and vectors > chunks * ROW_THREADS[-1]:  # a long row
-            t = next((t for t in ROW_THREADS if t >= 256 and vectors <= SMEM_ROW_CHUNKS * t), 0)
+        if vec > 1 and several and points >= rows.LOOP_MIN_POINTS and row_bytes <= rows.LOOP_ROW_BYTES and (
+                two_reads or (chunks < rows.LOOP_VECTORS and vectors <= chunks * rows.LOOP_ROW_THREADS and
+                              2048 // rows.loop_threads(vectors) * row_bytes <= rows.LOOP_L1_BYTES)):
+            return rows.ONLINE_LOOP_THREADS if kernel is self.online else rows.loop_threads(vectors), 0, 0
+        if vec > 1 and several and vectors > chunks * rows.ROW_THREADS[-1]:  # a long row
+            t = next((t for t in rows.ROW_THREADS if t >= 256 and vectors <= rows.SMEM_ROW_CHUNKS * t), 0)
             c = -(-vectors // t) if t else 0
             chunk_bytes = row_cache_bytes(kernel, vec, vec * t) if t else 0
             if self.options.smem_rows and chunk_bytes:
-                budget = min(SMEM_ROW_BYTES, SMEM_PER_SM // (2048 // t)) if SMEM_ROW_PARTIAL else SMEM_ROW_BYTES
+                budget = (min(rows.SMEM_ROW_BYTES, rows.SMEM_PER_SM // (2048 // t))
+                          if rows.SMEM_ROW_PARTIAL else rows.SMEM_ROW_BYTES)
                 kept = min(c, budget // chunk_bytes)
-                if kept == c or (SMEM_ROW_PARTIAL and kept * 2 >= c):
+                if kept == c or (rows.SMEM_ROW_PARTIAL and kept * 2 >= c):
                     return t, c, kept
-            chunks = min(PERSISTENT_MAX_CHUNKS, -(-vectors // ROW_THREADS[-1]))
-        if vec > 1 and several and vectors <= chunks * ROW_THREADS[-1]:
-            return register_row(vectors, chunks, vec)
-        return row_threads(vectors), 0, 0
+            chunks = min(rows.PERSISTENT_MAX_CHUNKS, -(-vectors // rows.ROW_THREADS[-1]))
+        if vec > 1 and several and vectors <= chunks * rows.ROW_THREADS[-1]:
+            return rows.register_row(vectors, chunks, vec)
+        return rows.row_threads(vectors), 0, 0
 
     def _full_outs(self, kernel: Kernel) -> list[int]:
         """Outputs a reduction kernel stores at every point of its space."""
@@ -440,8 +443,8 @@ class KernelSpec:
                 out += [self.variant(k, 1, "long long", outer=True), self.variant(k, 1, "int", outer=True),
                         self.variant(k, self._vec[id(k)], "int", outer=True)]
             elif k.reduced:
-                out += [self.variant(k, 1, "long long", ROW_THREADS[0])]
-                out += [self.variant(k, self._vec[id(k)], "int", t) for t in ROW_THREADS[::2]]
+                out += [self.variant(k, 1, "long long", rows.ROW_THREADS[0])]
+                out += [self.variant(k, self._vec[id(k)], "int", t) for t in rows.ROW_THREADS[::2]]
                 out += [self.variant(k, self._vec[id(k)], "int", *self._row_schedule(k, n)) for n in (256, 1000)]
                 if k is self.online:  # its rows are long: several vectors a thread kept
                     out.append(self.variant(k, self._vec[id(k)], "int", *self._row_schedule(k, 4096)))
@@ -466,103 +469,10 @@ class KernelSpec:
     def _general(self, k: Kernel) -> str:
         if k.reduced and self._outer(k):
             return self.variant(k, 1, "long long", outer=True).source
-        return self.variant(k, 1, "long long", ROW_THREADS[0] if k.reduced else 0).source
+        return self.variant(k, 1, "long long", rows.ROW_THREADS[0] if k.reduced else 0).source
 
     def __str__(self) -> str:
         return "\n".join([kernel_text(k) for k in self.kernels] + [self.source])
-
-
-ROW_THREADS = (32, 64, 128, 256, 512, 1024)
-PERSISTENT_POINTS = 16
-"""Points of a row each thread of a persistent normalization keeps in registers
-(PERSISTENT_POINTS // vector width vectors): 16 fit in 32 registers, so an SM
-holds 2048 threads (cuda_schedules.FULL_OCCUPANCY asks the compiler for that).
-Measured on an H100 (tune_reduction.py): layernorm bf16 16384x8192 ran at 88 %
-of copy with 32 points a thread at 62 % occupancy; torch.compile's kernel keeps
-16 at 100 %. Rows longer than 1024 threads' worth take more a thread, up to
-PERSISTENT_MAX_CHUNKS vectors; longer rows than that loop over the row."""
-PERSISTENT_MAX_CHUNKS = 8
-LOOP_ROW_THREADS = 512
-LOOP_ROW_BYTES = 64 * 1024
-LOOP_MIN_POINTS = 4096
-LOOP_VECTORS = 4
-LOOP_L1_BYTES = 128 * 1024  # the rows an SM loops over at once, read three times: L1 holds them
-"""The loop over a row of a normalization (rows read two or three times, the
-later reads from L1 or L2; _row_schedule): rows of LOOP_MIN_POINTS points and
-more, LOOP_ROW_BYTES at most, about LOOP_VECTORS vectors of 16 bytes a thread,
-128 to LOOP_ROW_THREADS threads. Measured on an H100, % of copy:
-- against the row in registers: layernorm bf16 16384x8192 98.7 % (90.8 %),
-  32768x6144 93.6 % (85.1 %); layernorm fp32 16384x4096 99.8 % (90.8 %);
-  softmax bf16 32768x4096 94.1 % (89.0 %), 16384x8192 93.3 % (86.2 %);
-  rmsnorm bf16 16384x8192 100 % (99.9 %). But softmax fp32 16384x4096 93.5 %
-  against 100.2 % in registers (4 vectors a thread there): a three-read kernel
-  loops only where registers would hold fewer than LOOP_VECTORS vectors.
-- threads: bf16 layernorm 16384x8192 at 256 threads 99.0 %, at 512 80.0 %;
-  fp32 layernorm 8192x8192 at 4 vectors a thread 98.9 %, at 8 93.0 %.
-- past LOOP_ROW_BYTES the rows in flight pass L2 (50 MB) between the reads:
-  rmsnorm bf16 2048x65536 72 % looped against 87 % in shared memory,
-  layernorm 512x262144 60 % against 68 %."""
-
-
-REGISTER_ROWS = True
-REGISTER_ROW_THREADS = (128, 512)
-REGISTER_MAX_POINTS = 40
-
-
-def register_row(vectors: int, chunks: int, vec: int) -> tuple[int, int, int]:
-    """(threads, vectors a thread, 0) of a row held in registers. A row longer
-    than 64 threads hold at `chunks` vectors a thread: the fewest vectors left
-    over, then the nearest to `chunks` vectors a thread (then the fewest
-    threads), of REGISTER_ROW_THREADS threads and up to `chunks` vectors or
-    REGISTER_MAX_POINTS points a thread. Otherwise (or without REGISTER_ROWS)
-    the fewest threads that hold the row at `chunks` vectors each. H100, % of
-    copy, this rule / the fewest threads at `chunks` (bf16: 2, fp32: 4):
-    - softmax bf16 16384x6144 256x3 89.6 / 512x2 76.3; 16384x10240 256x5
-      86.3 / 77.2; 32768x3072 128x3 87.7 / 256x2 79.5; log-softmax bf16
-      16384x6144 90.0 / 78.2;
-    - layernorm bf16 32768x1536: 64 threads x 3 ran at 79.3 against 91.7
-      (128 x 2): 128 threads at least;
-    - bf16 256 threads x 7 vectors (56 points): softmax 16384x12296 73.9,
-      512 x 4 82.7."""
-    lo, hi = REGISTER_ROW_THREADS
-    fits = [(t * c - vectors, abs(c - chunks), t, c) for t in ROW_THREADS
-            if lo <= t <= hi for c in [-(-vectors // t)]
-            if c <= max(chunks, REGISTER_MAX_POINTS // vec)]
-    if REGISTER_ROWS and fits and vectors > chunks * 64:
-        _, _, t, c = min(fits)
-        return t, c, 0
-    t = next(t for t in ROW_THREADS if vectors <= chunks * t)
-    return t, max(1, -(-vectors // t)), 0
-
-
-def loop_threads(vectors: int) -> int:
-    """Threads of a looped row: about LOOP_VECTORS vectors each, 128 to LOOP_ROW_THREADS."""
-    t = 1 << max(0, (vectors // LOOP_VECTORS).bit_length() - 1)
-    return max(128, min(LOOP_ROW_THREADS, t))
-
-
-ONLINE_LOOP = True
-ONLINE_LOOP_THREADS = 256
-"""A softmax's rows of 8192 to 16384 points that registers of up to 512
-threads would hold with more than a quarter of their vectors idle (register_row;
-the plain kernel would keep them in 1024 threads) take the online kernel,
-looped with 256 threads: it reads the row twice, the second time from L2.
-H100, bf16, % of copy, against 1024 threads' registers: softmax 16384x16384
-85 % against 78 %, log-softmax 8192x16384 87 % against 80 %; longer rows stay
-in shared memory (softmax 4096x32768 79 %, 74 % looped)."""
-SMEM_ROW_CHUNKS = 8          # vectors a thread keeps of a row held in shared memory
-SMEM_ROW_BYTES = 96 * 1024   # a block's share of such a row at most (two blocks an SM)
-SMEM_PER_SM = 224 * 1024     # shared memory an SM's blocks share (an H100's 227 KiB, less the slots)
-SMEM_ROW_PARTIAL = True      # keep part of a row in shared memory for more blocks an SM
-
-
-def row_threads(reduced: int) -> int:
-    """Threads that combine one row of `reduced` points: a warp for short rows,
-    more for long ones (about 8 or more points per thread)."""
-    for t in ROW_THREADS:
-        if reduced <= 16 * t:
-            return t
-    return ROW_THREADS[-1]
 
 
 def _vector_ok(vec: int, tensors: list, extents: list[int]) -> bool:

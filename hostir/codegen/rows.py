@@ -1,0 +1,98 @@
+"""The row schedules of reduction and normalization kernels: how many threads
+take a row and how much of it each keeps in registers or shared memory, or
+loops over (KernelSpec._row_schedule and holds read these; a benchmark sets a
+knob here and every rule sees it)."""
+from __future__ import annotations
+
+
+ROW_THREADS = (32, 64, 128, 256, 512, 1024)
+PERSISTENT_POINTS = 16
+"""Points of a row each thread of a persistent normalization keeps in registers
+(PERSISTENT_POINTS // vector width vectors): 16 fit in 32 registers, so an SM
+holds 2048 threads (cuda_schedules.FULL_OCCUPANCY asks the compiler for that).
+Measured on an H100 (tune_reduction.py): layernorm bf16 16384x8192 ran at 88 %
+of copy with 32 points a thread at 62 % occupancy; torch.compile's kernel keeps
+16 at 100 %. Rows longer than 1024 threads' worth take more a thread, up to
+PERSISTENT_MAX_CHUNKS vectors; longer rows than that loop over the row."""
+PERSISTENT_MAX_CHUNKS = 8
+LOOP_ROW_THREADS = 512
+LOOP_ROW_BYTES = 64 * 1024
+LOOP_MIN_POINTS = 4096
+LOOP_VECTORS = 4
+LOOP_L1_BYTES = 128 * 1024  # the rows an SM loops over at once, read three times: L1 holds them
+"""The loop over a row of a normalization (rows read two or three times, the
+later reads from L1 or L2; _row_schedule): rows of LOOP_MIN_POINTS points and
+more, LOOP_ROW_BYTES at most, about LOOP_VECTORS vectors of 16 bytes a thread,
+128 to LOOP_ROW_THREADS threads. Measured on an H100, % of copy:
+- against the row in registers: layernorm bf16 16384x8192 98.7 % (90.8 %),
+  32768x6144 93.6 % (85.1 %); layernorm fp32 16384x4096 99.8 % (90.8 %);
+  softmax bf16 32768x4096 94.1 % (89.0 %), 16384x8192 93.3 % (86.2 %);
+  rmsnorm bf16 16384x8192 100 % (99.9 %). But softmax fp32 16384x4096 93.5 %
+  against 100.2 % in registers (4 vectors a thread there): a three-read kernel
+  loops only where registers would hold fewer than LOOP_VECTORS vectors.
+- threads: bf16 layernorm 16384x8192 at 256 threads 99.0 %, at 512 80.0 %;
+  fp32 layernorm 8192x8192 at 4 vectors a thread 98.9 %, at 8 93.0 %.
+- past LOOP_ROW_BYTES the rows in flight pass L2 (50 MB) between the reads:
+  rmsnorm bf16 2048x65536 72 % looped against 87 % in shared memory,
+  layernorm 512x262144 60 % against 68 %."""
+
+
+REGISTER_ROWS = True
+REGISTER_ROW_THREADS = (128, 512)
+REGISTER_MAX_POINTS = 40
+
+
+def register_row(vectors: int, chunks: int, vec: int) -> tuple[int, int, int]:
+    """(threads, vectors a thread, 0) of a row held in registers. A row longer
+    than 64 threads hold at `chunks` vectors a thread: the fewest vectors left
+    over, then the nearest to `chunks` vectors a thread (then the fewest
+    threads), of REGISTER_ROW_THREADS threads and up to `chunks` vectors or
+    REGISTER_MAX_POINTS points a thread. Otherwise (or without REGISTER_ROWS)
+    the fewest threads that hold the row at `chunks` vectors each. H100, % of
+    copy, this rule / the fewest threads at `chunks` (bf16: 2, fp32: 4):
+    - softmax bf16 16384x6144 256x3 89.6 / 512x2 76.3; 16384x10240 256x5
+      86.3 / 77.2; 32768x3072 128x3 87.7 / 256x2 79.5; log-softmax bf16
+      16384x6144 90.0 / 78.2;
+    - layernorm bf16 32768x1536: 64 threads x 3 ran at 79.3 against 91.7
+      (128 x 2): 128 threads at least;
+    - bf16 256 threads x 7 vectors (56 points): softmax 16384x12296 73.9,
+      512 x 4 82.7."""
+    lo, hi = REGISTER_ROW_THREADS
+    fits = [(t * c - vectors, abs(c - chunks), t, c) for t in ROW_THREADS
+            if lo <= t <= hi for c in [-(-vectors // t)]
+            if c <= max(chunks, REGISTER_MAX_POINTS // vec)]
+    if REGISTER_ROWS and fits and vectors > chunks * 64:
+        _, _, t, c = min(fits)
+        return t, c, 0
+    t = next(t for t in ROW_THREADS if vectors <= chunks * t)
+    return t, max(1, -(-vectors // t)), 0
+
+
+def loop_threads(vectors: int) -> int:
+    """Threads of a looped row: about LOOP_VECTORS vectors each, 128 to LOOP_ROW_THREADS."""
+    t = 1 << max(0, (vectors // LOOP_VECTORS).bit_length() - 1)
+    return max(128, min(LOOP_ROW_THREADS, t))
+
+
+ONLINE_LOOP = True
+ONLINE_LOOP_THREADS = 256
+"""A softmax's rows of 8192 to 16384 points that registers of up to 512
+threads would hold with more than a quarter of their vectors idle (register_row;
+the plain kernel would keep them in 1024 threads) take the online kernel,
+looped with 256 threads: it reads the row twice, the second time from L2.
+H100, bf16, % of copy, against 1024 threads' registers: softmax 16384x16384
+85 % against 78 %, log-softmax 8192x16384 87 % against 80 %; longer rows stay
+in shared memory (softmax 4096x32768 79 %, 74 % looped)."""
+SMEM_ROW_CHUNKS = 8          # vectors a thread keeps of a row held in shared memory
+SMEM_ROW_BYTES = 96 * 1024   # a block's share of such a row at most (two blocks an SM)
+SMEM_PER_SM = 224 * 1024     # shared memory an SM's blocks share (an H100's 227 KiB, less the slots)
+SMEM_ROW_PARTIAL = True      # keep part of a row in shared memory for more blocks an SM
+
+
+def row_threads(reduced: int) -> int:
+    """Threads that combine one row of `reduced` points: a warp for short rows,
+    more for long ones (about 8 or more points per thread)."""
+    for t in ROW_THREADS:
+        if reduced <= 16 * t:
+            return t
+    return ROW_THREADS[-1]
