@@ -424,6 +424,47 @@ def test_rows_held_in_registers():
     assert not _is_online(spec.kernel_for([4, 12296])[0])   # 512 x 4 vectors, 25 % idle
 
 
+def test_looped_rows_in_flight_fit_l2():
+    """A kernel that reads its looped rows again (rows past registers and
+    shared memory) launches whole blocks an SM such that its rows in flight fit
+    rows.L2_ROW_BYTES: a 256 KiB row one block an SM (not two by threads);
+    no cap where even one row an SM passes it, or where the rows already fit;
+    none either where a weight and bias every row reads outweigh the row."""
+    from hostir.codegen import rows
+    assert rows.resident_rows(256 * 1024, 1024, 132) == 132
+    assert rows.resident_rows(512 * 1024, 1024, 132) == 0        # even one an SM passes L2
+    assert rows.resident_rows(64 * 1024, 512, 132) == 0          # 4 an SM fit
+    assert rows.resident_rows(96 * 1024, 256, 132) == 3 * 132    # 8 an SM by threads, 3 fit
+    assert rows.resident_rows(1 << 20, 256, 16) == 32            # fewer SMs: 2 an SM
+
+    def grid(kind, n, **kw):
+        x = rand((4, n), D.BFloat16)
+        more = [rand((n,), D.BFloat16) for _ in range(kw.get("params", 0))]
+        _, fd = _run_keeping_fd(lambda fd: kw["build"](fd, declare(fd, x), *[declare(fd, m) for m in more]),
+                                [x, *more])
+        (spec,) = _reduction_specs(fd)
+        k = spec.kernel_for([4096, n])[0]
+        var = spec.variant(k, spec._vec[id(k)], "int", *spec._row_schedule(k, n // spec._vec[id(k)]))
+        assert var.threads and not var.chunks  # a looped row
+        return spec.grid(var, 4096, 132, 1, [4096, n])
+
+    def rms(fd, x, w):
+        a = fd.ops.cast(x, D.Float)
+        r = fd.ops.rsqrt(fd.ops.add(fd.ops.sum(fd.ops.mul(a, a), [1], keepdim=True), 1e-6))
+        fd.add_output(fd.ops.cast(fd.ops.mul(fd.ops.mul(a, r), fd.ops.cast(w, D.Float)), D.BFloat16))
+
+    def ln(fd, x, w, b):
+        a = fd.ops.cast(x, D.Float)
+        m = fd.ops.sum(a, [1], keepdim=True)
+        d = fd.ops.sub(a, m)
+        r = fd.ops.rsqrt(fd.ops.add(fd.ops.sum(fd.ops.mul(d, d), [1], keepdim=True), 1e-5))
+        y = fd.ops.add(fd.ops.mul(fd.ops.mul(d, r), fd.ops.cast(w, D.Float)), fd.ops.cast(b, D.Float))
+        fd.add_output(fd.ops.cast(y, D.BFloat16))
+    assert grid("rmsnorm", 131072, build=rms, params=1) == 132    # bf16: 256 KiB rows
+    assert grid("rmsnorm", 262144, build=rms, params=1) == 4096    # 512 KiB rows: uncapped
+    assert grid("layernorm", 131072, build=ln, params=2) == 4096   # weight and bias outweigh the row
+
+
 def _online_build(kind, prologue=None, dim=1, factor=None):
     """softmax, log_softmax or logsumexp (max + log(sum(exp(a - max)))) of
     a = prologue(float(x)) along `dim`, in x's dtype; `factor(fd, e)` makes

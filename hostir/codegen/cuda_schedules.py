@@ -300,7 +300,7 @@ class _ReductionPrinter(_Printer):
                     L.append(f"      if (c >= {self.smem_chunks}) {{")
                     self.vector_load(n, base, f"{cache}_t")
                     L.append("      }")
-                inner[id(n)] = f"({self._slot(cache)})[u]"
+                inner[id(n)] = self._reread(n, cache)
             elif partial and SMEM_HINTS and self._passes <= 2:  # the chunks kept in shared memory
                 L.append(f"      if (c < {self.smem_chunks}) {{")
                 self._kept_load = True
@@ -328,6 +328,21 @@ class _ReductionPrinter(_Printer):
             L.append("      if (active)")
             self.vector_store(s, arr, _offset([base[id(x)] for x in ix], f"out{s}"))
         L.append("    }" if not self.chunks else "    }}")
+
+    def _reread(self, n: KNode, cache: str) -> str:
+        """This thread's vector `c` of a cached load, read again in a later pass:
+        from shared memory one 16-byte load into registers (element by element,
+        the compiler read a bf16 row 16 bits at a time: sm_90 softmax bf16
+        4096x32768 kernel 140 LDS.U16 and 40 PRMT a pass set); returns the
+        element at `u`."""
+        ct, v = CTYPE[n.dtype], self.vec
+        if not self.smem_row or self.k.inputs[n.arg].dtype.itemsize * v != 16:
+            return f"({self._slot(cache)})[u]"
+        arr = self.fresh()
+        self.lines.append(f"      alignas(16) {ct} {arr}[{v}];")
+        self.lines.append(f"      *reinterpret_cast<uint4*>({arr}) = "
+                          f"*reinterpret_cast<const uint4*>({self._slot(cache)});")
+        return f"{arr}[u]"
 
     def _slot(self, cache: str) -> str:
         """This thread's vector `c` of a cached load."""

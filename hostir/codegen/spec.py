@@ -17,7 +17,7 @@ from functools import cached_property
 
 from .. import config
 from .cuda import kernel_source, vector_loads, vector_width
-from .cuda_schedules import outer_ok, outer_width, row_cache_bytes
+from .cuda_schedules import outer_ok, outer_width, row_cache_bytes, row_invariant_loads
 from .cuda_tiles import STAGE_BYTES, STAGED, stage_block, staged_gather, tile_loads
 from . import rows
 from .kir import K, Kernel, Slot, kernel_text, layout, levels, passes, split_stores, verify_kernel, ws_slot
@@ -325,6 +325,19 @@ class KernelSpec:
         reduces = sum(1 for n in kernel.order if n.op == K.REDUCE)
         return ws_slot(kernel) * split * count * reduces, -(-count // 32)
 
+    def _passes(self, kernel: Kernel) -> tuple[bool, bool]:
+        """(several: the kernel passes over a row more than once, two_reads: twice,
+        reducing in the first pass only)."""
+        key = (id(kernel), "passes")
+        got = self._positions.get(key)
+        if got is None:
+            level = levels(kernel)
+            per_pass = [sum(1 for n in kernel.order if n.op == K.REDUCE and level[id(n)] - 1 == p)
+                        for p in passes(kernel)]
+            got = self._positions[key] = (len(per_pass) > 1,
+                                          len(per_pass) == 2 and per_pass[0] > 0 and per_pass[1] == 0)
+        return got
+
     def _row_schedule(self, kernel: Kernel, vectors: int) -> tuple[int, int, int]:
         """(threads, chunks, smem_row) for rows of `vectors` vectors: a kernel
         that makes several passes keeps the row, PERSISTENT_POINTS points a
@@ -341,15 +354,7 @@ class KernelSpec:
         reads after the first from L1) and its registers would hold fewer than
         LOOP_VECTORS vectors a thread (bf16: 2, fp32: 4). The constants are
         codegen/rows.py's."""
-        key = (id(kernel), "passes")
-        got = self._positions.get(key)
-        if got is None:
-            level = levels(kernel)
-            per_pass = [sum(1 for n in kernel.order if n.op == K.REDUCE and level[id(n)] - 1 == p)
-                        for p in passes(kernel)]
-            got = self._positions[key] = (len(per_pass) > 1,
-                                          len(per_pass) == 2 and per_pass[0] > 0 and per_pass[1] == 0)
-        several, two_reads = got
+        several, two_reads = self._passes(kernel)
         vec = self._vec[id(kernel)]
         chunks = max(1, rows.PERSISTENT_POINTS // vec)
         points = vectors * vec
@@ -397,11 +402,18 @@ class KernelSpec:
             return rest * -(-extents[tile] // 32) * -(-extents[-1] // 32)
         return math.prod(extents) // vec
 
-    def grid(self, variant: Variant, count: int, sm_count: int, split: int = 1) -> int:
+    def grid(self, variant: Variant, count: int, sm_count: int, split: int = 1,
+             extents: list[int] | None = None) -> int:
         """One thread per slot (a group of `threads` per row of a reduction; a
         block per tile of 32 rows and share of an outer reduction);
         options.grid_stride caps the grid at 32 blocks per SM, as does a
-        kernel that only generates random numbers (Variant.generates)."""
+        kernel that only generates random numbers (Variant.generates). A
+        kernel that loops over its rows more than once (every pass reading the
+        row again) keeps the rows in flight within L2 (rows.resident_rows:
+        the blocks loop over the rows), unless what every row reads too (a
+        weight, a bias) takes more bytes a point than the row: then L2's own
+        bandwidth, not DRAM's, bounds it (H100 layernorm bf16 1024x131072, its
+        weight and bias reread each row: 77.7 % of copy resident against 81.1)."""
         if variant.outer:
             blocks = -(-count // (32 * variant.vec)) * split
         elif variant.tile >= 0:
@@ -415,6 +427,15 @@ class KernelSpec:
                 # once: H100 2^26 rand_like fp32 129 -> 97.1 us, randn_like bf16 155 -> 147 (torch
                 # eager 109, 156); not where it reads a tensor (dropout fp32 178 -> 187 us)
                 blocks = min(blocks, sm_count * 32)
+            if variant.threads and not variant.chunks and extents is not None and \
+                    self._passes(variant.kernel)[0] and variant.vec > 1:
+                k = variant.kernel
+                points = math.prod(extents[d] for d in k.reduced)
+                invariant = row_invariant_loads(k)
+                shared = sum(k.inputs[n.arg].dtype.itemsize for n in k.order if id(n) in invariant)
+                row_bytes = row_cache_bytes(k, variant.vec, points)
+                if shared * points <= row_bytes:
+                    blocks = min(blocks, rows.resident_rows(row_bytes, variant.block, sm_count) or blocks)
         return max(1, min(blocks, sm_count * 32 if self.options.grid_stride else 2 ** 31 - 1))
 
     def variant(self, kernel: Kernel, vec: int, idx: str, threads: int = 0, chunks: int = 0,

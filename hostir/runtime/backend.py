@@ -165,7 +165,7 @@ def start(spec: KernelSpec, kernel: Kernel, extents: list[int], ins: list, outs:
                   scratch=(*bufs, split))
     packed = PackedArgs(values, _types(slots, kernel, variant.idx))
     launcher = None
-    grid = spec.grid(variant, count, sms, split)
+    grid = spec.grid(variant, count, sms, split, extents)
     if count:
         launcher = compiled(variant).launcher(device, grid, variant.block)
         launcher(stream, packed)
