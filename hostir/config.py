@@ -23,7 +23,10 @@ HOSTIR_DISABLE   comma list of features to turn off: concretize_resize (keep sli
                  without shared-memory tiles), online_softmax (a normalization's max and
                  its sum of exp(x - max) stay two passes over rows the persistent
                  schedule does not hold, not one online pass), smem_rows (rows too long
-                 for registers are not kept in shared memory: more a thread in registers)
+                 for registers are not kept in shared memory: more a thread in registers),
+                 narrow_math (kernels whose every output is a half, bfloat16 or float8
+                 tensor compute exp and float division correctly rounded too, not to a
+                 few ulp of float by the hardware's approximations)
 HOSTIR_CACHE_DIR where compiled kernels are kept (default ~/.cache/hostir)
 HOSTIR_DEBUG     comma list of debug checks: verify (the fusion verifier around every pass
                  and stage, re-deriving each node's type; kernel-IR and host-IR checks),

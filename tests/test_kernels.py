@@ -729,6 +729,62 @@ def test_fast_math_is_opt_in_and_marks_the_source():
     torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
+def test_narrow_math_marks_kernels_whose_outputs_are_all_narrow():
+    """A kernel whose every output is a narrow float defines HIR_NARROW_MATH
+    (approximate exp and division, a few ulp of float); a float output keeps
+    the correctly rounded forms; HOSTIR_DISABLE=narrow_math turns it off."""
+    from hostir import config
+
+    def make(out_dtypes):
+        with FusionDefinition() as fd:
+            t = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.BFloat16)
+            e = fd.ops.exp(fd.ops.cast(t, DataType.Float))
+            for dt in out_dtypes:
+                fd.add_output(fd.ops.cast(fd.ops.div(e, 3.0), dt))
+        return fd
+    x = torch.randn(4, 64, dtype=torch.bfloat16)
+    for outs, want in [((DataType.BFloat16,), True), ((DataType.Half, DataType.BFloat16), True),
+                       ((DataType.BFloat16, DataType.Float), False), ((DataType.Float,), False)]:
+        fd = make(outs)
+        fd.execute([x])
+        assert ("#define HIR_NARROW_MATH 1" in fd.last_cuda_code()) is want, outs
+    with config.override(disable=config.get().disable | {"narrow_math"}):
+        fd = make((DataType.BFloat16,))
+        fd.execute([x])
+    assert "HIR_NARROW_MATH" not in fd.last_cuda_code()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [DataType.BFloat16, DataType.Half])
+def test_narrow_math_edges(device, dtype):
+    """exp and division into narrow outputs at the edges of float's range
+    (subnormal and huge quotients, infinite and NaN operands, exp underflow to
+    subnormals and overflow): within a unit of the output's rounding of torch
+    eager (on a GPU the kernel takes HIR_NARROW_MATH)."""
+    tdt = torch.bfloat16 if dtype is DataType.BFloat16 else torch.float16
+    tiny, huge = torch.finfo(torch.float32).tiny, torch.finfo(torch.float32).max
+    a = torch.tensor([1.0, -3.0, 1e30, tiny, 1e-30, huge, 0.0, float("inf"), float("nan"), 2.5,
+                      -80.0, -87.5, -95.0, -103.0, 88.0, 89.0, 0.0, -float("inf")] * 3, device=device)
+    b = torch.tensor([3.0, 7.0, 3e38, 0.5, 2e38, 1e-3, 5.0, 2.0, 1.0, float("inf"),
+                      1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 1.0] * 3, device=device)
+    b = b * (1 + torch.rand(b.shape, device=device))  # random data around the edges
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1], contiguity=True, dtype=DataType.Float)
+        y = fd.define_tensor(shape=[-1], contiguity=True, dtype=DataType.Float)
+        fd.add_output(fd.ops.cast(fd.ops.div(x, y), dtype))
+        fd.add_output(fd.ops.cast(fd.ops.exp(x), dtype))
+        fd.add_output(fd.ops.cast(fd.ops.div(fd.ops.exp(fd.ops.mul(x, 0.25)), y), dtype))
+    got = fd.execute([a, b])
+    wants = [(a / b).to(tdt), torch.exp(a).to(tdt), (torch.exp(a * 0.25) / b).to(tdt)]
+    for g, w in zip(got, wants):
+        assert g.dtype == tdt
+        ulp = torch.finfo(tdt).eps * w.float().abs() + torch.finfo(tdt).smallest_normal * torch.finfo(tdt).eps
+        ok = (g.float() - w.float()).abs() <= ulp
+        ok |= g.isnan() & w.isnan()
+        ok |= (g == w)  # infinities
+        assert ok.all(), (a[~ok], b[~ok], g[~ok], w[~ok])
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype,vec", [(DataType.ComplexFloat, 2), (DataType.ComplexDouble, 1)],
                          ids=["cfloat", "cdouble"])

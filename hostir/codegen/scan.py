@@ -132,7 +132,7 @@ class ScanVariant(Variant):
     @cached_property
     def source(self) -> str:
         from .cuda_scan import scan_source
-        return defines(self.options) + scan_source(self.kernel, self.vec, self.idx, self.block,
+        return defines(self.options, self.kernel) + scan_source(self.kernel, self.vec, self.idx, self.block,
                                                    self.options.pdl, self.name, self.threads,
                                                    self.chunks, self.outer)
 
