@@ -344,30 +344,48 @@ __device__ __forceinline__ void hir_opaque(T* p) {
 
 // A chained scan's published value (a tile's total or inclusive prefix): the
 // value's bytes in W parts of 32 bits, each in a 64-bit word whose upper half is
-// 1 once written (the words start at zero). A 64-bit store is seen whole or not
-// at all, so a reader needs no fence between a value and its flag: one round
-// trip to L2 reads both. hir_chain_get returns whether every part was written.
+// the launch's epoch once written (hir_chain_epoch; words of earlier launches carry
+// earlier epochs, so the words are never zeroed again). A 64-bit store is seen
+// whole or not at all, so a reader needs no fence between a value and its flag:
+// one round trip to L2 reads both. hir_chain_get returns whether every part was
+// written in this launch.
 template <int W, typename V>
-__device__ __forceinline__ void hir_chain_put(volatile unsigned long long* w, V v) {
+__device__ __forceinline__ void hir_chain_put(volatile unsigned long long* w, V v, unsigned epoch) {
   static_assert(sizeof(V) <= 4 * W, "a chained value's parts");
   unsigned p[W] = {};
   memcpy(p, &v, sizeof(V));
 #pragma unroll
-  for (int i = 0; i < W; ++i) w[i] = (1ull << 32) | p[i];
+  for (int i = 0; i < W; ++i) w[i] = ((unsigned long long)epoch << 32) | p[i];
 }
 
 template <int W, typename V>
-__device__ __forceinline__ bool hir_chain_get(const volatile unsigned long long* w, V& v) {
+__device__ __forceinline__ bool hir_chain_get(const volatile unsigned long long* w, V& v, unsigned epoch) {
   unsigned p[W];
   bool ok = true;
 #pragma unroll
   for (int i = 0; i < W; ++i) {
     const unsigned long long x = w[i];
-    ok = ok && (x >> 32) != 0;
+    ok = ok && (unsigned)(x >> 32) == epoch;
     p[i] = (unsigned)x;
   }
   memcpy(&v, p, sizeof(V));
   return ok;
+}
+
+// A chained launch's tile (drawn in the order blocks start) and epoch, by thread 0,
+// from one 64-bit ticket counter (sem[0..1]) that is never reset: every launch
+// draws exactly ntiles tickets, so ticket / ntiles numbers the launch and ticket %
+// ntiles is the tile. The epoch (never 0: the words start at zero) is the launch's
+// number plus one, modulo 2^32 - 1; a word could only match a stale epoch 2^32 - 1
+// launches later, and every launch rewrites all its tiles' words. So the counters
+// are zeroed once, when allocated, and a tile waits for one atomic only (a separate
+// read of an epoch word before it cost 2-3 % of copy on an H100's 1-D cumsum).
+__device__ __forceinline__ unsigned hir_chain_epoch(unsigned* sem, unsigned long long ntiles,
+                                                    unsigned long long& tile) {
+  const unsigned long long ticket = atomicAdd(reinterpret_cast<unsigned long long*>(sem), 1ull);
+  const unsigned long long launch = ticket / ntiles;
+  tile = ticket - launch * ntiles;
+  return (unsigned)(launch % 0xffffffffull) + 1u;
 }
 
 // Reduction of v over each group of T consecutive threads of the block (T a power

@@ -309,11 +309,13 @@ class _ChainedScanPrinter(_RowScanPrinter):
     prefix is known, folding the totals after it forward, in tile order; each
     vector's points are scanned again from their prefix. Every result is the
     same combines in the same order on every launch: deterministic, one read
-    and one write of the data. Counters, zeroed per launch: the tile counter,
-    then per scan the tiles' totals and inclusive prefixes, each in 64-bit
-    words that carry their own flag (hir_chain_put: no fence between a value
-    and its flag; on an H100 the 1-D cumsum went from 70 to 80 % of copy with
-    them)."""
+    and one write of the data. Counters, zeroed once when allocated: a 64-bit
+    ticket counter that numbers the launch and its tiles (hir_chain_epoch:
+    every launch draws exactly its tiles' tickets), then per scan the
+    tiles' totals and inclusive prefixes, each in 64-bit words that carry
+    their own flag, the launch's epoch (hir_chain_put: no fence between a
+    value and its flag; on an H100 the 1-D cumsum went from 70 to 80 % of
+    copy with them)."""
 
     def source(self) -> str:
         k, idx, L, T, v, C = self.k, self.idx, self.lines, self.threads, self.vec, self.chunks
@@ -331,7 +333,12 @@ class _ChainedScanPrinter(_RowScanPrinter):
             L.append(f"  __shared__ {CTYPE[n.dtype]} {tots[-1]}[{C * T + C * T // 32}], "
                      f"{wsums[-1]}[{W}], {shared_pre[-1]};")
         L.append(f"  const {idx} ntiles = nslots * split;")
-        L.append("  if (threadIdx.x == 0) tile_id = atomicAdd(sem, 1u);  // the tile counter")
+        L.append("  __shared__ unsigned epoch;")
+        L.append("  if (threadIdx.x == 0) {  // the tile counter, and this launch's flags")
+        L.append("    unsigned long long t;")
+        L.append("    epoch = hir_chain_epoch(sem, (unsigned long long)ntiles, t);")
+        L.append("    tile_id = t;")
+        L.append("  }")
         L.append("  __syncthreads();")
         L.append(f"  const {idx} row = tile_id / split, tile = tile_id % split, slot = tile_id;")
         self._split("row", [x for x in range(self.n) if x != d], "  ")
@@ -526,9 +533,9 @@ class _ChainedScanPrinter(_RowScanPrinter):
             at += 2 * w
         L.append("    if (wl == 0) {")
         for (agg, inc), w, c in zip(arrays, words, carry):
-            L.append(f"      hir_chain_put<{w}>({agg} + (size_t)slot * {w}, {c});")
+            L.append(f"      hir_chain_put<{w}>({agg} + (size_t)slot * {w}, {c}, epoch);")
             # a row's first tile: its total is its inclusive prefix
-            L.append(f"      if (tile == 0) hir_chain_put<{w}>({inc} + (size_t)slot * {w}, {c});")
+            L.append(f"      if (tile == 0) hir_chain_put<{w}>({inc} + (size_t)slot * {w}, {c}, epoch);")
         L.append("    }")
         for n, p in zip(self.scans, shared_pre):
             L.append(f"    if (wl == 0) {p} = {_reduce_init(n.arg, n.dtype)};")
@@ -544,7 +551,7 @@ class _ChainedScanPrinter(_RowScanPrinter):
 
         def reads(which: int, into: list[str]) -> str:
             """Read every scan's word(s) of tile q (0: totals, 1: prefixes): all written?"""
-            return " && ".join(f"hir_chain_get<{w}>({arr[which]} + (size_t)q * {w}, {v})"
+            return " && ".join(f"hir_chain_get<{w}>({arr[which]} + (size_t)q * {w}, {v}, epoch)"
                                for arr, w, v in zip(arrays, words, into))
 
         L.append("      for (bool found = false; !found;) {  // back to the nearest known prefix")
@@ -577,14 +584,14 @@ class _ChainedScanPrinter(_RowScanPrinter):
             L.append("        }")
             L.append(f"        for ({ix} b = hi; b < slot; b += 32) {{  // the windows passed over")
             L.append(f"          {ct} mine = acc;")
-            L.append(f"          if (b + wl < slot) hir_chain_get<{w}>({agg} + (size_t)(b + wl) * {w}, mine);")
+            L.append(f"          if (b + wl < slot) hir_chain_get<{w}>({agg} + (size_t)(b + wl) * {w}, mine, epoch);")
             L.append("          const int cnt = slot - b < 32 ? (int)(slot - b) : 32;")
             L.append("          #pragma unroll 8")
             L.append(f"          for (int t = 0; t < cnt; ++t) {{ const {ct} y_ = __shfl_sync(0xffffffffu, mine, t); "
                      f"acc = {self.combine(n, 'acc', 'y_')}; }}")
             L.append("        }")
             L.append(f"        if (wl == 0) {{ {p} = acc; hir_chain_put<{w}>({inc} + (size_t)slot * {w}, "
-                     f"{self.combine(n, 'acc', c)}); }} }}")
+                     f"{self.combine(n, 'acc', c)}, epoch); }} }}")
         L.append("    }")
         L.append("  }")
         L.append("  __syncthreads();")

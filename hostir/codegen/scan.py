@@ -141,7 +141,6 @@ class ScanSpec(KernelSpec):
     """The launch rule of a scan kernel: the row schedule when the scanned dim
     is the innermost iteration dim, else the outer (column) schedule."""
 
-    scratch_reusable = False  # the chained schedule's tile counter and flags start at zero each launch
 
     @staticmethod
     def is_rows(kernel: Kernel) -> bool:
@@ -175,9 +174,9 @@ class ScanSpec(KernelSpec):
 
     @staticmethod
     def scratch_size(kernel: Kernel, count: int, split: int) -> tuple[int, int]:
-        """A chained scan's counters (zeroed per launch): the tile counter, a
-        pad, then per scan the tiles' totals and inclusive prefixes as 64-bit
-        words (chain_words each). No workspace."""
+        """A chained scan's counters (zeroed when allocated, never again): the
+        64-bit ticket counter (hir_chain_epoch), then per scan the tiles' totals
+        and inclusive prefixes as 64-bit words (chain_words each). No workspace."""
         return 0, 2 + 4 * count * split * sum(chain_words(kernel))
 
     @staticmethod

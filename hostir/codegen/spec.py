@@ -328,10 +328,6 @@ class KernelSpec:
         want = -(-8 * sm_count // tiles)
         return max(1, min(want, per_row // (32 * (variant.block // 32)), 1024))
 
-    scratch_reusable = True
-    """Do the kernels leave their counters at zero (a split reduction's last block
-    resets them), so a launch may reuse the workspace of the last one on its stream?"""
-
     @staticmethod
     def scratch_size(kernel: Kernel, count: int, split: int) -> tuple[int, int]:
         """(workspace bytes, zeroed counters) of a launch split `split` ways: a

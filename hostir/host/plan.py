@@ -167,10 +167,7 @@ def _one_kernel(step: _Step, results: list[int], device):
     """The runner of a plan that is one kernel: everything it touches is bound
     here, so a call is a few attribute-free steps (the hottest path of execute)."""
     prep = step.prep
-    if (isinstance(prep, CudaLaunch) and prep.launcher is not None
-            and (prep.scratch is None or prep.scratch_reusable)):
-        # (a launch that needs freshly zeroed scratch each time, a chained scan's
-        # flags, takes CudaLaunch.run, which makes them)
+    if isinstance(prep, CudaLaunch) and prep.launcher is not None:
         return _one_cuda_kernel(step, results, device)
     return _many_kernels([step], len(step.outs), results, device)
 
@@ -181,6 +178,7 @@ def _one_cuda_kernel(step: _Step, results: list[int], device):
     alloc, lock, launcher, packed = prep.alloc, prep.lock, prep.launcher, prep.packed
     ins = list(zip(prep.in_objs, [i for _, i in step.ins]))
     outs, dyn, scalars = prep.out_objs, prep.dyn_objs, step.scalars
+    scratch = prep.scratch is not None
     order = None if results == list(range(len(alloc))) else results
 
     def run_one(args):
@@ -193,7 +191,10 @@ def _one_cuda_kernel(step: _Step, results: list[int], device):
             if scalars:
                 for o, x in zip(dyn, _scalars(args, scalars)):
                     o.value = x
-            launcher(raw_stream_handle(idx), packed)
+            stream = raw_stream_handle(idx)
+            if scratch:  # the stream's own counters (a split reduction, a chained scan)
+                prep.bind_scratch(stream)
+            launcher(stream, packed)
         return res if order is None else [res[s] for s in order]
     return run_one
 

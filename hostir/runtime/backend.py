@@ -65,7 +65,7 @@ class Prepared:
 
 class CudaLaunch(Prepared):
     __slots__ = ("variant", "grid", "packed", "launcher", "in_objs", "out_objs", "dyn_objs",
-                 "scratch", "scratch_objs", "scratch_bufs", "scratch_reusable")
+                 "scratch", "scratch_objs", "scratch_bufs")
 
     def __init__(self, spec, kernel, outs, variant, grid, packed, launcher, scratch=None):
         super().__init__(spec, kernel, outs)
@@ -74,12 +74,12 @@ class CudaLaunch(Prepared):
         self.in_objs = [objs[i] for i in self.in_pos]
         self.out_objs = [objs[i] for i in self.out_pos]
         self.dyn_objs = [objs[i] for i in self.dyn_pos]
-        # a split reduction's (workspace bytes, counters, device): buffers kept per stream
-        # (launches on one stream are ordered; the kernel leaves its counters at zero), so
-        # concurrent launches on other streams never share them and no call pays a memset
+        # a split reduction's or chained scan's (workspace bytes, counters, device):
+        # buffers kept per stream (launches on one stream are ordered; the kernel leaves
+        # its counters ready for the next launch), so concurrent launches on other
+        # streams never share them and no call pays a memset
         self.scratch = scratch
         self.scratch_bufs: dict = {}
-        self.scratch_reusable = spec.scratch_reusable
         self.scratch_objs = [objs[i] for i in spec.positions(kernel, "ws") + spec.positions(kernel, "sem")]
 
     def run(self, ins: list, outs: list, scalars: list, stream) -> None:
@@ -93,12 +93,17 @@ class CudaLaunch(Prepared):
             for o, x in zip(self.dyn_objs, scalars):
                 o.value = x
             if self.scratch is not None:
-                bufs = self.scratch_bufs.get(stream) if self.scratch_reusable else None
-                if bufs is None:
-                    bufs = self.scratch_bufs[stream] = _scratch(*self.scratch)
-                for o, t in zip(self.scratch_objs, bufs):
-                    o.value = t.data_ptr()
+                self.bind_scratch(stream)
             self.launcher(stream, self.packed)
+
+    def bind_scratch(self, stream) -> None:
+        """Point the launch at `stream`'s scratch buffers (made, zeroed, at the
+        stream's first launch). The caller holds the lock."""
+        bufs = self.scratch_bufs.get(stream)
+        if bufs is None:
+            bufs = self.scratch_bufs[stream] = _scratch(*self.scratch)
+        for o, t in zip(self.scratch_objs, bufs):
+            o.value = t.data_ptr()
 
 
 class InterpretedLaunch(Prepared):
