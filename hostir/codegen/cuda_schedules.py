@@ -196,9 +196,7 @@ class _ReductionPrinter(_Printer):
                 return None
             if id(node) not in self._invariant:
                 return ".cs"
-            per_point = sum(self.k.inputs[n.arg].dtype.itemsize for n in self.k.order
-                            if id(n) in self._invariant and n.op == K.LOAD)
-            return (f"(long long)R * {per_point} <= {INVARIANT_KEEP_BYTES}", None, ".cs")
+            return (f"(long long)R * {invariant_bytes(self.k)} <= {INVARIANT_KEEP_BYTES}", None, ".cs")
         if not (self.chunks and (LOAD_HINTS or self._smem_hint())):
             return None
         return ".nc.L1::evict_last" if id(node) in self._invariant else ".nc.L1::no_allocate"
@@ -519,6 +517,12 @@ def row_invariant_loads(kern: Kernel) -> set[int]:
         if (n.op == K.INDEX and n.arg in kept) or any(id(x) in dep for x in n.src):
             dep.add(id(n))
     return {id(n) for n in kern.order if n.op == K.LOAD and id(n) not in dep}
+
+
+def invariant_bytes(kern: Kernel) -> int:
+    """Bytes a point of a row reads of what every row reads (row_invariant_loads)."""
+    invariant = row_invariant_loads(kern)
+    return sum(kern.inputs[n.arg].dtype.itemsize for n in kern.order if id(n) in invariant)
 
 
 SHARED_BYTES = 48 * 1024  # the static shared memory a block may declare

@@ -17,7 +17,7 @@ from functools import cached_property
 
 from .. import config
 from .cuda import NARROW, kernel_source, vector_loads, vector_width
-from .cuda_schedules import outer_ok, outer_width, row_cache_bytes, row_invariant_loads
+from .cuda_schedules import invariant_bytes, outer_ok, outer_width, row_cache_bytes
 from .cuda_tiles import STAGE_BYTES, STAGED, stage_block, staged_gather, tile_loads
 from . import rows
 from .kir import K, Kernel, Slot, kernel_text, layout, levels, passes, split_stores, verify_kernel, ws_slot
@@ -441,10 +441,8 @@ class KernelSpec:
                     self._passes(variant.kernel)[0] and variant.vec > 1:
                 k = variant.kernel
                 points = math.prod(extents[d] for d in k.reduced)
-                invariant = row_invariant_loads(k)
-                shared = sum(k.inputs[n.arg].dtype.itemsize for n in k.order if id(n) in invariant)
                 row_bytes = row_cache_bytes(k, variant.vec, points)
-                if shared * points <= row_bytes:
+                if invariant_bytes(k) * points <= row_bytes:
                     blocks = min(blocks, rows.resident_rows(row_bytes, variant.block, sm_count) or blocks)
         return max(1, min(blocks, sm_count * 32 if self.options.grid_stride else 2 ** 31 - 1))
 
