@@ -79,8 +79,14 @@ def var_mean(t: Val, dims=None, correction: int = 1, keepdim: bool = False, *,
     dims = _reduction_dims("var_mean", t, _dims_or_axes("var_mean", dims, axes))
     if not isinstance(correction, (int, float)) or isinstance(correction, bool):
         raise DefinitionError(f"var_mean: correction must be a number, got {correction!r}")
-    refuse_complex("var_mean", [t], "hostir does not build the variance of complex values "
-                                    "(torch's is real: var of the real part plus var of the imaginary part)")
+    if t.dtype.is_complex:  # torch's variance of complex values is real: the real part's
+        # plus the imaginary part's (each its own shifted one-pass sums); the mean is complex
+        var = pointwise(Op.ADD, var_mean(pointwise(Op.REAL, t), dims, correction)[0],
+                        var_mean(pointwise(Op.IMAG, t), dims, correction)[0])
+        mean = reduction_raw(Op.MEAN, t, ReductionArg(dims))
+        if keepdim:
+            return _keepdim(var, dims, t.ndim), _keepdim(mean, dims, t.ndim)
+        return var, mean
     if not t.dtype.is_float or t.dtype.is_float8:
         t = cast(t, DataType.Float)
     var = reduction_raw(Op.VAR, t, ReductionArg(dims, correction))
