@@ -132,15 +132,14 @@ class ScanVariant(Variant):
     @cached_property
     def source(self) -> str:
         from .cuda_scan import scan_source
-        return defines(self.options, self.kernel) + scan_source(self.kernel, self.vec, self.idx, self.block,
-                                                   self.options.pdl, self.name, self.threads,
-                                                   self.chunks, self.outer)
+        return defines(self.options, self.kernel) + scan_source(
+            self.kernel, self.vec, self.idx, self.block, self.options.pdl, self.name, self.threads,
+            self.chunks, self.outer)
 
 
 class ScanSpec(KernelSpec):
     """The launch rule of a scan kernel: the row schedule when the scanned dim
     is the innermost iteration dim, else the outer (column) schedule."""
-
 
     @staticmethod
     def is_rows(kernel: Kernel) -> bool:

@@ -37,7 +37,7 @@ class KernelOptions:
     grid_stride: bool = False  # cap the grid at 32 blocks per SM and loop
     pairing: bool = True       # paired lanes where they read less
     fast_math: bool = False    # approximate exp, log and float division (HIR_FAST_MATH)
-    narrow_math: bool = True   # ... exp and division to a few ulp of float where every output is narrow
+    narrow_math: bool = True   # approximate float exp and division where every output is narrow
     check_indices: bool = False  # gathers check their index values (HOSTIR_DEBUG=indices)
     online: bool = True        # an online-softmax kernel for rows the persistent one does not hold
     smem_rows: bool = True     # long rows of a normalization kept in shared memory
@@ -117,10 +117,11 @@ def defines(o: KernelOptions, kernel: Kernel | None = None) -> str:
     bfloat16, float8): its float exp and division take the hardware's
     approximations (ex2.approx of x log2 e: relative error under 1e-5 up to
     |x| = 88; div.full: 2 ulp of float), a hundred times and more finer than
-    the outputs' rounding, subnormals and the full range kept. H100 bf16 softmax, % of copy, precise / narrow math (torch.compile),
-    same run: 32768x2560 84.5 / 92.7 (34.1), 16384x9216 83.0 / 92.1 (50.4),
-    2048x49152 72.9 / 82.1 (62.2), 4096x65536 79.9 / 85.9 (60.0), 16384x16384
-    85.1 / 89.0 (62.9), 65536x1024 85.8 / 94.7 (91.7); 32768x4096 93.8 / 92.1
+    the outputs' rounding, subnormals and the full range kept. H100 bf16
+    softmax, % of copy, precise / narrow math (torch.compile), same run:
+    32768x2560 84.5 / 92.7 (34.1), 16384x9216 83.0 / 92.1 (50.4), 2048x49152
+    72.9 / 82.1 (62.2), 4096x65536 79.9 / 85.9 (60.0), 16384x16384 85.1 /
+    89.0 (62.9), 65536x1024 85.8 / 94.7 (91.7); 32768x4096 93.8 / 92.1
     (57.4). The outputs' largest difference from torch eager is unchanged."""
     narrow = (o.narrow_math and kernel is not None and kernel.outputs
               and all(t.dtype in NARROW for t in kernel.outputs))
