@@ -429,9 +429,18 @@ __device__ __forceinline__ hir_u4 hir_philox(unsigned long long seed, unsigned l
 // normals a counter): `st` keeps the last draw of a node in the thread (and, for
 // float normals, the four normals made from it).
 struct hir_rng_state { unsigned long long ctr; hir_u4 val; bool ok; float n[4]; };
+// Counter ctr's draw into st unless st holds it already; whether it drew.
+__device__ __forceinline__ bool hir_rng_draw(long long seed, long long offset, int stream,
+                                             unsigned long long ctr, hir_rng_state& st) {
+  if (st.ok && st.ctr == ctr) return false;
+  st.val = hir_philox(seed, offset, stream, ctr);
+  st.ctr = ctr;
+  st.ok = true;
+  return true;
+}
 __device__ __forceinline__ unsigned int hir_rng_word(long long seed, long long offset, int stream,
                                                      unsigned long long ctr, int k, hir_rng_state& st) {
-  if (!st.ok || st.ctr != ctr) { st.val = hir_philox(seed, offset, stream, ctr); st.ctr = ctr; st.ok = true; }
+  hir_rng_draw(seed, offset, stream, ctr, st);
   return k == 0 ? st.val.x : k == 1 ? st.val.y : k == 2 ? st.val.z : st.val.w;
 }
 __device__ __forceinline__ float hir_rng_uniform_f(long long seed, long long offset, int stream, long long i,
@@ -462,11 +471,7 @@ __device__ __forceinline__ void hir_box_muller(unsigned int a, unsigned int b, f
 // z, w: the last two), each log, square root and sine-cosine made once a draw.
 __device__ __forceinline__ float hir_rng_normal_f(long long seed, long long offset, int stream, long long i,
                                                   hir_rng_state& st) {
-  const unsigned long long ctr = (unsigned long long)i >> 2;
-  if (!st.ok || st.ctr != ctr) {
-    st.val = hir_philox(seed, offset, stream, ctr);
-    st.ctr = ctr;
-    st.ok = true;
+  if (hir_rng_draw(seed, offset, stream, (unsigned long long)i >> 2, st)) {
     hir_box_muller(st.val.x, st.val.y, st.n[0], st.n[1]);
     hir_box_muller(st.val.z, st.val.w, st.n[2], st.n[3]);
   }
