@@ -448,7 +448,7 @@ def test_launch_rule_picks_the_schedule():
     # the counter and a pad, then a 64-bit word per tile for its total and its prefix
     assert rows.scratch_size(k, 1, 16384) == (0, 2 + 4 * 16384)
     assert "hir_chain_put<1>(inc0" in one.source and "hir_chain_epoch(sem" in one.source
-    assert "st.global.cs" in one.source and "L1::no_allocate" in one.source  # tiles stream past the caches
+    assert "__stcs(" in one.source and "L1::no_allocate" in one.source  # tiles stream past the caches
     odd = pick((2, 100003))                          # no vectors: scalar loads, still chained
     assert odd.chained and odd.vec == 1
     one_odd = pick((1, 100003))                      # one row: vectors, the last 3 points alone

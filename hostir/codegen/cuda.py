@@ -372,11 +372,9 @@ class _Printer:
     def vector_store(self, s: int, arr: str, off: str) -> None:
         size = self.k.outputs[s].dtype.itemsize * self.vec
         if self.streaming and size == 16:  # evict-first: the output is not read again soon
-            self.lines.append(
-                f"    {{ const uint4 w = *reinterpret_cast<const uint4*>({arr}); "
-                f"asm volatile(\"st.global.cs.v4.u32 [%0], {{%1, %2, %3, %4}};\" :: "
-                f"\"l\"(out{s} + {off}), \"r\"(w.x), \"r\"(w.y), \"r\"(w.z), \"r\"(w.w) : "
-                f"\"memory\"); }}")
+            # (__stcs, not asm with a memory clobber: loads may still move above it)
+            self.lines.append(f"    __stcs(reinterpret_cast<uint4*>(out{s} + {off}), "
+                              f"*reinterpret_cast<const uint4*>({arr}));")
         else:
             self.lines.append(f"    *reinterpret_cast<{VEC_TYPE[size]}*>(out{s} + {off}) = "
                               f"*reinterpret_cast<const {VEC_TYPE[size]}*>({arr});")
