@@ -172,12 +172,21 @@ template <typename T> __device__ __forceinline__ hir_vi<T> hir_ld_l2(const hir_v
 // ones too, so leading -inf points (a masked prefix) never make s NaN
 // (exp(-inf - -inf)); a later finite max scales what they added by exp(-inf) = 0.
 // A NaN max fails the comparison and makes the scale, so the sum, NaN.
+// The scale exp(small - big) <= 1 of a pair's sum, the other pair's sum (1 and more:
+// its max's own term) added: under HIR_NARROW_MATH ex2.approx with subnormals
+// flushed, which moves the total by less than 2^-100 of it (HIR_EXACT_SCALE: hir_exp).
+template <typename T> __device__ __forceinline__ T hir_exp_scale(T x) { return hir_exp(x); }
+#if (defined(HIR_NARROW_MATH) || defined(HIR_FAST_MATH)) && !defined(HIR_EXACT_SCALE)
+template <> __device__ __forceinline__ float hir_exp_scale<float>(float x) {
+  float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f)); return y;
+}
+#endif
 template <typename T> struct hir_ms { T m, s; };
 template <typename T> __device__ __forceinline__ hir_ms<T> hir_online(hir_ms<T> x, hir_ms<T> y) {
   const bool first = x.m >= y.m;
   const T big_m = first ? x.m : y.m, small_m = first ? y.m : x.m;
   const T big_s = first ? x.s : y.s, small_s = first ? y.s : x.s;
-  const T e = small_m == big_m ? T(1) : hir_exp(small_m - big_m);
+  const T e = small_m == big_m ? T(1) : hir_exp_scale(small_m - big_m);
   return {hir_max(x.m, y.m), big_s + small_s * e};
 }
 template <typename T> __device__ __forceinline__ T hir_online_max(hir_ms<T> a) { return a.m; }
