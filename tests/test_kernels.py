@@ -786,6 +786,49 @@ def test_narrow_math_edges(device, dtype):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("shape", [(3, 64), (5, 3000), (2, 49152), (2, 131072), (4, 1000)],
+                         ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("kind", ["softmax", "log_softmax"])
+def test_summed_exps_of_a_softmax(device, shape, kind):
+    """A bf16 softmax's sum of exp(x - max) prints its exps as hir_exp_scale
+    (subnormals flushed under narrow math) and its output's exps as hir_exp;
+    rows whose terms fall deep into float's subnormals (x - max down to -110)
+    still match torch within a unit of bf16's rounding, subnormal outputs
+    included (rows past what a block holds take the online pair, whose
+    scales are hir_exp_scale too)."""
+    x = torch.rand(shape, device=device) * -110.0
+    x[:, 0] = 0.0
+    x[1 % shape[0], 1] = 0.5
+    x = x.to(torch.bfloat16)
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=DataType.BFloat16)
+        t = fd.ops.cast(t0, DataType.Float)
+        s = fd.ops.sub(t, fd.ops.max(t, [1], keepdim=True))
+        if kind == "softmax":
+            e = fd.ops.exp(s)
+            y = fd.ops.div(e, fd.ops.sum(e, [1], keepdim=True))
+        else:
+            y = fd.ops.sub(s, fd.ops.log(fd.ops.sum(fd.ops.exp(s), [1], keepdim=True)))
+        fd.add_output(fd.ops.cast(y, DataType.BFloat16))
+    (got,) = fd.execute([x])
+    want = (torch.softmax if kind == "softmax" else torch.log_softmax)(x.double(), 1).to(torch.bfloat16)
+    fin = torch.finfo(torch.bfloat16)
+    ulp = fin.eps * want.float().abs() + fin.smallest_normal * fin.eps
+    assert ((got.float() - want.float()).abs() <= ulp).all()
+    if kind == "softmax":
+        assert (want.float().abs() < fin.smallest_normal).any() and (want != 0).any()
+    from hostir.host.steps import KernelStep
+    steps = [st.target for st in fd._cache.last_plan.program.body
+             if isinstance(getattr(st, "target", None), KernelStep)]
+    spec = steps[0].spec
+    k = spec.kernel_for(list(shape))[0]
+    vec = spec._vec[id(k)]
+    src = spec.variant(k, vec, "int", *spec._row_schedule(k, shape[1] // vec)).source
+    assert "hir_exp_scale(" in src or "hir_online(" in src
+    assert ("= hir_exp(" in src) == (kind == "softmax")
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype,vec", [(DataType.ComplexFloat, 2), (DataType.ComplexDouble, 1)],
                          ids=["cfloat", "cdouble"])
 def test_complex_elements_vectorize_by_their_width(device, dtype, vec):

@@ -10,6 +10,7 @@ from .cuda import CTYPE, _closure, _offset, _Printer, vector_loads
 from .cuda_combine import _COMBINE, acc_bytes, acc_init, acc_point, acc_type, acc_value
 from .cuda_tiles import STAGED, _StagePrinter, _TilePrinter, staged_gather
 from .kir import K, Kernel, KNode, levels, passes, row_nodes, split_stores, topological, ws_slot
+from .online import _shifted_exp
 
 
 
@@ -143,10 +144,12 @@ class _ReductionPrinter(_Printer):
             self._last_pass = p == work[-1][0]
             for n in mine:
                 L.append(f"    {acc_type(n)} {acc[id(n)]} = {acc_init(n)};")
+            self.scale_exps = summed_exps(mine, stores, body)
             if self.vec == 1:
                 self._scalar_pass(mine, stores, body, names, acc)
             else:
                 self._vector_pass(mine, stores, body, names, acc)
+            self.scale_exps = set()
             self._group_reduce(mine, [reduces.index(n) for n in mine], acc)
             for n in mine:
                 names[id(n)] = acc_value(n, acc[id(n)])
@@ -559,6 +562,21 @@ LOOP_HINTS = True  # a long row's loop: its last pass's loads and the stores evi
 SMEM_HINTS = True  # cache hints on rows kept in shared memory (_smem_hint)
 INVARIANT_KEEP_BYTES = 64 * 1024  # a looped row's last pass: what every row reads, evict-first past this
 LOAD_HINTS = False  # cache-eviction hints on persistent kernels' loads: measured slower (tune_reduction)
+
+
+def summed_exps(reduces, stores, body) -> set[int]:
+    """The exp(a - max a) nodes (online._shifted_exp) of a pass over a row that
+    only sum reductions of the pass take: such a sum is 1 or more (the max's
+    own term), so these exps print as hir_exp_scale (subnormals flushed under
+    narrow math: they move the sum by less than 2^-100 of it). A pass that
+    stores the exp, or computes more from it, keeps hir_exp."""
+    users: dict[int, list] = {}
+    for n in [*body, *reduces, *(x for _, v, ix in stores for x in (v, *ix))]:
+        for s in n.src:
+            users.setdefault(id(s), []).append(n)
+    stored = {id(v) for _, v, _ in stores}
+    return {id(n) for n in body if _shifted_exp(n) is not None and id(n) not in stored
+            and all(u.op == K.REDUCE and u.arg == "sum" for u in users.get(id(n), ()))}
 
 
 def row_invariant_loads(kern: Kernel) -> set[int]:
