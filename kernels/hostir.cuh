@@ -181,6 +181,16 @@ template <> __device__ __forceinline__ float hir_exp_scale<float>(float x) {
   float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f)); return y;
 }
 #endif
+// exp(x) of an x <= 0 (a value less its row's max) under narrow math: ex2.approx.ftz of
+// x log2 e + 32, times 2^-32; results under 2^-126 come out subnormal (the product rounds
+// them), without the non-flushing ex2's range fix-up; relative error under 3e-6.
+template <typename T> __device__ __forceinline__ T hir_exp_shifted(T x) { return hir_exp(x); }
+#if (defined(HIR_NARROW_MATH) || defined(HIR_FAST_MATH)) && !defined(HIR_EXACT_SCALE)
+template <> __device__ __forceinline__ float hir_exp_shifted<float>(float x) {
+  float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(fmaf(x, 1.4426950408889634f, 32.0f)));
+  return y * 2.3283064365386963e-10f;
+}
+#endif
 template <typename T> struct hir_ms { T m, s; };
 template <typename T> __device__ __forceinline__ hir_ms<T> hir_online(hir_ms<T> x, hir_ms<T> y) {
   const bool first = x.m >= y.m;

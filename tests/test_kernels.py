@@ -789,9 +789,10 @@ def test_narrow_math_edges(device, dtype):
 @pytest.mark.parametrize("shape", [(3, 64), (5, 3000), (2, 49152), (2, 131072), (4, 1000)],
                          ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("kind", ["softmax", "log_softmax"])
-def test_summed_exps_of_a_softmax(device, shape, kind):
+def test_shifted_exps_of_a_softmax(device, shape, kind):
     """A bf16 softmax's sum of exp(x - max) prints its exps as hir_exp_scale
-    (subnormals flushed under narrow math) and its output's exps as hir_exp;
+    (subnormals flushed under narrow math) and its output's exps as
+    hir_exp_shifted (subnormals kept; cuda_schedules.shifted_exps);
     rows whose terms fall deep into float's subnormals (x - max down to -110)
     still match torch within a unit of bf16's rounding, subnormal outputs
     included (rows past what a block holds take the online pair, whose
@@ -825,7 +826,7 @@ def test_summed_exps_of_a_softmax(device, shape, kind):
     vec = spec._vec[id(k)]
     src = spec.variant(k, vec, "int", *spec._row_schedule(k, shape[1] // vec)).source
     assert "hir_exp_scale(" in src or "hir_online(" in src
-    assert ("= hir_exp(" in src) == (kind == "softmax")
+    assert ("hir_exp_shifted(" in src) == (kind == "softmax") and "= hir_exp(" not in src
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -180,7 +180,7 @@ class _Printer:
         self.index_nodes = _index_nodes(kern)
         self.lines: list[str] = []
         self.count = 0
-        self.scale_exps: set[int] = set()  # EXP nodes printed as hir_exp_scale (a printer sets them)
+        self.exp_forms: dict[int, str] = {}  # EXP nodes printed by another function (a printer sets them)
 
     def fresh(self) -> str:
         self.count += 1
@@ -214,8 +214,8 @@ class _Printer:
                 kind, stream = node.arg
                 text = (f"hir_rng_{kind}_{'d' if node.dtype is DataType.Double else 'f'}"
                         f"({seed}, {offset}, {stream}, (long long)({index}), {self.rng_state(node)})")
-            elif id(node) in self.scale_exps:  # exp(a - max a), summed only (hir_exp_scale)
-                text = f"hir_exp_scale({names[id(node.src[0])]})"
+            elif id(node) in self.exp_forms:  # exp(a - max a): cuda_schedules.shifted_exps
+                text = f"{self.exp_forms[id(node)]}({names[id(node.src[0])]})"
             elif node.op in (K.PARAM, K.EXTENT) and is_index:
                 text = f"({self.idx}){'p' if node.op == K.PARAM else 'e'}{node.arg}"
             elif is_index and self.idx == "int":

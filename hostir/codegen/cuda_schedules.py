@@ -6,11 +6,11 @@ kernels through shared memory, are in cuda_tiles.py). Each prints the same kerne
 spec.py picks which one a launch uses."""
 from __future__ import annotations
 
+from ..ir.node import Op
 from .cuda import CTYPE, _closure, _offset, _Printer, vector_loads
 from .cuda_combine import _COMBINE, acc_bytes, acc_init, acc_point, acc_type, acc_value
 from .cuda_tiles import STAGED, _StagePrinter, _TilePrinter, staged_gather
-from .kir import K, Kernel, KNode, levels, passes, row_nodes, split_stores, topological, ws_slot
-from .online import _shifted_exp
+from .kir import ONLINE, K, Kernel, KNode, levels, passes, row_nodes, split_stores, topological, ws_slot
 
 
 
@@ -144,12 +144,12 @@ class _ReductionPrinter(_Printer):
             self._last_pass = p == work[-1][0]
             for n in mine:
                 L.append(f"    {acc_type(n)} {acc[id(n)]} = {acc_init(n)};")
-            self.scale_exps = summed_exps(mine, stores, body)
+            self.exp_forms = shifted_exps(mine, stores, body)
             if self.vec == 1:
                 self._scalar_pass(mine, stores, body, names, acc)
             else:
                 self._vector_pass(mine, stores, body, names, acc)
-            self.scale_exps = set()
+            self.exp_forms = {}
             self._group_reduce(mine, [reduces.index(n) for n in mine], acc)
             for n in mine:
                 names[id(n)] = acc_value(n, acc[id(n)])
@@ -564,19 +564,31 @@ INVARIANT_KEEP_BYTES = 64 * 1024  # a looped row's last pass: what every row rea
 LOAD_HINTS = False  # cache-eviction hints on persistent kernels' loads: measured slower (tune_reduction)
 
 
-def summed_exps(reduces, stores, body) -> set[int]:
-    """The exp(a - max a) nodes (online._shifted_exp) of a pass over a row that
-    only sum reductions of the pass take: such a sum is 1 or more (the max's
-    own term), so these exps print as hir_exp_scale (subnormals flushed under
-    narrow math: they move the sum by less than 2^-100 of it). A pass that
-    stores the exp, or computes more from it, keeps hir_exp."""
+def shifted_exps(reduces, stores, body) -> dict[int, str]:
+    """The exp(a - M) nodes of a pass over a row, M the row's max of a (a
+    REDUCE[max] or an online pair's PROJECT[max]): their argument is 0 or less.
+    Those only sum reductions of the pass take print as hir_exp_scale: such a
+    sum is 1 or more (the max's own term), so under narrow math their
+    subnormals flush (moving the sum by under 2^-100 of it); the others (the
+    outputs') as hir_exp_shifted, subnormals kept (kernels/hostir.cuh)."""
     users: dict[int, list] = {}
     for n in [*body, *reduces, *(x for _, v, ix in stores for x in (v, *ix))]:
         for s in n.src:
             users.setdefault(id(s), []).append(n)
     stored = {id(v) for _, v, _ in stores}
-    return {id(n) for n in body if _shifted_exp(n) is not None and id(n) not in stored
-            and all(u.op == K.REDUCE and u.arg == "sum" for u in users.get(id(n), ()))}
+    forms = {}
+    for n in body:
+        if n.op is not Op.EXP or n.src[0].op is not Op.SUB:
+            continue
+        a, m = n.src[0].src
+        if m.op == K.PROJECT and m.arg == "max":
+            m = m.src[0]
+        if not (m.op == K.REDUCE and m.arg in ("max", ONLINE) and m.src[0] is a):
+            continue
+        summed = id(n) not in stored and all(u.op == K.REDUCE and u.arg == "sum"
+                                              for u in users.get(id(n), ()))
+        forms[id(n)] = "hir_exp_scale" if summed else "hir_exp_shifted"
+    return forms
 
 
 def row_invariant_loads(kern: Kernel) -> set[int]:
