@@ -1228,3 +1228,33 @@ def test_max_with_a_complex_dtype_is_refused():
                                                   r"\(dtype=DataType.ComplexFloat\)"):
             fd.ops.max(t, [0], dtype=D.ComplexFloat)
         fd.add_output(t)
+
+
+@pytest.mark.parametrize("dtype,n,threads", [(D.Float, 2048, 1536), (D.BFloat16, 2048, 2048),
+                                             (D.Float, 512, 1536), (D.BFloat16, 1024, 2048)],
+                         ids=lambda v: getattr(v, "name", str(v)))
+def test_persistent_rows_ask_for_the_threads_their_registers_allow(dtype, n, threads):
+    """A persistent layernorm asks the compiler for a full SM (2048 threads, 32
+    registers) where the vectors a thread holds fit (bf16: 2 chunks of x, a
+    weight and a bias vector); fp32 (4 chunks of x, weight, bias) spilled at 32
+    registers and asks for 1536 (cuda_schedules.FULL_OCCUPANCY_WORDS). The
+    results match torch either way."""
+    x = rand((6, n), dtype)
+    w, b = rand((n,), dtype), rand((n,), dtype)
+
+    def build(fd):
+        t = fd.ops.cast(declare(fd, x), D.Float)
+        var, mean = fd.ops.var_mean(t, [1], correction=0, keepdim=True)
+        y = fd.ops.mul(fd.ops.sub(t, mean), fd.ops.rsqrt(fd.ops.add(var, 1e-5)))
+        y = fd.ops.add(fd.ops.mul(y, fd.ops.cast(declare(fd, w), D.Float)), fd.ops.cast(declare(fd, b), D.Float))
+        fd.add_output(fd.ops.cast(y, dtype))
+    (out,), fd = _run_keeping_fd(build, [x, w, b])
+    want = F.layer_norm(x.double(), (n,), w.double(), b.double(), 1e-5)
+    check(out, want.to(out.dtype), kind="reduction")
+    (spec,) = _reduction_specs(fd)
+    k = spec.kernel_for([6, n])[0]
+    vec = spec._vec[id(k)]
+    sched = spec._row_schedule(k, n // vec)
+    assert sched[1] > 0  # in registers
+    var = spec.variant(k, vec, "int", *sched)
+    assert f"__launch_bounds__({var.block}, {threads // var.block})" in var.source

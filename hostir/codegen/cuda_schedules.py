@@ -164,9 +164,19 @@ class _ReductionPrinter(_Printer):
         """A persistent kernel whose threads keep at most 16 points of the row
         asks for a full SM (2048 threads: 32 registers a thread); the latency of
         its row's loads is hidden by other blocks' rows, and at fewer resident
-        threads normalizations ran at 60-75 % occupancy and short of copy speed."""
+        threads normalizations ran at 60-75 % occupancy and short of copy speed.
+        Where the vectors a thread holds at once (its kept chunks, and one of
+        each other vector load) take more than FULL_OCCUPANCY_WORDS registers,
+        it asks for 1536 threads (40 registers): at 32 an fp32 layernorm
+        (4 chunks of x, a vector of weight and of bias) spilled."""
         if FULL_OCCUPANCY and self.chunks and self.chunks * self.vec <= 16 and self.block <= 1024:
-            return f"{self.block}, {2048 // self.block}"
+            words = {id(n): self.vec * self.k.inputs[n.arg].dtype.itemsize // 4
+                     for n in self.k.order if id(n) in self.vloads}
+            kept = {id(n) for n in cached_loads(self.k, self.vec)}
+            held = sum(w * (self.chunks if i in kept else 1) for i, w in words.items())
+            threads = 2048 if held <= FULL_OCCUPANCY_WORDS else 1536
+            if threads // self.block:
+                return f"{self.block}, {threads // self.block}"
         return str(self.block)
 
     def _smem_hint(self) -> bool:
@@ -556,6 +566,7 @@ class _OuterPrinter(_ReductionPrinter):
 
 
 FULL_OCCUPANCY = True  # persistent kernels ask for 2048 threads an SM (tune_reduction toggles it)
+FULL_OCCUPANCY_WORDS = 20  # ... where the vectors a thread holds take this many registers at most
 LOOP_BATCH_THREADS = 1024  # looped rows of this many threads load batches of vectors (_batch)
 LOOP_BATCH_VECTORS = 6     # ... about this many vectors a thread at once
 LOOP_HINTS = True  # a long row's loop: its last pass's loads and the stores evict first (.cs)
