@@ -99,6 +99,14 @@ __device__ __forceinline__ bool hir_isfinite(float x) { return isfinite(x); }
 __device__ __forceinline__ bool hir_isfinite(double x) { return isfinite(x); }
 
 // A value another block wrote before a __threadfence: read from L2, never a stale L1 line.
+// A copy of N bytes (4, 8 or 16) from global to shared memory that no register holds
+// (cp.async; 16 bytes past L1): a kept row's first read; hir_cp_async_wait before use.
+template <int N> __device__ __forceinline__ void hir_cp_async(void* smem, const void* g) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+  if (N == 16) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(s), "l"(g) : "memory");
+  else asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" :: "r"(s), "l"(g), "n"(N) : "memory");
+}
+__device__ __forceinline__ void hir_cp_async_wait() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 template <typename T> __device__ __forceinline__ T hir_ld_l2(const T* p) { return *(const volatile T*)p; }
 __device__ __forceinline__ float hir_ld_l2(const float* p) { return __ldcg(p); }
 __device__ __forceinline__ double hir_ld_l2(const double* p) { return __ldcg(p); }

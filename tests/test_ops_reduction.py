@@ -459,6 +459,11 @@ def test_launch_rule_of_long_rows(dtype):
         assert 0 < sched[2] < sched[1]  # partly in shared memory
         src = sp.variant(k, vec, "int", *sched).source
         assert f"if (c < {sched[2]})" in src and "L1::no_allocate" in src and "__stcs(" in src
+        assert "hir_cp_async" not in src  # kept in part: its loads stay loads
+        sched = sp._row_schedule(k, 40000 // vec)  # kept whole by 1024 threads: cp.async, then read
+        assert sched[0] == 1024 and sched[1] == sched[2]
+        src = sp.variant(k, vec, "int", *sched).source
+        assert src.count("hir_cp_async<16>(") == 1 and src.count("hir_cp_async_wait();") == 1
 
 
 # ------------------------------------------------------------------ online softmax

@@ -281,7 +281,7 @@ class _ReductionPrinter(_Printer):
         the innermost extent and the tensors' alignment allow it)."""
         L, T, idx, v, k = self.lines, self.threads, self.idx, self.vec, self.k
         B = 1 if self.chunks else self._batch(body)
-        if self.chunks and FIRST_LOADS_AHEAD and not self.smem_row and \
+        if self.chunks and FIRST_LOADS_AHEAD and (not self.smem_row or self._async_row()) and \
                 any(id(n) in self.cache and id(n) not in self.loaded for n in body):
             # the first pass: every kept vector's load, then their uses (the compiler
             # had issued each chunk's load after the previous chunk's use, one load in
@@ -289,13 +289,16 @@ class _ReductionPrinter(_Printer):
             # 16384x13312 86.0 / 100.0, 16384x16384 94.3 / 99.9; bf16 layernorm
             # 131072x768 87.1 / 98.4, 65536x1024 90.9 / 97.3; fp16 layernorm 65536x1024
             # 93.0 / 98.0; fp32 layernorm 65536x1024 97.8 / 99.4
+            # (a row kept in shared memory: its kept chunks copied there by cp.async)
             L.append("    #pragma unroll")
-            L.append(f"    for (int c = 0; c < {self.chunks}; ++c) {{")
+            L.append(f"    for (int c = 0; c < {self.smem_chunks or self.chunks}; ++c) {{")
             L.append(f"      const {idx} r = (lane + c * {T}) * {v};")
             L.append("      if (r < R) {")
             self._split("r", k.reduced, "      ")
             self._vector_step(mine, stores, body, names, acc, phase="loads")
             L.append("    }}")
+            if self.smem_row:
+                L.append("    hir_cp_async_wait();")
         if self.chunks:  # persistent: the row's vectors are this thread's C vectors
             L.append("    #pragma unroll")
             L.append(f"    for (int c = 0; c < {self.chunks}; ++c) {{")
@@ -370,6 +373,9 @@ class _ReductionPrinter(_Printer):
                 if phase != "loads":
                     inner[id(n)] = self.vector_load(n, base)
                 continue
+            if phase == "loads" and self.smem_row:  # (c < smem_chunks: its shared-memory slot)
+                self._async_load(n, base, f"{cache} + (c * {self.block} + threadIdx.x) * {v}")
+                continue
             if partial:  # chunks past shared memory: a register vector, loaded each pass
                 L.append(f"      alignas(16) {CTYPE[n.dtype]} {cache}_t[{v}];")
             if id(n) in self.loaded:
@@ -406,6 +412,25 @@ class _ReductionPrinter(_Printer):
         for (s, node, ix), arr in zip(stores, arrs):
             L.append("      if (active)")
             self.vector_store(s, arr, _offset([base[id(x)] for x in ix], f"out{s}"))
+
+    def _async_row(self) -> bool:
+        """Is the row kept whole in shared memory by a block of SMEM_ASYNC_THREADS
+        threads (two an SM): its first pass copies it there by cp.async, every
+        chunk at once, then reads it. H100 bf16 % of copy, same run: softmax
+        2048x49152 84.4 -> 98.2; but rows kept in part (softmax 4096x65536 89.5
+        -> 65.6, layernorm 2048x65536 90.3 -> 80.3) and in blocks of 512
+        threads (softmax 4096x32768 91.8 -> 88.5) lost, and keep their loads."""
+        return self.smem_chunks >= self.chunks and self.block == SMEM_ASYNC_THREADS
+
+    def _async_load(self, n: KNode, base: dict, slot: str) -> None:
+        """Vector load `n` copied into shared memory at `slot` by cp.async (zeros
+        where its predicate is false)."""
+        t, v = self.k.inputs[n.arg], self.vec
+        a = [base[id(s)] for s in n.src]
+        self.lines += [
+            f"    if ({a[0]}) hir_cp_async<{t.dtype.itemsize * v}>({slot}, in{n.arg} + "
+            f"{_offset(a[1:], f'in{n.arg}')});",
+            f"    else {{ for (int u = 0; u < {v}; ++u) ({slot})[u] = ({CTYPE[t.dtype]})0; }}"]
 
     def _reread(self, n: KNode, cache: str) -> str:
         """This thread's vector `c` of a cached load, read again in a later pass:
@@ -584,6 +609,7 @@ class _OuterPrinter(_ReductionPrinter):
 FULL_OCCUPANCY = True  # persistent kernels ask for 2048 threads an SM (tune_reduction toggles it)
 FULL_OCCUPANCY_WORDS = 20  # ... where the vectors a thread holds take this many registers at most
 FIRST_LOADS_AHEAD = True  # a persistent row's first pass loads every kept vector before using them
+SMEM_ASYNC_THREADS = 1024  # ... a row kept whole in shared memory by cp.async, in blocks this large (_async_row)
 LOOP_BATCH_THREADS = 1024  # looped rows of this many threads load batches of vectors (_batch)
 LOOP_BATCH_VECTORS = 6     # ... about this many vectors a thread at once
 LOOP_HINTS = True  # a long row's loop: its last pass's loads and the stores evict first (.cs)
