@@ -379,13 +379,14 @@ def test_looped_rows_several_a_block(kind, kept, dtype, monkeypatch):
     """Looped rows with a grid of 2 blocks (rows.resident_rows forced): each
     block takes rows one after another; an odd count of rows and several kept
     dims; `stored` also stores a value of the first pass at every point and
-    the rows' maxima. Rows of 40000 fp32 / 8192 bf16 points (3 kept, and
-    `stored` bf16: 131072) loop, checked on the generated kernels; those of
-    1024 threads load their vectors in batches (_ReductionPrinter._batch)."""
+    the rows' maxima. Rows of 40000 fp32 points, 20480 bf16 (rmsnorm,
+    layernorm) or 131072 (softmaxes; 3 kept: every kind) loop, checked on the
+    generated kernels; those of 1024 threads load their vectors in batches
+    (_ReductionPrinter._batch)."""
     from hostir.codegen import rows
     monkeypatch.setattr(rows, "resident_rows", lambda *a: 2)
-    long = kept == (3,) or (kind == "stored" and dtype is D.BFloat16)
-    shape = (*kept, 131072 if long else 40000 if dtype is D.Float else 8192)
+    long = kept == (3,) or (dtype is D.BFloat16 and kind not in ("rmsnorm", "layernorm"))
+    shape = (*kept, 131072 if long else 40000 if dtype is D.Float else 20480)
     x = rand(shape, dtype)
     last = len(shape) - 1
 
@@ -423,12 +424,12 @@ def test_looped_rows_several_a_block(kind, kept, dtype, monkeypatch):
 
 @pytest.mark.parametrize("dtype", [D.Float, D.BFloat16], ids=lambda d: d.name)
 def test_launch_rule_of_long_rows(dtype):
-    """Rows of fewer than LOOP_MIN_POINTS points stay in registers; longer rows
-    of a kernel that reads them twice (layernorm, rmsnorm) loop with about
-    LOOP_VECTORS vectors a thread while a row is LOOP_ROW_BYTES at most, past
-    that they go to shared memory; a softmax (three reads) loops rows up to
-    LOOP_ROW_THREADS x PERSISTENT_POINTS points only, where an SM's rows fit in
-    LOOP_L1_BYTES and registers would hold fewer than LOOP_VECTORS vectors."""
+    """Rows registers hold (up to 16 points a thread of 1024: LOOP_MIN_POINTS)
+    stay in registers; longer rows of a kernel that reads them twice
+    (layernorm, rmsnorm) loop with about LOOP_VECTORS vectors a thread while a
+    row is LOOP_ROW_BYTES at most (bf16 rows past 16384 points), past that they
+    go to shared memory; a softmax (three reads) loops only rows an SM's L1
+    holds, which registers hold too: it keeps them there."""
     from hostir.codegen import rows as S
     x = rand((2, 64), dtype)
     specs = {}
@@ -436,20 +437,19 @@ def test_launch_rule_of_long_rows(dtype):
         _, fd = _run_keeping_fd(lambda fd: _norm_build(kind)(fd, declare(fd, x)), [x])
         specs[kind] = _reduction_specs(fd)[0]
     size = 2 if dtype is D.BFloat16 else 4
+    assert S.LOOP_MIN_POINTS == S.PERSISTENT_POINTS * S.ROW_THREADS[-1] + 1
     assert [S.loop_threads(v) for v in (512, 1024, 1536, 2048, 1 << 20)] == [128, 256, 256, 512, 512]
     for kind in ("layernorm", "rmsnorm", "softmax"):
         sp = specs[kind]
         k, vec = sp.plain, sp._vec[id(sp.plain)]
-        assert sp._row_schedule(k, 2048 // vec)[1] > 0  # in registers
+        for n in (2048, 4096, 8192, 12288, 16384):
+            assert sp._row_schedule(k, n // vec)[1] > 0  # in registers
         longest = S.LOOP_ROW_BYTES // size
-        loop = {n: (S.loop_threads(n // vec), 0, 0) for n in (4096, 8192, 12288)}
-        if kind == "softmax":  # three reads: only rows an SM's L1 holds
-            for n in (4096, 8192):  # bf16 loops; fp32 keeps 4 vectors a thread in registers
-                assert (sp._row_schedule(k, n // vec) == loop[n]) is (size == 2)
-            assert sp._row_schedule(k, 12288 // vec)[1] > 0
+        if kind == "softmax" or size == 4:  # no loop: rows past registers are past 64 KiB in fp32
+            assert sp._row_schedule(k, 20480 // vec)[1] > 0  # shared memory
             continue
-        for n in (4096, 8192, 12288):
-            assert sp._row_schedule(k, n // vec) == loop[n]
+        for n in (20480, 24576, longest):
+            assert sp._row_schedule(k, n // vec) == (S.loop_threads(n // vec), 0, 0)
         assert sp._row_schedule(k, longest // vec) == (S.LOOP_ROW_THREADS, 0, 0)
         assert sp._row_schedule(k, 2 * longest // vec)[1] > 0  # shared memory (or registers)
     if dtype is D.BFloat16:  # a row in shared memory: read past L1 (its kept part), stored evict-first

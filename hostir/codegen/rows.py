@@ -17,13 +17,22 @@ PERSISTENT_MAX_CHUNKS vectors; longer rows than that loop over the row."""
 PERSISTENT_MAX_CHUNKS = 8
 LOOP_ROW_THREADS = 512
 LOOP_ROW_BYTES = 64 * 1024
-LOOP_MIN_POINTS = 4096
+LOOP_MIN_POINTS = 16385
 LOOP_VECTORS = 4
 LOOP_L1_BYTES = 128 * 1024  # the rows an SM loops over at once, read three times: L1 holds them
 """The loop over a row of a normalization (rows read two or three times, the
 later reads from L1 or L2; _row_schedule): rows of LOOP_MIN_POINTS points and
-more, LOOP_ROW_BYTES at most, about LOOP_VECTORS vectors of 16 bytes a thread,
-128 to LOOP_ROW_THREADS threads. Measured on an H100, % of copy:
+more (past what registers hold: 16 points a thread of 1024), LOOP_ROW_BYTES at
+most, about LOOP_VECTORS vectors of 16 bytes a thread, 128 to LOOP_ROW_THREADS
+threads. Since a persistent row's first pass loads all its vectors before it
+uses them (cuda_schedules.FIRST_LOADS_AHEAD), registers beat the loop on the
+rows they hold (H100, % of copy, same run, loop / registers): layernorm fp32
+16384x16384 96.1 / 100.4, 16384x8192 97.8 / 98.6; layernorm fp16 16384x16384
+97.9 / 99.5; layernorm bf16 16384x8192 97.7 / 99.8, 16384x12288 95.8 / 98.1;
+softmax bf16 16384x8192 96.3 / 99.8, 32768x4096 98.3 / 99.7 (one loss: layernorm
+fp32 16384x5120 100.1 / 98.7); the loop stays for longer rows (shared memory
+instead: rmsnorm bf16 4096x32768 98.8 / 86.5, layernorm 8192x20480 97.5 / 79.1).
+Before that (rows from 4096 points looped), measured on an H100, % of copy:
 - against the row in registers: layernorm bf16 16384x8192 98.7 % (90.8 %),
   32768x6144 93.6 % (85.1 %); layernorm fp32 16384x4096 99.8 % (90.8 %);
   softmax bf16 32768x4096 94.1 % (89.0 %), 16384x8192 93.3 % (86.2 %);
