@@ -478,8 +478,7 @@ INF, NAN = float("inf"), float("nan")
 ONLINE_KINDS = ["softmax", "log_softmax", "logsumexp"]
 # (shape, online?): rows longer than the persistent schedules hold (past shared
 # memory in every dtype) and odd long rows, short odd rows, size-1 rows; rows
-# of 8192 to 16384 points (online and looped: rows.ONLINE_LOOP); rows held in
-# registers and, just past 16384 points, in shared memory
+# held in registers and, just past 16384 points, in shared memory
 ONLINE_SHAPES = [((6, 65544), True), ((6, 20001), True), ((6, 7), True), ((6, 1), True),
                  ((6, 64), False), ((6, 16392), False), ((4, 12288), False), ((4, 16384), False),
                  ((4, 8192), False)]

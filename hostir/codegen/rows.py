@@ -19,9 +19,8 @@ LOOP_ROW_THREADS = 512
 LOOP_ROW_BYTES = 64 * 1024
 LOOP_MIN_POINTS = 16385
 LOOP_VECTORS = 4
-LOOP_L1_BYTES = 128 * 1024  # the rows an SM loops over at once, read three times: L1 holds them
-"""The loop over a row of a normalization (rows read two or three times, the
-later reads from L1 or L2; _row_schedule): rows of LOOP_MIN_POINTS points and
+"""The loop over a row of a normalization (rows read twice, the second time
+from L1 or L2; _row_schedule): rows of LOOP_MIN_POINTS points and
 more (past what registers hold: 16 points a thread of 1024), LOOP_ROW_BYTES at
 most, about LOOP_VECTORS vectors of 16 bytes a thread, 128 to LOOP_ROW_THREADS
 threads. Since a persistent row's first pass loads all its vectors before it
@@ -83,15 +82,13 @@ def loop_threads(vectors: int) -> int:
     return max(128, min(LOOP_ROW_THREADS, t))
 
 
-ONLINE_LOOP = True
 ONLINE_LOOP_THREADS = 256
-"""A softmax's rows of 8192 to 16384 points that registers of up to 512
-threads would hold with more than a quarter of their vectors idle (register_row;
-the plain kernel would keep them in 1024 threads) take the online kernel,
-looped with 256 threads: it reads the row twice, the second time from L2.
-H100, bf16, % of copy, against 1024 threads' registers: softmax 16384x16384
-85 % against 78 %, log-softmax 8192x16384 87 % against 80 %; longer rows stay
-in shared memory (softmax 4096x32768 79 %, 74 % looped)."""
+"""Threads of the online softmax's looped rows (rows the plain kernel holds in
+neither registers nor shared memory, up to LOOP_ROW_BYTES). Before a
+persistent row's first pass loaded its vectors ahead, rows of 8192 to 16384
+points that registers would hold with a quarter of their vectors idle took
+this loop too (softmax bf16 16384x16384 85 % against 78 %); registers now
+take them (H100 % of copy: softmax bf16 16384x12296 99.8, 16384x8704 100.5)."""
 SMEM_ROW_CHUNKS = 8          # vectors a thread keeps of a row held in shared memory
 SMEM_ROW_BYTES = 96 * 1024   # a block's share of such a row at most (two blocks an SM)
 SMEM_PER_SM = 224 * 1024     # shared memory an SM's blocks share (an H100's 227 KiB, less the slots)

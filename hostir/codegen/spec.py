@@ -225,26 +225,13 @@ class KernelSpec:
         innermost extent is no multiple of the vector width or the innermost
         dim is kept (no vectors: a loop that reads the row every pass). A
         launch whose tensors are not aligned for vectors (known on GPUs
-        only) also loops; it keeps the plain kernel's passes. Rows of 8192 to
-        16384 points that register_row would hold with more than a quarter of
-        their vectors idle go to the online kernel, looped (ONLINE_LOOP)."""
+        only) also loops; it keeps the plain kernel's passes."""
         k = self.plain
         vec = self._vec[id(k)]
         if vec == 1 or not full or full[-1] % vec:
             return False
         vectors = math.prod(full[d] for d in k.reduced) // vec
         chunks = max(1, rows.PERSISTENT_POINTS // vec)
-        if rows.ONLINE_LOOP and self.online is not None and \
-                chunks * rows.LOOP_ROW_THREADS < vectors <= chunks * rows.ROW_THREADS[-1] and \
-                self._row_schedule(self.online, vectors)[1:] == (0, 0):
-            # unless registers hold it in 512 threads, at most a quarter of their vectors
-            # idle (H100, % of copy, registers / online loop: softmax bf16 16384x12288
-            # 512x3 91.2 / 79.4, 16384x8704 256x5 85.2 / 75.3, 16384x12296 512x4 82.7 /
-            # 78.2, 16384x13312 512x4 79.6 / 80.8; fp32 16384x12288 512x6 98.9 / 76.9,
-            # 16384x16384 512x8 100.2 / 71.2, torch.compile 95.6 and 100.6)
-            t, c, _ = rows.register_row(vectors, chunks, vec)
-            if not rows.REGISTER_ROWS or t > rows.REGISTER_ROW_THREADS[1] or (t * c - vectors) * 4 > t * c:
-                return False  # the online kernel reads the row twice: a loop, its second read from L2
         return vectors <= chunks * rows.ROW_THREADS[-1] or self._row_schedule(k, vectors)[2]
 
     def choose(self, kernel: Kernel, extents: list[int], ins: list, outs, params: list) -> Variant:
@@ -357,22 +344,17 @@ class KernelSpec:
         room for the blocks an SM holds by threads, SMEM_ROW_BYTES at most, the
         rest read again in each pass); longer still, more a thread in registers
         (up to PERSISTENT_MAX_CHUNKS vectors); else a loop over the row. A
-        kernel that reduces in its first pass only (a layernorm, an rmsnorm: the
-        row read twice) loops over rows of LOOP_MIN_POINTS points and more, up to
-        LOOP_ROW_BYTES, with loop_threads threads: its later reads hit L1 or L2;
-        so does a kernel of more passes (a softmax) up to LOOP_ROW_THREADS x
-        PERSISTENT_POINTS points where an SM's rows fit in LOOP_L1_BYTES (its
-        reads after the first from L1) and its registers would hold fewer than
-        LOOP_VECTORS vectors a thread (bf16: 2, fp32: 4). The constants are
-        codegen/rows.py's."""
+        kernel that reduces in its first pass only (a layernorm, an rmsnorm, the
+        online softmax: the row read twice) loops over rows past what registers
+        hold (LOOP_MIN_POINTS), up to LOOP_ROW_BYTES, with loop_threads threads
+        (the online kernel ONLINE_LOOP_THREADS): its later reads hit L1 or L2.
+        The constants are codegen/rows.py's."""
         several, two_reads = self._passes(kernel)
         vec = self._vec[id(kernel)]
         chunks = max(1, rows.PERSISTENT_POINTS // vec)
         points = vectors * vec
         row_bytes = row_cache_bytes(kernel, vec, points) if vec > 1 and several else 0
-        if vec > 1 and several and points >= rows.LOOP_MIN_POINTS and row_bytes <= rows.LOOP_ROW_BYTES and (
-                two_reads or (chunks < rows.LOOP_VECTORS and vectors <= chunks * rows.LOOP_ROW_THREADS and
-                              2048 // rows.loop_threads(vectors) * row_bytes <= rows.LOOP_L1_BYTES)):
+        if vec > 1 and two_reads and points >= rows.LOOP_MIN_POINTS and row_bytes <= rows.LOOP_ROW_BYTES:
             return rows.ONLINE_LOOP_THREADS if kernel is self.online else rows.loop_threads(vectors), 0, 0
         if vec > 1 and several and vectors > chunks * rows.ROW_THREADS[-1]:  # a long row
             t = next((t for t in rows.ROW_THREADS if t >= 256 and vectors <= rows.SMEM_ROW_CHUNKS * t), 0)
