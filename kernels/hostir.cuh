@@ -98,7 +98,6 @@ template <typename T> __device__ __forceinline__ bool hir_isfinite(T x) { return
 __device__ __forceinline__ bool hir_isfinite(float x) { return isfinite(x); }
 __device__ __forceinline__ bool hir_isfinite(double x) { return isfinite(x); }
 
-// A value another block wrote before a __threadfence: read from L2, never a stale L1 line.
 // A copy of N bytes (4, 8 or 16) from global to shared memory that no register holds
 // (cp.async; 16 bytes past L1): a kept row's first read; hir_cp_async_wait before use.
 template <int N> __device__ __forceinline__ void hir_cp_async(void* smem, const void* g) {
@@ -107,6 +106,8 @@ template <int N> __device__ __forceinline__ void hir_cp_async(void* smem, const 
   else asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" :: "r"(s), "l"(g), "n"(N) : "memory");
 }
 __device__ __forceinline__ void hir_cp_async_wait() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
+// A value another block wrote before a __threadfence: read from L2, never a stale L1 line.
 template <typename T> __device__ __forceinline__ T hir_ld_l2(const T* p) { return *(const volatile T*)p; }
 __device__ __forceinline__ float hir_ld_l2(const float* p) { return __ldcg(p); }
 __device__ __forceinline__ double hir_ld_l2(const double* p) { return __ldcg(p); }
@@ -180,23 +181,25 @@ template <typename T> __device__ __forceinline__ hir_vi<T> hir_ld_l2(const hir_v
 // ones too, so leading -inf points (a masked prefix) never make s NaN
 // (exp(-inf - -inf)); a later finite max scales what they added by exp(-inf) = 0.
 // A NaN max fails the comparison and makes the scale, so the sum, NaN.
-// The scale exp(small - big) <= 1 of a pair's sum, the other pair's sum (1 and more:
-// its max's own term) added: under HIR_NARROW_MATH ex2.approx with subnormals
-// flushed, which moves the total by less than 2^-100 of it (HIR_EXACT_SCALE: hir_exp).
+// Exps of a value less its row's max (x <= 0; cuda_schedules.shifted_exps), under
+// HIR_NARROW_MATH or HIR_FAST_MATH (HIR_EXACT_SCALE: hir_exp, for tuning):
+// - hir_exp_scale: one that only scales or adds into a sum of 1 or more (an online
+//   pair's scale exp(small - big), a softmax's summed terms): ex2.approx with
+//   subnormals flushed, which moves the sum by less than 2^-100 of it;
+// - hir_exp_shifted: an output's: ex2.approx.ftz of x log2 e + 32, times 2^-32, so
+//   results under 2^-126 still come out subnormal (the product rounds them) without the
+//   non-flushing ex2's range fix-up; relative error under 3e-6.
 template <typename T> __device__ __forceinline__ T hir_exp_scale(T x) { return hir_exp(x); }
-#if (defined(HIR_NARROW_MATH) || defined(HIR_FAST_MATH)) && !defined(HIR_EXACT_SCALE)
-template <> __device__ __forceinline__ float hir_exp_scale<float>(float x) {
-  float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f)); return y;
-}
-#endif
-// exp(x) of an x <= 0 (a value less its row's max) under narrow math: ex2.approx.ftz of
-// x log2 e + 32, times 2^-32; results under 2^-126 come out subnormal (the product rounds
-// them), without the non-flushing ex2's range fix-up; relative error under 3e-6.
 template <typename T> __device__ __forceinline__ T hir_exp_shifted(T x) { return hir_exp(x); }
 #if (defined(HIR_NARROW_MATH) || defined(HIR_FAST_MATH)) && !defined(HIR_EXACT_SCALE)
+__device__ __forceinline__ float hir_ex2_ftz(float t) {
+  float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(t)); return y;
+}
+template <> __device__ __forceinline__ float hir_exp_scale<float>(float x) {
+  return hir_ex2_ftz(x * 1.4426950408889634f);
+}
 template <> __device__ __forceinline__ float hir_exp_shifted<float>(float x) {
-  float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(fmaf(x, 1.4426950408889634f, 32.0f)));
-  return y * 2.3283064365386963e-10f;
+  return hir_ex2_ftz(fmaf(x, 1.4426950408889634f, 32.0f)) * 2.3283064365386963e-10f;
 }
 #endif
 template <typename T> struct hir_ms { T m, s; };
