@@ -6,11 +6,11 @@ kernels through shared memory, are in cuda_tiles.py). Each prints the same kerne
 spec.py picks which one a launch uses."""
 from __future__ import annotations
 
-from ..ir.node import Op
 from .cuda import CTYPE, _closure, _offset, _Printer, vector_loads
 from .cuda_combine import _COMBINE, acc_bytes, acc_init, acc_point, acc_type, acc_value
 from .cuda_tiles import STAGED, _StagePrinter, _TilePrinter, staged_gather
-from .kir import ONLINE, K, Kernel, KNode, levels, passes, row_nodes, split_stores, topological, ws_slot
+from .kir import K, Kernel, KNode, levels, passes, row_nodes, split_stores, topological, ws_slot
+from .online import shifted_exp
 
 
 
@@ -619,8 +619,8 @@ LOAD_HINTS = False  # cache-eviction hints on persistent kernels' loads: measure
 
 
 def shifted_exps(reduces, stores, body) -> dict[int, str]:
-    """The exp(a - M) nodes of a pass over a row, M the row's max of a (a
-    REDUCE[max] or an online pair's PROJECT[max]): their argument is 0 or less.
+    """The exp(a - M) nodes of a pass over a row, M the row's max of a
+    (online.shifted_exp): their argument is 0 or less.
     Those only sum reductions of the pass take print as hir_exp_scale: such a
     sum is 1 or more (the max's own term), so under narrow math their
     subnormals flush (moving the sum by under 2^-100 of it); the others (the
@@ -632,12 +632,7 @@ def shifted_exps(reduces, stores, body) -> dict[int, str]:
     stored = {id(v) for _, v, _ in stores}
     forms = {}
     for n in body:
-        if n.op is not Op.EXP or n.src[0].op is not Op.SUB:
-            continue
-        a, m = n.src[0].src
-        if m.op == K.PROJECT and m.arg == "max":
-            m = m.src[0]
-        if not (m.op == K.REDUCE and m.arg in ("max", ONLINE) and m.src[0] is a):
+        if shifted_exp(n) is None:
             continue
         summed = id(n) not in stored and all(u.op == K.REDUCE and u.arg == "sum"
                                               for u in users.get(id(n), ()))

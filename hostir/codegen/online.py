@@ -89,14 +89,23 @@ def _match(s: KNode, level: dict) -> Online | None:
     return Online(m, s, a, c)
 
 
-def _shifted_exp(e: KNode):
-    """(a, M) where `e` is exp(a - M) and M = REDUCE[max](a); else None."""
+def shifted_exp(e: KNode):
+    """(a, M) where `e` is exp(a - M), M the row's max of a: REDUCE[max](a), or
+    an online pair's max (PROJECT[max] of REDUCE[online](a, c)); else None. Its
+    argument is 0 or less (cuda_schedules.shifted_exps prints it so)."""
     if e.op is not Op.EXP or e.src[0].op is not Op.SUB:
         return None
     a, m = e.src[0].src
-    if m.op != K.REDUCE or m.arg != "max" or m.src[0] is not a:
+    r = m.src[0] if m.op == K.PROJECT and m.arg == "max" else m
+    if r.op != K.REDUCE or r.arg not in ("max", ONLINE) or r.src[0] is not a:
         return None
     return a, m
+
+
+def _shifted_exp(e: KNode):
+    """shifted_exp where M is a REDUCE[max] (what folds into an online pair)."""
+    got = shifted_exp(e)
+    return got if got is not None and got[1].op == K.REDUCE and got[1].arg == "max" else None
 
 
 def online_softmax(kern: Kernel) -> Kernel:
