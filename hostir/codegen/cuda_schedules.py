@@ -290,20 +290,14 @@ class _ReductionPrinter(_Printer):
             # 131072x768 87.1 / 98.4, 65536x1024 90.9 / 97.3; fp16 layernorm 65536x1024
             # 93.0 / 98.0; fp32 layernorm 65536x1024 97.8 / 99.4
             # (a row kept in shared memory: its kept chunks copied there by cp.async)
-            L.append("    #pragma unroll")
-            L.append(f"    for (int c = 0; c < {self.smem_chunks or self.chunks}; ++c) {{")
-            L.append(f"      const {idx} r = (lane + c * {T}) * {v};")
-            L.append("      if (r < R) {")
+            self._chunk_loop(self.smem_chunks or self.chunks)
             self._split("r", k.reduced, "      ")
             self._vector_step(mine, stores, body, names, acc, phase="loads")
             L.append("    }}")
             if self.smem_row:
                 L.append("    hir_cp_async_wait();")
         if self.chunks:  # persistent: the row's vectors are this thread's C vectors
-            L.append("    #pragma unroll")
-            L.append(f"    for (int c = 0; c < {self.chunks}; ++c) {{")
-            L.append(f"      const {idx} r = (lane + c * {T}) * {v};")
-            L.append("      if (r < R) {")
+            self._chunk_loop(self.chunks)
         elif B > 1:  # every load of a batch of vectors, then their uses
             L.append(f"    for ({idx} r0 = lane * {v}; r0 < R; r0 += {T * v * B}) {{")
             batch = {}
@@ -327,6 +321,15 @@ class _ReductionPrinter(_Printer):
         self._split("r", k.reduced, "      ")
         self._vector_step(mine, stores, body, names, acc)
         L.append("    }" if not self.chunks else "    }}")
+
+    def _chunk_loop(self, count: int) -> None:
+        """The head of a loop over this thread's first `count` vectors of the
+        row (c), each at r where it is in the row (closed by "}}")."""
+        L = self.lines
+        L.append("    #pragma unroll")
+        L.append(f"    for (int c = 0; c < {count}; ++c) {{")
+        L.append(f"      const {self.idx} r = (lane + c * {self.threads}) * {self.vec};")
+        L.append("      if (r < R) {")
 
     def _batch(self, body) -> int:
         """Vectors a thread of a looped row of LOOP_BATCH_THREADS threads (a long
@@ -374,7 +377,7 @@ class _ReductionPrinter(_Printer):
                     inner[id(n)] = self.vector_load(n, base)
                 continue
             if phase == "loads" and self.smem_row:  # (c < smem_chunks: its shared-memory slot)
-                self._async_load(n, base, f"{cache} + (c * {self.block} + threadIdx.x) * {v}")
+                self.vector_load(n, base, f"{cache} + (c * {self.block} + threadIdx.x) * {v}", copy=True)
                 continue
             if partial:  # chunks past shared memory: a register vector, loaded each pass
                 L.append(f"      alignas(16) {CTYPE[n.dtype]} {cache}_t[{v}];")
@@ -421,16 +424,6 @@ class _ReductionPrinter(_Printer):
         -> 65.6, layernorm 2048x65536 90.3 -> 80.3) and in blocks of 512
         threads (softmax 4096x32768 91.8 -> 88.5) lost, and keep their loads."""
         return self.smem_chunks >= self.chunks and self.block == SMEM_ASYNC_THREADS
-
-    def _async_load(self, n: KNode, base: dict, slot: str) -> None:
-        """Vector load `n` copied into shared memory at `slot` by cp.async (zeros
-        where its predicate is false)."""
-        t, v = self.k.inputs[n.arg], self.vec
-        a = [base[id(s)] for s in n.src]
-        self.lines += [
-            f"    if ({a[0]}) hir_cp_async<{t.dtype.itemsize * v}>({slot}, in{n.arg} + "
-            f"{_offset(a[1:], f'in{n.arg}')});",
-            f"    else {{ for (int u = 0; u < {v}; ++u) ({slot})[u] = ({CTYPE[t.dtype]})0; }}"]
 
     def _reread(self, n: KNode, cache: str) -> str:
         """This thread's vector `c` of a cached load, read again in a later pass:
