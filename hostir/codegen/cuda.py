@@ -492,8 +492,17 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
     vectors of the row in registers (0: a loop that reads them in every pass;
     `smem_row` > 0: that many of them in dynamic shared memory, the rest read
     again in each pass; cuda_schedules.row_cache_bytes)."""
-    if tile != -1 or outer or kern.reduced:  # (tile -2: a staged gather)
-        from .cuda_schedules import schedule_source
-        return schedule_source(kern, vec, idx, block, pdl, name or kern.name, threads, chunks,
-                               outer, tile, smem_row)
-    return _Printer(kern, name or kern.name, vec, idx, block, streaming, pdl).source()
+    name = name or kern.name
+    if tile != -1:  # a transpose's tiles, or (tile -2) a staged gather
+        from .cuda_tiles import STAGED, _StagePrinter, _TilePrinter, staged_gather
+        if tile == STAGED:
+            g, extent = staged_gather(kern)
+            return _StagePrinter(kern, name, idx, pdl, g, extent).source()
+        return _TilePrinter(kern, name, idx, pdl, tile).source()
+    if outer:
+        from .cuda_outer import _OuterPrinter
+        return _OuterPrinter(kern, name, idx, block, pdl, vec).source()
+    if kern.reduced:
+        from .cuda_schedules import _ReductionPrinter
+        return _ReductionPrinter(kern, name, idx, block, threads, pdl, vec, chunks, smem_row).source()
+    return _Printer(kern, name, vec, idx, block, streaming, pdl).source()

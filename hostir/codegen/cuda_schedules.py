@@ -1,32 +1,15 @@
-"""CUDA printers of the schedules beyond one point per thread (cuda.py holds
-the shared printing and the pointwise one): rows of a reduction or
-normalization combined by groups of threads and outer reductions over tiles
-of kept points split across blocks (transposes and staged gathers, pointwise
-kernels through shared memory, are in cuda_tiles.py). Each prints the same kernel IR as the interpreter runs; the launch rule in
-spec.py picks which one a launch uses."""
+"""The CUDA printer of rows of a reduction or normalization, each combined by a
+group of threads (cuda.py holds the shared printing and the pointwise one;
+outer reductions are in cuda_outer.py; transposes and staged gathers,
+pointwise kernels through shared memory, in cuda_tiles.py). Each prints the
+same kernel IR as the interpreter runs; the launch rule in spec.py picks
+which one a launch uses."""
 from __future__ import annotations
 
 from .cuda import CTYPE, _closure, _offset, _Printer, vector_loads
-from .cuda_combine import _COMBINE, acc_bytes, acc_init, acc_point, acc_type, acc_value
-from .cuda_tiles import STAGED, _StagePrinter, _TilePrinter, staged_gather
-from .kir import K, Kernel, KNode, levels, passes, row_nodes, split_stores, topological, ws_slot
+from .cuda_combine import _COMBINE, acc_init, acc_point, acc_type, acc_value
+from .kir import K, Kernel, KNode, levels, passes, row_nodes, split_stores, topological
 from .online import shifted_exp
-
-
-
-
-def schedule_source(kern: Kernel, vec: int, idx: str, block: int, pdl: bool, name: str,
-                    threads: int, chunks: int, outer: bool, tile: int, smem_row: int = 0) -> str:
-    """The source of a reduction, outer-reduction, transposing or staged-gather
-    variant (see cuda.kernel_source)."""
-    if tile == STAGED:
-        g, extent = staged_gather(kern)
-        return _StagePrinter(kern, name, idx, pdl, g, extent).source()
-    if tile >= 0:
-        return _TilePrinter(kern, name, idx, pdl, tile).source()
-    if outer:
-        return _OuterPrinter(kern, name, idx, block, pdl, vec).source()
-    return _ReductionPrinter(kern, name, idx, block, threads, pdl, vec, chunks, smem_row).source()
 
 
 def _row_work(k: Kernel, rows: set, full_stores) -> list[tuple]:
@@ -464,141 +447,6 @@ class _ReductionPrinter(_Printer):
                 self.lines.append(f"{indent}const {self.idx} i{d} = {rest} % e{d}; {rest} /= e{d};")
 
 
-class _OuterPrinter(_ReductionPrinter):
-    """A one-pass reduction that keeps the innermost dim (an outer reduction:
-    sum over the rows of a matrix). A block takes a tile of 32 x `vec`
-    consecutive kept points (lane tx holds `vec` of them: one vector load per
-    reduced point, coalesced along the innermost dim) and a share of the
-    reduced points (threadIdx.x / 32 strides over it); the block combines its
-    lanes in shared memory. With `split` > 1, `split` blocks share a tile, each
-    writing its partial results to `ws`; the last to arrive (counted in `sem`,
-    which it resets) combines the partials in block order (deterministic) and
-    runs the epilogue."""
-
-    def __init__(self, kern: Kernel, name: str, idx: str, block: int, pdl: bool, vec: int = 1):
-        super().__init__(kern, name, idx, block, 32, pdl, vec)
-        self.inner = self.n - 1  # the innermost kept index is `ii` in per-point code
-
-    def source(self) -> str:
-        k, idx, L, V = self.k, self.idx, self.lines, self.vec
-        ty_n, last_dim = self.block // 32, self.n - 1
-        rows = row_nodes(k)
-        reduces = [n for n in k.order if n.op == K.REDUCE]
-        full_stores, row_stores = split_stores(k, rows)
-        self.pdl_wait()
-        L.append("  const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;")
-        for j, n in enumerate(reduces):
-            L.append(f"  __shared__ {acc_type(n)} red{j}[{ty_n}][{32 * V + 1}];")
-        L.append("  __shared__ bool last;")
-        L.append(f"  const {idx} R = {' * '.join(f'e{d}' for d in k.reduced)};")
-        L.append(f"  const {idx} tiles = (nslots + {32 * V - 1}) / {32 * V}, "
-                 f"per = (R + split - 1) / split;")
-        L.append(f"  for ({idx} b = blockIdx.x; b < tiles * split; b += gridDim.x) {{")
-        L.append(f"    const {idx} tile = b / split, g = b % split;")
-        L.append(f"    const bool active = tile * {32 * V} + tx * {V} < nslots;")
-        L.append(f"    const {idx} row = active ? tile * {32 * V} + tx * {V} : 0;")
-        self._split("row", k.kept, "    ")
-        level = levels(k)
-        names: dict[int, str] = {}  # values of the kept dims that do not move along them
-        self.emit_all([n for n in k.order if id(n) in rows and level[id(n)] == 0
-                       and id(n) not in self.dep], names, f"i{last_dim}", "    ")
-        for j, n in enumerate(reduces):
-            L.append(f"    {acc_type(n)} a{j}[{V}];")
-            L.append(f"    #pragma unroll\n    for (int u = 0; u < {V}; ++u) a{j}[u] = {acc_init(n)};")
-        acc = {id(n): f"a{j}[u]" for j, n in enumerate(reduces)}
-        L.append(f"    const {idx} hi = (g + 1) * per < R ? (g + 1) * per : R;")
-        L.append("    #pragma unroll 4")
-        L.append(f"    for ({idx} r = g * per + ty; r < hi; r += {ty_n}) {{")
-        self._split("r", k.reduced, "      ")
-        roots = [s for n in reduces for s in n.src] + [x for st in full_stores for x in (st[1], *st[2])]
-        body = _closure_of(roots, {id(n) for n in rows if id(n) not in self.dep})
-        local = dict(names)  # once per reduced point: what does not move along the kept innermost dim
-        self.emit_all([n for n in body if id(n) not in self.dep], local, f"i{last_dim}", "      ")
-        inner = dict(local)
-        if V > 1:
-            base = dict(local)
-            loads = [n for n in body if id(n) in self.vloads]
-            self.emit_all([n for n in _closure(loads, self.dep) if n.op != K.LOAD], base,
-                          f"i{last_dim}", "      ")
-            for n in loads:
-                inner[id(n)] = self.vector_load(n, base)
-        L.append("      #pragma unroll")
-        L.append(f"      for (int u = 0; u < {V}; ++u) {{")
-        L.append(f"        const {idx} ii = i{last_dim} + u;")
-        self.emit_all([n for n in body if id(n) in self.dep], inner, "ii", "        ")
-        self._combine(reduces, acc, inner, "        ")
-        self._stores(full_stores, inner, "        ")
-        L.append("      }")
-        L.append("    }")
-        self._block_combine(reduces, "    ")
-        L.append("    if (split > 1) {")
-        for j, n in enumerate(reduces):
-            L.append(f"      {acc_type(n)}* ws{j} = reinterpret_cast<{acc_type(n)}*>("
-                     f"ws + (size_t){j} * split * nslots * {ws_slot(k)});")
-        L.append("      if (ty == 0 && active) {")
-        for j in range(len(reduces)):
-            L.append(f"        #pragma unroll\n        for (int u = 0; u < {V}; ++u) ws{j}[g * nslots + row + u] = a{j}[u];")
-        L.append("      }")
-        L.append("      __threadfence();")
-        L.append("      __syncthreads();")
-        L.append("      if (threadIdx.x == 0) last = atomicAdd(&sem[tile], 1u) == (unsigned int)(split - 1);")
-        L.append("      __syncthreads();")
-        L.append("      if (!last) continue;")
-        L.append("      __threadfence();")
-        # the last block combines the partials: lane ty takes shares ty, ty + ty_n, ...
-        # (loads in flight together), then the block combines the lanes in order
-        L.append("      #pragma unroll")
-        L.append(f"      for (int u = 0; u < {V}; ++u) {{")
-        for j, n in enumerate(reduces):
-            L.append(f"        a{j}[u] = {acc_init(n)};")
-        L.append("      }")
-        L.append("      if (active) {")
-        L.append("        #pragma unroll 4")
-        L.append(f"        for ({idx} w = ty; w < split; w += {ty_n}) {{")
-        L.append("          #pragma unroll")
-        L.append(f"          for (int u = 0; u < {V}; ++u) {{")
-        for j, n in enumerate(reduces):
-            L.append(f"            {{ const {acc_type(n)} x = a{j}[u], y = hir_ld_l2(ws{j} + w * nslots + row + u); "
-                     f"a{j}[u] = {_COMBINE[n.arg]}; }}")
-        L.append("          }")
-        L.append("        }")
-        L.append("      }")
-        self._block_combine(reduces, "      ")
-        L.append("      if (threadIdx.x == 0) sem[tile] = 0u;  // ready for the next launch")
-        L.append("    }")
-        if row_stores:
-            L.append("    #pragma unroll")
-            L.append(f"    for (int u = 0; u < {V}; ++u) {{")
-            L.append(f"      const {idx} ii = i{last_dim} + u;")
-            point = dict(names)
-            for n in reduces:
-                point[id(n)] = acc_value(n, acc[id(n)])
-            self._epilogue(rows, row_stores, point, "      ", "ty == 0 && active", "ii")
-            L.append("    }")
-        L.append("  }")
-        return self.wrap()
-
-
-    def _block_combine(self, reduces, indent: str) -> None:
-        """Lane ty == 0 of each column takes in the other lanes' values, in order."""
-        L, V, ty_n = self.lines, self.vec, self.block // 32
-        L.append(f"{indent}#pragma unroll")
-        L.append(f"{indent}for (int u = 0; u < {V}; ++u) {{")
-        for j, n in enumerate(reduces):
-            L.append(f"{indent}  red{j}[ty][tx * {V} + u] = a{j}[u];")
-        L.append(f"{indent}}}")
-        L.append(f"{indent}__syncthreads();")
-        L.append(f"{indent}if (ty == 0) {{")
-        L.append(f"{indent}  #pragma unroll")
-        L.append(f"{indent}  for (int u = 0; u < {V}; ++u) {{")
-        for j, n in enumerate(reduces):
-            L.append(f"{indent}    for (int w = 1; w < {ty_n}; ++w) {{ const {acc_type(n)} x = a{j}[u], "
-                     f"y = red{j}[w][tx * {V} + u]; a{j}[u] = {_COMBINE[n.arg]}; }}")
-        L.append(f"{indent}  }}")
-        L.append(f"{indent}}}")
-        L.append(f"{indent}__syncthreads();  // red is reused by the next tile")
-
-
 FULL_OCCUPANCY = True  # persistent kernels ask for 2048 threads an SM (tune_reduction toggles it)
 FULL_OCCUPANCY_WORDS = 20  # ... where the vectors a thread holds take this many registers at most
 FIRST_LOADS_AHEAD = True  # a persistent row's first pass loads every kept vector before using them
@@ -648,31 +496,6 @@ def invariant_bytes(kern: Kernel) -> int:
     """Bytes a point of a row reads of what every row reads (row_invariant_loads)."""
     invariant = row_invariant_loads(kern)
     return sum(kern.inputs[n.arg].dtype.itemsize for n in kern.order if id(n) in invariant)
-
-
-SHARED_BYTES = 48 * 1024  # the static shared memory a block may declare
-
-
-def outer_width(kern: Kernel, block: int = 256) -> int:
-    """Kept points per lane of an outer reduction: 16 bytes of its widest input,
-    when some load can read them as one vector (stores stay per point), and
-    when the block's shared combine arrays (a row of 32 * width + 1 accumulators
-    per warp and reduction) fit: float8 inputs ask for 8 a lane, argmax's
-    accumulators take 16 bytes."""
-    if not kern.inputs:
-        return 1
-    v = min(8, max(1, 16 // max(t.dtype.itemsize for t in kern.inputs)))
-    per_lane = sum(acc_bytes(n) for n in kern.order if n.op == K.REDUCE)
-    while v > 1 and (block // 32) * (32 * v + 1) * per_lane > SHARED_BYTES - 64:
-        v //= 2
-    return v if v > 1 and vector_loads(kern, v) else 1
-
-
-def outer_ok(kern: Kernel) -> bool:
-    """Can the outer schedule run this reduction kernel: one pass, and the
-    innermost dim kept (coalesced across a tile of kept points)."""
-    n = len(kern.extent_vals)
-    return bool(kern.reduced) and n - 1 not in kern.reduced and passes(kern) == [0]
 
 
 def _closure_of(roots, stop=frozenset()) -> list:

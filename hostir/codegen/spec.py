@@ -17,7 +17,8 @@ from functools import cached_property
 
 from .. import config
 from .cuda import NARROW, kernel_source, vector_loads, vector_width
-from .cuda_schedules import invariant_bytes, outer_ok, outer_width, row_cache_bytes
+from .cuda_outer import outer_ok, outer_width
+from .cuda_schedules import invariant_bytes, row_cache_bytes
 from .cuda_tiles import STAGE_BYTES, STAGED, stage_block, staged_gather, tile_loads
 from . import rows
 from .kir import K, Kernel, Slot, kernel_text, layout, levels, passes, split_stores, verify_kernel, ws_slot

@@ -1,0 +1,169 @@
+"""The CUDA printer of outer reductions (a one-pass reduction that keeps the
+innermost dim: tiles of kept points, their reduced points split over blocks),
+and the rules of when and how wide it runs (spec.py)."""
+from __future__ import annotations
+
+from .cuda import _closure, vector_loads
+from .cuda_combine import _COMBINE, acc_bytes, acc_init, acc_type, acc_value
+from .cuda_schedules import _closure_of, _ReductionPrinter
+from .kir import K, Kernel, levels, passes, row_nodes, split_stores, ws_slot
+
+
+class _OuterPrinter(_ReductionPrinter):
+    """A one-pass reduction that keeps the innermost dim (an outer reduction:
+    sum over the rows of a matrix). A block takes a tile of 32 x `vec`
+    consecutive kept points (lane tx holds `vec` of them: one vector load per
+    reduced point, coalesced along the innermost dim) and a share of the
+    reduced points (threadIdx.x / 32 strides over it); the block combines its
+    lanes in shared memory. With `split` > 1, `split` blocks share a tile, each
+    writing its partial results to `ws`; the last to arrive (counted in `sem`,
+    which it resets) combines the partials in block order (deterministic) and
+    runs the epilogue."""
+
+    def __init__(self, kern: Kernel, name: str, idx: str, block: int, pdl: bool, vec: int = 1):
+        super().__init__(kern, name, idx, block, 32, pdl, vec)
+        self.inner = self.n - 1  # the innermost kept index is `ii` in per-point code
+
+    def source(self) -> str:
+        k, idx, L, V = self.k, self.idx, self.lines, self.vec
+        ty_n, last_dim = self.block // 32, self.n - 1
+        rows = row_nodes(k)
+        reduces = [n for n in k.order if n.op == K.REDUCE]
+        full_stores, row_stores = split_stores(k, rows)
+        self.pdl_wait()
+        L.append("  const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;")
+        for j, n in enumerate(reduces):
+            L.append(f"  __shared__ {acc_type(n)} red{j}[{ty_n}][{32 * V + 1}];")
+        L.append("  __shared__ bool last;")
+        L.append(f"  const {idx} R = {' * '.join(f'e{d}' for d in k.reduced)};")
+        L.append(f"  const {idx} tiles = (nslots + {32 * V - 1}) / {32 * V}, "
+                 f"per = (R + split - 1) / split;")
+        L.append(f"  for ({idx} b = blockIdx.x; b < tiles * split; b += gridDim.x) {{")
+        L.append(f"    const {idx} tile = b / split, g = b % split;")
+        L.append(f"    const bool active = tile * {32 * V} + tx * {V} < nslots;")
+        L.append(f"    const {idx} row = active ? tile * {32 * V} + tx * {V} : 0;")
+        self._split("row", k.kept, "    ")
+        level = levels(k)
+        names: dict[int, str] = {}  # values of the kept dims that do not move along them
+        self.emit_all([n for n in k.order if id(n) in rows and level[id(n)] == 0
+                       and id(n) not in self.dep], names, f"i{last_dim}", "    ")
+        for j, n in enumerate(reduces):
+            L.append(f"    {acc_type(n)} a{j}[{V}];")
+            L.append(f"    #pragma unroll\n    for (int u = 0; u < {V}; ++u) a{j}[u] = {acc_init(n)};")
+        acc = {id(n): f"a{j}[u]" for j, n in enumerate(reduces)}
+        L.append(f"    const {idx} hi = (g + 1) * per < R ? (g + 1) * per : R;")
+        L.append("    #pragma unroll 4")
+        L.append(f"    for ({idx} r = g * per + ty; r < hi; r += {ty_n}) {{")
+        self._split("r", k.reduced, "      ")
+        roots = [s for n in reduces for s in n.src] + [x for st in full_stores for x in (st[1], *st[2])]
+        body = _closure_of(roots, {id(n) for n in rows if id(n) not in self.dep})
+        local = dict(names)  # once per reduced point: what does not move along the kept innermost dim
+        self.emit_all([n for n in body if id(n) not in self.dep], local, f"i{last_dim}", "      ")
+        inner = dict(local)
+        if V > 1:
+            base = dict(local)
+            loads = [n for n in body if id(n) in self.vloads]
+            self.emit_all([n for n in _closure(loads, self.dep) if n.op != K.LOAD], base,
+                          f"i{last_dim}", "      ")
+            for n in loads:
+                inner[id(n)] = self.vector_load(n, base)
+        L.append("      #pragma unroll")
+        L.append(f"      for (int u = 0; u < {V}; ++u) {{")
+        L.append(f"        const {idx} ii = i{last_dim} + u;")
+        self.emit_all([n for n in body if id(n) in self.dep], inner, "ii", "        ")
+        self._combine(reduces, acc, inner, "        ")
+        self._stores(full_stores, inner, "        ")
+        L.append("      }")
+        L.append("    }")
+        self._block_combine(reduces, "    ")
+        L.append("    if (split > 1) {")
+        for j, n in enumerate(reduces):
+            L.append(f"      {acc_type(n)}* ws{j} = reinterpret_cast<{acc_type(n)}*>("
+                     f"ws + (size_t){j} * split * nslots * {ws_slot(k)});")
+        L.append("      if (ty == 0 && active) {")
+        for j in range(len(reduces)):
+            L.append(f"        #pragma unroll\n        for (int u = 0; u < {V}; ++u) ws{j}[g * nslots + row + u] = a{j}[u];")
+        L.append("      }")
+        L.append("      __threadfence();")
+        L.append("      __syncthreads();")
+        L.append("      if (threadIdx.x == 0) last = atomicAdd(&sem[tile], 1u) == (unsigned int)(split - 1);")
+        L.append("      __syncthreads();")
+        L.append("      if (!last) continue;")
+        L.append("      __threadfence();")
+        # the last block combines the partials: lane ty takes shares ty, ty + ty_n, ...
+        # (loads in flight together), then the block combines the lanes in order
+        L.append("      #pragma unroll")
+        L.append(f"      for (int u = 0; u < {V}; ++u) {{")
+        for j, n in enumerate(reduces):
+            L.append(f"        a{j}[u] = {acc_init(n)};")
+        L.append("      }")
+        L.append("      if (active) {")
+        L.append("        #pragma unroll 4")
+        L.append(f"        for ({idx} w = ty; w < split; w += {ty_n}) {{")
+        L.append("          #pragma unroll")
+        L.append(f"          for (int u = 0; u < {V}; ++u) {{")
+        for j, n in enumerate(reduces):
+            L.append(f"            {{ const {acc_type(n)} x = a{j}[u], y = hir_ld_l2(ws{j} + w * nslots + row + u); "
+                     f"a{j}[u] = {_COMBINE[n.arg]}; }}")
+        L.append("          }")
+        L.append("        }")
+        L.append("      }")
+        self._block_combine(reduces, "      ")
+        L.append("      if (threadIdx.x == 0) sem[tile] = 0u;  // ready for the next launch")
+        L.append("    }")
+        if row_stores:
+            L.append("    #pragma unroll")
+            L.append(f"    for (int u = 0; u < {V}; ++u) {{")
+            L.append(f"      const {idx} ii = i{last_dim} + u;")
+            point = dict(names)
+            for n in reduces:
+                point[id(n)] = acc_value(n, acc[id(n)])
+            self._epilogue(rows, row_stores, point, "      ", "ty == 0 && active", "ii")
+            L.append("    }")
+        L.append("  }")
+        return self.wrap()
+
+
+    def _block_combine(self, reduces, indent: str) -> None:
+        """Lane ty == 0 of each column takes in the other lanes' values, in order."""
+        L, V, ty_n = self.lines, self.vec, self.block // 32
+        L.append(f"{indent}#pragma unroll")
+        L.append(f"{indent}for (int u = 0; u < {V}; ++u) {{")
+        for j, n in enumerate(reduces):
+            L.append(f"{indent}  red{j}[ty][tx * {V} + u] = a{j}[u];")
+        L.append(f"{indent}}}")
+        L.append(f"{indent}__syncthreads();")
+        L.append(f"{indent}if (ty == 0) {{")
+        L.append(f"{indent}  #pragma unroll")
+        L.append(f"{indent}  for (int u = 0; u < {V}; ++u) {{")
+        for j, n in enumerate(reduces):
+            L.append(f"{indent}    for (int w = 1; w < {ty_n}; ++w) {{ const {acc_type(n)} x = a{j}[u], "
+                     f"y = red{j}[w][tx * {V} + u]; a{j}[u] = {_COMBINE[n.arg]}; }}")
+        L.append(f"{indent}  }}")
+        L.append(f"{indent}}}")
+        L.append(f"{indent}__syncthreads();  // red is reused by the next tile")
+
+
+SHARED_BYTES = 48 * 1024  # the static shared memory a block may declare
+
+
+def outer_width(kern: Kernel, block: int = 256) -> int:
+    """Kept points per lane of an outer reduction: 16 bytes of its widest input,
+    when some load can read them as one vector (stores stay per point), and
+    when the block's shared combine arrays (a row of 32 * width + 1 accumulators
+    per warp and reduction) fit: float8 inputs ask for 8 a lane, argmax's
+    accumulators take 16 bytes."""
+    if not kern.inputs:
+        return 1
+    v = min(8, max(1, 16 // max(t.dtype.itemsize for t in kern.inputs)))
+    per_lane = sum(acc_bytes(n) for n in kern.order if n.op == K.REDUCE)
+    while v > 1 and (block // 32) * (32 * v + 1) * per_lane > SHARED_BYTES - 64:
+        v //= 2
+    return v if v > 1 and vector_loads(kern, v) else 1
+
+
+def outer_ok(kern: Kernel) -> bool:
+    """Can the outer schedule run this reduction kernel: one pass, and the
+    innermost dim kept (coalesced across a tile of kept points)."""
+    n = len(kern.extent_vals)
+    return bool(kern.reduced) and n - 1 not in kern.reduced and passes(kern) == [0]
