@@ -154,6 +154,12 @@ _LAUNCHERS = (  # (name, rank, size, local rank, local size)
 )
 
 
+def child_environ(extra: dict | None = None) -> dict:
+    """The environment a child process of a hostir command starts with: this
+    process's (its settings and the launcher's variables pass on), `extra` on top."""
+    return dict(os.environ, **(extra or {}))
+
+
 def launch() -> Launch:
     """Rank, world size and local rank from the launcher's environment."""
     env = os.environ

@@ -123,7 +123,7 @@ def run_script(script: str, script_args: list[str], ranks: int | None, launcher:
         except FileNotFoundError as e:
             print(f"hostir: {e}", file=sys.stderr)
             return 2
-    full_env = dict(os.environ, **(env or {}))
+    full_env = config.child_environ(env)
     # the children import the same hostir as this command (a checkout not installed, say)
     root = str(Path(__file__).resolve().parents[2])
     path = full_env.get("PYTHONPATH", "")
