@@ -318,9 +318,16 @@ HIR_C hir_complex<T> hir_tanh(hir_complex<T> z) {
   return hir_complex<T>(beta * rho * s / den, t / den);
 }
 
-// warp shuffles move a complex value part by part
+// warp shuffles move a complex value part by part (the scans' __shfl_up_sync and
+// __shfl_sync take it through these overloads)
 HIR_C hir_complex<T> hir_shfl_xor(hir_complex<T> v, int o, int w) {
   return hir_complex<T>(__shfl_xor_sync(0xffffffffu, v.re, o, w), __shfl_xor_sync(0xffffffffu, v.im, o, w));
+}
+HIR_C hir_complex<T> __shfl_up_sync(unsigned m, hir_complex<T> v, unsigned o, int w = 32) {
+  return hir_complex<T>(__shfl_up_sync(m, v.re, o, w), __shfl_up_sync(m, v.im, o, w));
+}
+HIR_C hir_complex<T> __shfl_sync(unsigned m, hir_complex<T> v, int l, int w = 32) {
+  return hir_complex<T>(__shfl_sync(m, v.re, l, w), __shfl_sync(m, v.im, l, w));
 }
 __device__ __forceinline__ hir_cfloat hir_ld_l2(const hir_cfloat* p) {
   const float2 v = __ldcg(reinterpret_cast<const float2*>(p)); return hir_cfloat(v.x, v.y);

@@ -126,6 +126,39 @@ def test_long_rows(op, shape, dim, dtype):
     scan_check(out, expected(op, x, dim), op, shape[dim])
 
 
+COMPLEX_CASES = [c for c in CASES if c[1] in ("sym", "strided", "transposed")] + [
+    ((70000,), "sym", 0), ((2, 70001), "sym", 1), ((70000, 2), "sym", 0), ((3, 5000, 4), "sym", 1)]
+
+
+@pytest.mark.parametrize("dtype", [D.ComplexFloat, D.ComplexDouble], ids=lambda d: d.name)
+@pytest.mark.parametrize("case", COMPLEX_CASES, ids=_case_id)
+@pytest.mark.parametrize("op", ["cumsum", "cumprod"])
+def test_complex_scans(op, case, dtype):
+    """Complex sums and products along any dim (rows, columns, one long chained
+    row: each tile's prefix published in flagged words part by part), against
+    torch in complex128; a real input scans to complex with dtype=."""
+    shape, decl, dim = case
+    if op == "cumprod":  # products of long rows stay near the unit circle
+        mag = rand(shape, D.Double, low=0.999, high=1.001)
+        ang = rand(shape, D.Double, low=-0.5, high=0.5)
+        x = torch.polar(mag, ang).to(TORCH[dtype])
+    else:
+        x = torch.complex(rand(shape, D.Double, low=-1.0, high=1.0),
+                          rand(shape, D.Double, low=-1.0, high=1.0)).to(TORCH[dtype])
+    xs = relayout(x, decl)
+    (out,) = run(lambda fd: fd.add_output(getattr(fd.ops, op)(declare(fd, xs, decl), dim)), [xs])
+    want = getattr(torch, op)(x.to(torch.complex128), dim).to(x.dtype)
+    n = max(1, shape[dim]) if shape else 1
+    eps = 1e-15 if dtype is D.ComplexDouble else 1.2e-7
+    tol = eps * (n ** 0.5 * 8 if op == "cumsum" else n * 4) * max(1.0, want.abs().max().item() if want.numel() else 1.0)
+    check(out, want, kind="reduction", atol=tol, rtol=max(tol, 1e-5 if dtype is D.ComplexFloat else 1e-12))
+    if op == "cumsum" and len(shape) == 2 and decl == "sym":
+        r = rand(shape, D.Float, low=-1.0, high=1.0)
+        (out,) = run(lambda fd: fd.add_output(fd.ops.cumsum(declare(fd, r), dim, dtype=dtype)), [r])
+        check(out, torch.cumsum(r.to(torch.complex128), dim).to(TORCH[dtype]), kind="reduction",
+              atol=tol, rtol=max(tol, 1e-5))
+
+
 @pytest.mark.parametrize("shape", [(300001,), (3, 70001)], ids=str)
 def test_chained_scans_of_wide_values(shape):
     """Two scans of one long row in one kernel, of 8-byte values (on a GPU the

@@ -5,7 +5,8 @@ given (torch's rule; nvFuser's cumsum has no dtype argument, hostir accepts
 torch's keyword); max and min keep the input's dtype and return the values
 only (nvFuser's cummax/cummin return one tensor, not torch's (values,
 indices) pair). Half and BFloat16 accumulate in Float and round each result
-at the store, as torch does."""
+at the store, as torch does. Complex values scan by sums and products (cummax
+and cummin refuse them: complex numbers have no order)."""
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -57,11 +58,12 @@ def scan(op: Op, t, dim, dtype=None) -> Val:
 
 
 def _refuse_complex(op: Op, t: Val, dtype) -> None:
-    why = "complex numbers have no order" if op in (Op.CUMMAX, Op.CUMMIN) else \
-        "hostir does not build scans of complex values"
+    """cummax and cummin take no complex values (as torch: they have no order);
+    complex sums and products scan as any other."""
+    if op not in (Op.CUMMAX, Op.CUMMIN):
+        return
+    why = "complex numbers have no order"
     refuse_complex(op.value, [t], why)
-    if isinstance(dtype, DataType) and dtype.is_complex:
-        raise DefinitionError(f"{op.value}: dtype={dtype!r} for {describe(t)}: {why}")
 
 
 def scan_raw(op: Op, t: Val, arg: ScanArg) -> Val:
