@@ -321,8 +321,8 @@ def test_linear(sa, sw, sbias, dtype, decl):
 # (a warp per row), rows kept in registers across passes (aligned, several
 # passes), rows looped over (odd lengths: no vectors; very long rows), size-1 and
 # empty rows, and a non-contiguous input; each against torch in float64.
-NORM_SHAPES = [(3, 64), (5, 1000), (2, 4096), (3, 8192), (3, 16392), (2, 40000), (1, 65536 + 8),
-               (2, 131072),
+NORM_SHAPES = [(3, 64), (5, 1000), (2, 4096), (3, 8192), (3, 16392), (3, 24576), (2, 40000), (1, 65536 + 8),
+               (2, 65536), (2, 98304), (2, 131072),
                (4, 1), (1, 7), (6, 24), (0, 16), (3, 0)]
 
 
@@ -379,14 +379,14 @@ def test_looped_rows_several_a_block(kind, kept, dtype, monkeypatch):
     """Looped rows with a grid of 2 blocks (rows.resident_rows forced): each
     block takes rows one after another; an odd count of rows and several kept
     dims; `stored` also stores a value of the first pass at every point and
-    the rows' maxima. Rows of 40000 fp32 points, 20480 bf16 (rmsnorm,
-    layernorm) or 131072 (softmaxes; 3 kept: every kind) loop, checked on the
+    the rows' maxima. Rows of 72000 fp32 points or 139264 (bf16; 3 kept:
+    every kind) loop, checked on the
     generated kernels; those of 1024 threads load their vectors in batches
     (_ReductionPrinter._batch)."""
     from hostir.codegen import rows
     monkeypatch.setattr(rows, "resident_rows", lambda *a: 2)
-    long = kept == (3,) or (dtype is D.BFloat16 and kind not in ("rmsnorm", "layernorm"))
-    shape = (*kept, 131072 if long else 40000 if dtype is D.Float else 20480)
+    long = kept == (3,) or dtype is D.BFloat16
+    shape = (*kept, 139264 if long else 72000)
     x = rand(shape, dtype)
     last = len(shape) - 1
 
@@ -423,23 +423,40 @@ def test_looped_rows_several_a_block(kind, kept, dtype, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", [D.Float, D.BFloat16], ids=lambda d: d.name)
-def test_launch_rule_of_long_rows(dtype):
+def test_launch_rule_of_long_rows(dtype, monkeypatch):
     """Rows registers hold (up to 16 points a thread of 1024: LOOP_MIN_POINTS)
     stay in registers; longer rows of a kernel that reads them twice
-    (layernorm, rmsnorm) loop with about LOOP_VECTORS vectors a thread while a
-    row is LOOP_ROW_BYTES at most (bf16 rows past 16384 points), past that they
-    go to shared memory; a softmax (three reads) loops only rows an SM's L1
-    holds, which registers hold too: it keeps them there."""
+    (layernorm, rmsnorm) stay there while a thread's vectors take
+    REGISTER_LONG_WORDS registers at most (bf16 rmsnorm to 24576 points, not
+    layernorm: its weight and bias take 8), else loop with about LOOP_VECTORS
+    vectors a thread while a row is LOOP_ROW_BYTES at most (bf16 rows past
+    16384 points), past that they go to shared memory; a softmax (three reads)
+    loops only rows an SM's L1 holds, which registers hold too: it keeps them
+    there. Rows a block's shared memory holds in part keep the rest in
+    registers (SMEM_REST_WORDS); a softmax's rows of up to
+    SMEM_ROW_LONG_CHUNKS vectors a thread of 1024 take one block an SM."""
     from hostir.codegen import rows as S
     x = rand((2, 64), dtype)
     specs = {}
     for kind in ("layernorm", "rmsnorm", "softmax"):
         _, fd = _run_keeping_fd(lambda fd: _norm_build(kind)(fd, declare(fd, x)), [x])
         specs[kind] = _reduction_specs(fd)[0]
+    w, b = rand((64,), dtype), rand((64,), dtype)
+
+    def affine(fd):  # a layernorm with a weight and a bias
+        xt, wt, bt = declare(fd, x), declare(fd, w), declare(fd, b)
+        t = fd.ops.cast(xt, D.Float)
+        var, mean = fd.ops.var_mean(t, [1], correction=0, keepdim=True)
+        y = fd.ops.mul(fd.ops.sub(t, mean), fd.ops.rsqrt(fd.ops.add(var, 1e-5)))
+        y = fd.ops.add(fd.ops.mul(y, fd.ops.broadcast_in_dim(fd.ops.cast(wt, D.Float), [2, 64], [1])),
+                       fd.ops.broadcast_in_dim(fd.ops.cast(bt, D.Float), [2, 64], [1]))
+        fd.add_output(fd.ops.cast(y, xt.dtype))
+    _, fd = _run_keeping_fd(affine, [x, w, b])
+    specs["affine"] = _reduction_specs(fd)[0]
     size = 2 if dtype is D.BFloat16 else 4
     assert S.LOOP_MIN_POINTS == S.PERSISTENT_POINTS * S.ROW_THREADS[-1] + 1
     assert [S.loop_threads(v) for v in (512, 1024, 1536, 2048, 1 << 20)] == [128, 256, 256, 512, 512]
-    for kind in ("layernorm", "rmsnorm", "softmax"):
+    for kind in ("layernorm", "rmsnorm", "affine", "softmax"):
         sp = specs[kind]
         k, vec = sp.plain, sp._vec[id(sp.plain)]
         for n in (2048, 4096, 8192, 12288, 16384):
@@ -448,7 +465,13 @@ def test_launch_rule_of_long_rows(dtype):
         if kind == "softmax" or size == 4:  # no loop: rows past registers are past 64 KiB in fp32
             assert sp._row_schedule(k, 20480 // vec)[1] > 0  # shared memory
             continue
-        for n in (20480, 24576, longest):
+        if kind != "affine":  # x alone: 4 vectors a thread of 1024 take 16 words
+            for n in (20480, 24576, longest):
+                c = -(-n // (1024 * vec))
+                assert sp._row_schedule(k, n // vec) == (1024, c, 0)
+                assert "__launch_bounds__(1024, 2)" in sp.variant(k, vec, "int", 1024, c).source
+            continue
+        for n in (20480, 24576, longest):  # 3 vectors of x, one of the weight and bias: 20
             assert sp._row_schedule(k, n // vec) == (S.loop_threads(n // vec), 0, 0)
         assert sp._row_schedule(k, longest // vec) == (S.LOOP_ROW_THREADS, 0, 0)
         assert sp._row_schedule(k, 2 * longest // vec)[1] > 0  # shared memory (or registers)
@@ -456,10 +479,21 @@ def test_launch_rule_of_long_rows(dtype):
         sp = specs["rmsnorm"]
         k, vec = sp.plain, sp._vec[id(sp.plain)]
         sched = sp._row_schedule(k, 65536 // vec)
-        assert 0 < sched[2] < sched[1]  # partly in shared memory
+        assert sched == (1024, 8, 6)  # 6 vectors a thread in shared memory, 2 in registers
         src = sp.variant(k, vec, "int", *sched).source
-        assert f"if (c < {sched[2]})" in src and "L1::no_allocate" in src and "__stcs(" in src
-        assert "hir_cp_async" not in src  # kept in part: its loads stay loads
+        assert f"if (c < {sched[2]})" in src and "__stcs(" in src and "_r[16];" in src
+        assert src.count("hir_cp_async<16>(") == 1 and src.count("hir_cp_async_wait();") == 1
+        assert "__launch_bounds__(1024, 2)" in src
+        monkeypatch.setattr(S, "SMEM_REST_WORDS", 0)  # the rest read again in each pass
+        sp._variants.clear()
+        src = sp.variant(k, vec, "int", *sched).source
+        assert "_r[" not in src and "hir_cp_async" not in src and "L1::no_allocate" in src
+        monkeypatch.undo()
+        soft = specs["softmax"]
+        sk = soft.plain
+        assert soft._row_schedule(sk, 131072 // vec) == (1024, 16, 14)  # one block an SM
+        assert soft._row_schedule(sk, 98304 // vec) == (1024, 12, 12)
+        assert sp._row_schedule(sp.plain, 131072 // vec)[1:] == (0, 0)  # two reads: loops
         sched = sp._row_schedule(k, 40000 // vec)  # kept whole by 1024 threads: cp.async, then read
         assert sched[0] == 1024 and sched[1] == sched[2]
         src = sp.variant(k, vec, "int", *sched).source
@@ -477,9 +511,9 @@ def test_launch_rule_of_long_rows(dtype):
 INF, NAN = float("inf"), float("nan")
 ONLINE_KINDS = ["softmax", "log_softmax", "logsumexp"]
 # (shape, online?): rows longer than the persistent schedules hold (past shared
-# memory in every dtype) and odd long rows, short odd rows, size-1 rows; rows
-# held in registers and, just past 16384 points, in shared memory
-ONLINE_SHAPES = [((6, 65544), True), ((6, 20001), True), ((6, 7), True), ((6, 1), True),
+# memory and one block an SM, in every dtype) and odd long rows, short odd rows,
+# size-1 rows; rows held in registers and, just past 16384 points, in shared memory
+ONLINE_SHAPES = [((6, 131080), True), ((6, 20001), True), ((6, 7), True), ((6, 1), True),
                  ((6, 64), False), ((6, 16392), False), ((4, 12288), False), ((4, 16384), False),
                  ((4, 8192), False)]
 
@@ -541,7 +575,7 @@ def test_looped_rows_in_flight_fit_l2():
         fd.add_output(fd.ops.cast(y, D.BFloat16))
     assert grid("rmsnorm", 131072, build=rms, params=1) == 132    # bf16: 256 KiB rows
     assert grid("rmsnorm", 262144, build=rms, params=1) == 4096    # 512 KiB rows: uncapped
-    assert grid("layernorm", 131072, build=ln, params=2) == 4096   # weight and bias outweigh the row
+    assert grid("layernorm", 139264, build=ln, params=2) == 4096   # weight and bias outweigh the row
 
 
 def _online_build(kind, prologue=None, dim=1, factor=None):
@@ -660,7 +694,7 @@ def test_online_softmax_of_non_contiguous_rows(kind, decl):
 
 
 @pytest.mark.parametrize("kind", ONLINE_KINDS)
-@pytest.mark.parametrize("shape", [(6, 65552), (3, 5)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("shape", [(6, 131088), (3, 5)], ids=lambda s: "x".join(map(str, s)))
 def test_online_softmax_with_a_scale_and_mask_prologue_and_an_epilogue(kind, shape):
     """a = where(mask, x * scale, -inf) (a row all masked: NaN, as torch); the
     result, also times a weight along the row plus 1, and the row's max."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from .cuda import CTYPE, _closure, _offset, _Printer, vector_loads
 from .cuda_combine import _COMBINE, acc_init, acc_point, acc_type, acc_value
 from .kir import K, Kernel, KNode, levels, passes, row_nodes, split_stores, topological
+from . import rows
 from .online import shifted_exp
 
 
@@ -71,6 +72,9 @@ class _ReductionPrinter(_Printer):
         # consecutive threads side by side); the others read again in each pass (L2)
         self.smem_chunks = min(smem_row, self.chunks)
         self.smem_row = self.smem_chunks > 0
+        # ... and the chunks past shared memory kept in registers (not re-read)
+        self.rest_regs = self.smem_row and self.smem_chunks < self.chunks and \
+            rest_words(kern, vec, self.chunks - self.smem_chunks) <= rows.SMEM_REST_WORDS
         self.cache: dict[int, str] = {}          # vector load -> its register array
         self.loaded: set[int] = set()            # cached loads a pass has filled
         self._invariant: set[int] | None = None  # row-invariant loads (load_hint)
@@ -112,6 +116,8 @@ class _ReductionPrinter(_Printer):
                     at = " + ".join(offset) or "0"
                     L.append(f"    {ct}* const {name} = reinterpret_cast<{ct}*>(hir_dsmem + {at});")
                     offset.append(f"{self.smem_chunks * self.vec * self.block} * sizeof({ct})")
+                    if self.rest_regs:
+                        L.append(f"    alignas(16) {ct} {name}_r[{(self.chunks - self.smem_chunks) * self.vec}];")
                 else:
                     L.append(f"    alignas(16) {ct} {name}[{self.chunks * self.vec}];")
         # a row read again from L2 in a later pass (the loop over a long row): what
@@ -151,12 +157,20 @@ class _ReductionPrinter(_Printer):
         Where the vectors a thread holds at once (its kept chunks, and one of
         each other vector load) take more than FULL_OCCUPANCY_WORDS registers,
         it asks for 1536 threads (40 registers): at 32 an fp32 layernorm
-        (4 chunks of x, a vector of weight and of bias) spilled."""
-        if FULL_OCCUPANCY and self.chunks and self.chunks * self.vec <= 16 and self.block <= 1024:
-            words = {id(n): self.vec * self.k.inputs[n.arg].dtype.itemsize // 4
-                     for n in self.k.order if id(n) in self.vloads}
-            kept = {id(n) for n in cached_loads(self.k, self.vec)}
-            held = sum(w * (self.chunks if i in kept else 1) for i, w in words.items())
+        (4 chunks of x, a vector of weight and of bias) spilled. So does a row
+        of two passes of 1024 threads held past 16 points a thread
+        (rows.REGISTER_LONG_WORDS). A row kept in shared memory and registers
+        asks for the blocks its shared memory leaves room for (SMEM_REST_BOUNDS;
+        H100 % of copy, without / with: softmax bf16 4096x65536 96.9 / 98.6,
+        fp16 2048x65536 96.4 / 100.1, layernorm bf16 2048x65536 90.6 / 95.4)."""
+        if self.rest_regs and SMEM_REST_BOUNDS:
+            per_sm = min(2048 // self.block, rows.SMEM_PER_SM // max(1, row_cache_bytes(
+                self.k, self.vec, self.smem_chunks * self.vec * self.block)))
+            return f"{self.block}, {max(1, per_sm)}"
+        held = held_words(self.k, self.vec, self.chunks) if self.chunks and not self.smem_row else 0
+        if FULL_OCCUPANCY and held and self.block <= 1024 and \
+                (self.chunks * self.vec <= 16 or (self._passes == 2 and self.threads == 1024
+                                                  and held <= rows.REGISTER_LONG_WORDS)):
             threads = 2048 if held <= FULL_OCCUPANCY_WORDS else 1536
             if threads // self.block:
                 return f"{self.block}, {threads // self.block}"
@@ -273,7 +287,7 @@ class _ReductionPrinter(_Printer):
             # 131072x768 87.1 / 98.4, 65536x1024 90.9 / 97.3; fp16 layernorm 65536x1024
             # 93.0 / 98.0; fp32 layernorm 65536x1024 97.8 / 99.4
             # (a row kept in shared memory: its kept chunks copied there by cp.async)
-            self._chunk_loop(self.smem_chunks or self.chunks)
+            self._chunk_loop(self.chunks if self.rest_regs else (self.smem_chunks or self.chunks))
             self._split("r", k.reduced, "      ")
             self._vector_step(mine, stores, body, names, acc, phase="loads")
             L.append("    }}")
@@ -345,7 +359,7 @@ class _ReductionPrinter(_Printer):
         pre = _closure(loads, self.dep) + _closure(store_ix, self.dep) + store_ix
         self.emit_all([n for n in pre if n.op != K.LOAD], base, i, "      ")
         inner = dict(local)
-        partial = self.smem_row and self.smem_chunks < self.chunks
+        partial = self.smem_row and self.smem_chunks < self.chunks and not self.rest_regs
         for n in loads:
             if batch is not None:
                 slot = f"{batch[id(n)]} + c * {v}"
@@ -360,7 +374,13 @@ class _ReductionPrinter(_Printer):
                     inner[id(n)] = self.vector_load(n, base)
                 continue
             if phase == "loads" and self.smem_row:  # (c < smem_chunks: its shared-memory slot)
+                if self.rest_regs:
+                    L.append(f"      if (c < {self.smem_chunks}) {{")
                 self.vector_load(n, base, f"{cache} + (c * {self.block} + threadIdx.x) * {v}", copy=True)
+                if self.rest_regs:
+                    L.append("      } else {")
+                    self.vector_load(n, base, self._slot(cache))
+                    L.append("      }")
                 continue
             if partial:  # chunks past shared memory: a register vector, loaded each pass
                 L.append(f"      alignas(16) {CTYPE[n.dtype]} {cache}_t[{v}];")
@@ -406,7 +426,7 @@ class _ReductionPrinter(_Printer):
         2048x49152 84.4 -> 98.2; but rows kept in part (softmax 4096x65536 89.5
         -> 65.6, layernorm 2048x65536 90.3 -> 80.3) and in blocks of 512
         threads (softmax 4096x32768 91.8 -> 88.5) lost, and keep their loads."""
-        return self.smem_chunks >= self.chunks and self.block == SMEM_ASYNC_THREADS
+        return (self.smem_chunks >= self.chunks or self.rest_regs) and self.block == SMEM_ASYNC_THREADS
 
     def _reread(self, n: KNode, cache: str) -> str:
         """This thread's vector `c` of a cached load, read again in a later pass:
@@ -428,7 +448,8 @@ class _ReductionPrinter(_Printer):
         if self.smem_row:
             at = f"{cache} + (c * {self.block} + threadIdx.x) * {self.vec}"
             if self.smem_chunks < self.chunks:  # (c is a constant in each unrolled copy)
-                return f"(c < {self.smem_chunks} ? {at} : {cache}_t)"
+                rest = f"{cache}_r + (c - {self.smem_chunks}) * {self.vec}" if self.rest_regs else f"{cache}_t"
+                return f"(c < {self.smem_chunks} ? {at} : {rest})"
             return at
         return f"{cache} + c * {self.vec}"
 
@@ -456,6 +477,7 @@ LOOP_BATCH_VECTORS = 6     # ... about this many vectors a thread at once
 LOOP_HINTS = True  # a long row's loop: its last pass's loads and the stores evict first (.cs)
 SMEM_HINTS = True  # cache hints on rows kept in shared memory (_smem_hint)
 INVARIANT_KEEP_BYTES = 64 * 1024  # a looped row's last pass: what every row reads, evict-first past this
+SMEM_REST_BOUNDS = True  # rows kept in shared memory and registers ask for the blocks their shared memory allows (bounds)
 LOAD_HINTS = False  # cache-eviction hints on persistent kernels' loads: measured slower (tune_reduction)
 
 
@@ -479,6 +501,20 @@ def shifted_exps(reduces, stores, body) -> dict[int, str]:
                                               for u in users.get(id(n), ()))
         forms[id(n)] = "hir_exp_scale" if summed else "hir_exp_shifted"
     return forms
+
+
+def held_words(kern: Kernel, vec: int, chunks: int) -> int:
+    """Registers (32-bit words) the vectors a thread of a persistent row holds
+    at once take: `chunks` of each cached load, one of each other vector load."""
+    kept = {id(n) for n in cached_loads(kern, vec)}
+    return sum(vec * kern.inputs[n.arg].dtype.itemsize // 4 * (chunks if id(n) in kept else 1)
+               for n in kern.order if id(n) in vector_loads(kern, vec))
+
+
+def rest_words(kern: Kernel, vec: int, chunks: int) -> int:
+    """Registers (32-bit words) a thread takes to keep `chunks` vectors of each
+    cached load."""
+    return sum(kern.inputs[n.arg].dtype.itemsize * vec for n in cached_loads(kern, vec)) * chunks // 4
 
 
 def row_invariant_loads(kern: Kernel) -> set[int]:

@@ -19,6 +19,14 @@ LOOP_ROW_THREADS = 512
 LOOP_ROW_BYTES = 64 * 1024
 LOOP_MIN_POINTS = 16385
 LOOP_VECTORS = 4
+REGISTER_LONG_WORDS = 16
+"""A kernel that reads its row twice keeps rows past LOOP_MIN_POINTS (up to
+LOOP_ROW_BYTES) in registers, 1024 threads a row, where the vectors a thread
+holds at once take this many registers at most (cuda_schedules.held_words):
+two blocks an SM then fit 32 registers a thread. H100 bf16 % of copy, same
+run, loop / registers: rmsnorm 8192x24576 94.4 / 99.4 (torch.compile 99.8);
+but layernorm 8192x24576 (weight and bias: 20 words, 46 registers, one block
+an SM) 96.5 / 82.8."""
 """The loop over a row of a normalization (rows read twice, the second time
 from L1 or L2; _row_schedule): rows of LOOP_MIN_POINTS points and
 more (past what registers hold: 16 points a thread of 1024), LOOP_ROW_BYTES at
@@ -93,6 +101,24 @@ SMEM_ROW_CHUNKS = 8          # vectors a thread keeps of a row held in shared me
 SMEM_ROW_BYTES = 96 * 1024   # a block's share of such a row at most (two blocks an SM)
 SMEM_PER_SM = 224 * 1024     # shared memory an SM's blocks share (an H100's 227 KiB, less the slots)
 SMEM_ROW_PARTIAL = True      # keep part of a row in shared memory for more blocks an SM
+SMEM_REST_WORDS = 16
+"""A row kept in part in shared memory keeps the rest in registers where it
+takes this many a thread at most (cuda_schedules.rest_words), not read again
+from L2 in each pass; its block copies the shared part by cp.async and loads
+the rest, all before use (a block of SMEM_ASYNC_THREADS). H100, % of copy,
+same run, the rest read again / in registers: softmax bf16 4096x65536 87.9 /
+98.6, fp16 2048x65536 86.9 / 100.1, fp32 4096x32768 86.4 / 98.0 (torch.compile
+87.8); rmsnorm bf16 2048x65536 95.0 / 98.9, layernorm 91.6 / 95.4."""
+SMEM_ROW_LONG_CHUNKS = 16
+"""Rows of a kernel that reads them three times (a softmax) of more than
+SMEM_ROW_CHUNKS and up to this many vectors a thread of 1024 take one block
+an SM: up to SMEM_PER_SM of the row in shared memory, the rest in registers
+(SMEM_REST_WORDS), not a loop that reads the row again from L2. H100, % of
+copy, same run, loop / one block: softmax bf16 1024x131072 82.1 / 87.9,
+log-softmax 83.3 / 89.4, softmax bf16 2048x98304 83.5 / 94.4, log-softmax
+2048x81920 82.2 / 96.3, fp16 1024x131072 83.0 / 90.6, fp32 1024x65536 81.9 /
+94.7, fp32 2048x40960 78.4 / 97.2. Kernels that read the row twice keep the
+loop: rmsnorm bf16 1024x131072 82.3 / 81.6, layernorm 78.0 / 73.8."""
 
 
 def row_threads(reduced: int) -> int:

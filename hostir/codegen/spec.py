@@ -18,7 +18,7 @@ from functools import cached_property
 from .. import config
 from .cuda import NARROW, kernel_source, vector_loads, vector_width
 from .cuda_outer import outer_ok, outer_width
-from .cuda_schedules import invariant_bytes, row_cache_bytes
+from .cuda_schedules import held_words, invariant_bytes, rest_words, row_cache_bytes
 from .cuda_tiles import STAGE_BYTES, STAGED, stage_block, staged_gather, tile_loads
 from . import rows
 from .kir import K, Kernel, Slot, kernel_text, layout, levels, passes, split_stores, verify_kernel, ws_slot
@@ -343,29 +343,38 @@ class KernelSpec:
         thread in registers; a longer row in shared memory, SMEM_ROW_CHUNKS
         vectors a thread (smem_row of them in shared memory: as many as leave
         room for the blocks an SM holds by threads, SMEM_ROW_BYTES at most, the
-        rest read again in each pass); longer still, more a thread in registers
-        (up to PERSISTENT_MAX_CHUNKS vectors); else a loop over the row. A
-        kernel that reduces in its first pass only (a layernorm, an rmsnorm, the
-        online softmax: the row read twice) loops over rows past what registers
-        hold (LOOP_MIN_POINTS), up to LOOP_ROW_BYTES, with loop_threads threads
-        (the online kernel ONLINE_LOOP_THREADS): its later reads hit L1 or L2.
-        The constants are codegen/rows.py's."""
+        rest in registers where SMEM_REST_WORDS allow, else read again in each
+        pass); a softmax's rows of up to SMEM_ROW_LONG_CHUNKS vectors a thread
+        of 1024 one block an SM (shared memory and registers); longer still,
+        more a thread in registers (up to PERSISTENT_MAX_CHUNKS vectors); else a
+        loop over the row. A kernel that reduces in its first pass only (a
+        layernorm, an rmsnorm, the online softmax: the row read twice) keeps rows
+        past LOOP_MIN_POINTS in registers where REGISTER_LONG_WORDS allow, else
+        loops over them up to LOOP_ROW_BYTES, with loop_threads threads (the
+        online kernel ONLINE_LOOP_THREADS): its later reads hit L1 or L2. The
+        constants are codegen/rows.py's."""
         several, two_reads = self._passes(kernel)
         vec = self._vec[id(kernel)]
         chunks = max(1, rows.PERSISTENT_POINTS // vec)
         points = vectors * vec
         row_bytes = row_cache_bytes(kernel, vec, points) if vec > 1 and several else 0
         if vec > 1 and two_reads and points >= rows.LOOP_MIN_POINTS and row_bytes <= rows.LOOP_ROW_BYTES:
+            c = -(-vectors // rows.ROW_THREADS[-1])
+            if kernel is not self.online and held_words(kernel, vec, c) <= rows.REGISTER_LONG_WORDS:
+                return rows.ROW_THREADS[-1], c, 0
             return rows.ONLINE_LOOP_THREADS if kernel is self.online else rows.loop_threads(vectors), 0, 0
         if vec > 1 and several and vectors > chunks * rows.ROW_THREADS[-1]:  # a long row
             t = next((t for t in rows.ROW_THREADS if t >= 256 and vectors <= rows.SMEM_ROW_CHUNKS * t), 0)
+            one = not t and not two_reads and vectors <= rows.SMEM_ROW_LONG_CHUNKS * 1024
+            t = 1024 if one else t
             c = -(-vectors // t) if t else 0
             chunk_bytes = row_cache_bytes(kernel, vec, vec * t) if t else 0
             if self.options.smem_rows and chunk_bytes:
-                budget = (min(rows.SMEM_ROW_BYTES, rows.SMEM_PER_SM // (2048 // t))
+                budget = (rows.SMEM_PER_SM if one else min(rows.SMEM_ROW_BYTES, rows.SMEM_PER_SM // (2048 // t))
                           if rows.SMEM_ROW_PARTIAL else rows.SMEM_ROW_BYTES)
                 kept = min(c, budget // chunk_bytes)
-                if kept == c or (rows.SMEM_ROW_PARTIAL and kept * 2 >= c):
+                if kept == c or (rows.SMEM_ROW_PARTIAL and kept * 2 >= c) or \
+                        (kept and rest_words(kernel, vec, c - kept) <= rows.SMEM_REST_WORDS):
                     return t, c, kept
             chunks = min(rows.PERSISTENT_MAX_CHUNKS, -(-vectors // rows.ROW_THREADS[-1]))
         if vec > 1 and several and vectors <= chunks * rows.ROW_THREADS[-1]:
