@@ -15,6 +15,7 @@ order and cached.
 from __future__ import annotations
 
 import atexit
+import gc
 import hashlib
 import socket
 import threading
@@ -200,8 +201,23 @@ def _mpi_store(dist, launch, timeout):
 
 
 def _destroy(dist) -> None:
-    if dist.is_initialized():
-        dist.destroy_process_group()
+    """Take a gloo world down at exit, while the interpreter is whole: a
+    barrier first (every rank's collectives finished before any rank's groups
+    go: a gloo worker thread that finishes a work during the interpreter's
+    teardown drops its tensors without the interpreter and aborts the process,
+    "terminate called without an active exception"; and rank 0's store stays up
+    while the others take their groups down), then what nothing references any
+    more is collected and every group destroyed. A rank that raised ended the
+    job before this (process.install_abort_hook); a barrier that fails (a peer
+    gone) is passed over."""
+    if not dist.is_initialized():
+        return
+    try:
+        dist.barrier()
+    except Exception:  # noqa: BLE001 - a peer already gone: take this rank's groups down anyway
+        pass
+    gc.collect()
+    dist.destroy_process_group()
 
 
 def _bootstrap() -> Communicator:
