@@ -26,7 +26,9 @@ HOSTIR_DISABLE   comma list of features to turn off: concretize_resize (keep sli
                  for registers are not kept in shared memory: more a thread in registers),
                  narrow_math (kernels whose every output is a half, bfloat16 or float8
                  tensor compute exp and float division correctly rounded too, not with
-                 the hardware's approximations: relative errors up to 1e-5)
+                 the hardware's approximations: relative errors up to 1e-5), clusters
+                 (rows too long for one block's shared memory are not split over
+                 thread-block clusters)
 HOSTIR_CACHE_DIR where compiled kernels are kept (default ~/.cache/hostir)
 HOSTIR_DEBUG     comma list of debug checks: verify (the fusion verifier around every pass
                  and stage, re-deriving each node's type; kernel-IR and host-IR checks),

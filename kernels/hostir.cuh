@@ -107,6 +107,32 @@ template <int N> __device__ __forceinline__ void hir_cp_async(void* smem, const 
 }
 __device__ __forceinline__ void hir_cp_async_wait() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
+// ---------------------------------------------------------------- thread-block clusters
+// A row split over the CTAs of a cluster (sm_90): each CTA combines its part,
+// publishes it in its shared memory, and after the cluster barrier every CTA
+// reads all parts from its peers' shared memory (distributed shared memory),
+// in rank order: the same combines in every CTA.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+__device__ __forceinline__ unsigned hir_cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+// Every thread of every CTA of the cluster arrives (release) and waits (acquire):
+// shared-memory writes before it are visible to the peers' reads after it.
+__device__ __forceinline__ void hir_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;"
+               ::: "memory");
+}
+// `x` (in this CTA's shared memory) as the CTA of cluster rank `rank` holds it.
+template <typename V>
+__device__ __forceinline__ V hir_cluster_read(const V& x, unsigned rank) {
+  unsigned long long at;
+  asm volatile("mapa.u64 %0, %1, %2;" : "=l"(at) : "l"(&x), "r"(rank));
+  return *reinterpret_cast<const V*>(at);
+}
+#endif
+
 // A value another block wrote before a __threadfence: read from L2, never a stale L1 line.
 template <typename T> __device__ __forceinline__ T hir_ld_l2(const T* p) { return *(const volatile T*)p; }
 __device__ __forceinline__ float hir_ld_l2(const float* p) { return __ldcg(p); }

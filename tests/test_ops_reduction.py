@@ -513,7 +513,7 @@ ONLINE_KINDS = ["softmax", "log_softmax", "logsumexp"]
 # (shape, online?): rows longer than the persistent schedules hold (past shared
 # memory and one block an SM, in every dtype) and odd long rows, short odd rows,
 # size-1 rows; rows held in registers and, just past 16384 points, in shared memory
-ONLINE_SHAPES = [((6, 131080), True), ((6, 20001), True), ((6, 7), True), ((6, 1), True),
+ONLINE_SHAPES = [((6, 524296), True), ((6, 20001), True), ((6, 7), True), ((6, 1), True),
                  ((6, 64), False), ((6, 16392), False), ((4, 12288), False), ((4, 16384), False),
                  ((4, 8192), False)]
 
@@ -694,7 +694,7 @@ def test_online_softmax_of_non_contiguous_rows(kind, decl):
 
 
 @pytest.mark.parametrize("kind", ONLINE_KINDS)
-@pytest.mark.parametrize("shape", [(6, 131088), (3, 5)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("shape", [(6, 524304), (3, 5)], ids=lambda s: "x".join(map(str, s)))
 def test_online_softmax_with_a_scale_and_mask_prologue_and_an_epilogue(kind, shape):
     """a = where(mask, x * scale, -inf) (a row all masked: NaN, as torch); the
     result, also times a weight along the row plus 1, and the row's max."""
@@ -1296,3 +1296,63 @@ def test_persistent_rows_ask_for_the_threads_their_registers_allow(dtype, n, thr
     assert sched[1] > 0  # in registers
     var = spec.variant(k, vec, "int", *sched)
     assert f"__launch_bounds__({var.block}, {threads // var.block})" in var.source
+
+
+@pytest.mark.parametrize("kind", ["softmax", "log_softmax", "rmsnorm", "layernorm", "stored"])
+@pytest.mark.parametrize("dtype,n", [(D.BFloat16, 262144), (D.BFloat16, 524288), (D.Float, 131072),
+                                     (D.Float, 65536 + 8), (D.BFloat16, 140000), (D.BFloat16, 98304),
+                                     (D.BFloat16, 126976)],
+                         ids=lambda v: getattr(v, "name", str(v)))
+def test_rows_split_over_clusters(kind, dtype, n):
+    """Rows past what one block keeps in shared memory split over a
+    thread-block cluster of q CTAs, each keeping its share in shared memory
+    and registers (spec.KernelSpec._cluster; the launch takes them on GPUs of
+    compute capability 9.0): results against torch, an odd count of rows, the
+    rows' statistics stored by the row's first CTA (`stored`), a last chunk
+    in part (126976 points, in clusters of 2 or 4); no cluster
+    where the row's last chunk is mostly past its end (65544 and 140000
+    points: rows.CLUSTER_MIN_FILL), for a softmax's rows that one block an SM
+    keeps (the rmsnorm's and layernorm's take one), nor past what 8 CTAs keep."""
+    q = {262144: 4, 524288: 8, 131072: 4, 65544: 0, 140000: 0, 98304: 2, 126976: 2}[n]
+    if kind == "stored" and dtype is D.BFloat16:  # (vectors of 4: 262144 points a cluster of 8 at most)
+        q = {262144: 8, 524288: 0, 140000: 0, 98304: 4, 126976: 4}[n]
+    elif n in (98304, 126976) and kind in ("softmax", "log_softmax"):
+        q = 0  # one block an SM keeps it
+    x = rand((3, n), dtype)
+    if kind == "stored":
+        def build(fd):
+            t = fd.ops.cast(declare(fd, x), D.Float)
+            m = fd.ops.max(t, [1], keepdim=True)
+            e = fd.ops.exp(fd.ops.sub(t, m))
+            fd.add_output(fd.ops.cast(fd.ops.mul(t, 2.0), dtype))
+            fd.add_output(fd.ops.cast(fd.ops.div(e, fd.ops.sum(e, [1], keepdim=True)), dtype))
+            fd.add_output(fd.ops.squeeze(m, [1]))
+        t = x.double()
+        want = [t * 2, torch.softmax(t, 1), t.amax(1)]
+    else:
+        def build(fd):
+            _norm_build(kind)(fd, declare(fd, x))
+        want = _norm_expected(kind, x)
+    outs, fd = _run_keeping_fd(build, [x])
+    assert len(outs) == len(want)
+    for o, w in zip(outs, want):
+        check(o, w.to(o.dtype), kind="reduction")
+    (spec,) = _reduction_specs(fd)
+    k = spec.kernel_for([3, n])[0]
+    vec = spec._vec[id(k)]
+    assert n % vec == 0 and spec._cluster(k, n // vec) == q
+    if not q:
+        return
+    sched = spec._row_schedule(k, -(-n // (vec * q)))
+    assert sched[0] == 1024 and sched[2] > 0  # each CTA's share in shared memory
+    var = spec.variant(k, vec, "int", *sched, cluster=q)
+    src = var.source
+    assert f"(int)blockIdx.x / {q}" in src and "hir_cluster_read(cta0[parity], q)" in src
+    assert src.rstrip().splitlines()[-2].strip().startswith("hir_cluster_sync();")
+    assert "__launch_bounds__(1024, 2)" in src
+    assert spec.grid(var, 3, 132, 1, [3, n]) == 3 * q
+    from hostir import config
+    with config.override(disable=config.get().disable | {"clusters"}):
+        _, fd = _run_keeping_fd(build, [x])
+    (spec,) = _reduction_specs(fd)
+    assert spec._cluster(spec.kernel_for([3, n])[0], n // vec) == 0

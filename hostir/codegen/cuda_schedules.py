@@ -58,14 +58,24 @@ class _ReductionPrinter(_Printer):
     (hir_group_reduce); values computed from those results start the next pass
     (a softmax: max, then the sum of exp(x - max), then the output), whose
     reads of the row hit the cache. The group's first thread stores values of
-    the kept dims."""
+    the kept dims.
+
+    With `cluster` > 1 a row is split over the CTAs of a thread-block cluster
+    (spec.KernelSpec._cluster): its cluster x threads threads are the row's
+    group (the CTA of rank q holds threads q x threads onwards), and each
+    reduction combines the CTAs' block results through distributed shared
+    memory in rank order (_cluster_reduce): every CTA combines the same values
+    the same way."""
 
     def __init__(self, kern: Kernel, name: str, idx: str, block: int, threads: int, pdl: bool,
-                 vec: int = 1, chunks: int = 0, smem_row: int = 0):
+                 vec: int = 1, chunks: int = 0, smem_row: int = 0, cluster: int = 0):
         super().__init__(kern, name, vec, idx, block, False, pdl)
         if vec == 1:
             self.inner = -1  # every index is named i<d>
         self.threads = threads
+        self.cluster = cluster if cluster > 1 else 1
+        assert self.cluster == 1 or threads == block, "a cluster splits rows of a block each"
+        self.span = threads * self.cluster  # the threads that share a row
         self.chunks = chunks if vec > 1 else 0  # persistent: each thread's vectors of a row
         # ... the first `smem_row` of them kept in dynamic shared memory, not registers
         # (rows too long for registers: a block's threads' slots [chunk][thread][vec],
@@ -87,17 +97,28 @@ class _ReductionPrinter(_Printer):
         rows, level = row_nodes(k), levels(k)
         reduces = [n for n in k.order if n.op == K.REDUCE]
         full_stores, row_stores = split_stores(k, rows)
+        Q = self.cluster
         self.pdl_wait()
-        L.append(f"  const int lane = threadIdx.x % {T};")
+        if Q > 1:  # (the row's lane 0, which stores the row's values, is in the CTA of rank 0)
+            L.append(f"  const int lane = threadIdx.x + (int)hir_cluster_rank() * {T};")
+            L.append("  int parity = 0;  // which of two slots a row's CTA results take")
+        else:
+            L.append(f"  const int lane = threadIdx.x % {T};")
         if self.smem_row:
             L.append("  extern __shared__ __align__(16) unsigned char hir_dsmem[];")
         for j, n in enumerate(reduces):
             if T > 32:
                 L.append(f"  __shared__ {acc_type(n)} smem{j}[{self.block // 32}];")
+            if Q > 1:
+                L.append(f"  __shared__ {acc_type(n)} cta{j}[2];")
         count = " * ".join(f"e{d}" for d in k.reduced)
         L.append(f"  const {idx} R = {count};")
-        L.append(f"  for ({idx} base = ({idx})blockIdx.x * {groups}; base < nslots; "
-                 f"base += ({idx})gridDim.x * {groups}) {{")
+        if Q > 1:  # a cluster's blocks are consecutive: cluster b takes rows b, b + clusters, ...
+            L.append(f"  for ({idx} base = ({idx})blockIdx.x / {Q}; base < nslots; "
+                     f"base += ({idx})gridDim.x / {Q}) {{")
+        else:
+            L.append(f"  for ({idx} base = ({idx})blockIdx.x * {groups}; base < nslots; "
+                     f"base += ({idx})gridDim.x * {groups}) {{")
         # a group past the last row computes row 0 again (every thread must reach the
         # group reductions) and stores nothing
         L.append(f"    const bool active = base + threadIdx.x / {T} < nslots;")
@@ -146,7 +167,11 @@ class _ReductionPrinter(_Printer):
                            and n.op != K.REDUCE], names, "", "    ")
         if row_stores:
             self._epilogue(rows, row_stores, names, "    ", "lane == 0 && active")
+        if Q > 1:
+            L.append("    parity ^= 1;")
         L.append("  }")
+        if Q > 1:
+            L.append("  hir_cluster_sync();  // no CTA leaves while a peer may read its slots")
         return self.wrap()
 
     def bounds(self) -> str:
@@ -163,7 +188,7 @@ class _ReductionPrinter(_Printer):
         asks for the blocks its shared memory leaves room for (SMEM_REST_BOUNDS;
         H100 % of copy, without / with: softmax bf16 4096x65536 96.9 / 98.6,
         fp16 2048x65536 96.4 / 100.1, layernorm bf16 2048x65536 90.6 / 95.4)."""
-        if self.rest_regs and SMEM_REST_BOUNDS:
+        if (self.rest_regs or (self.smem_row and self.cluster > 1)) and SMEM_REST_BOUNDS:
             per_sm = min(2048 // self.block, rows.SMEM_PER_SM // max(1, row_cache_bytes(
                 self.k, self.vec, self.smem_chunks * self.vec * self.block)))
             return f"{self.block}, {max(1, per_sm)}"
@@ -260,11 +285,31 @@ class _ReductionPrinter(_Printer):
             L.append(f"      for (int w = 1; w < {T // 32}; ++w) {{ const {ct} x = {a}, "
                      f"y = smem{j}[first + w]; {a} = {_COMBINE[n.arg]}; }}")
         L.append("    }")
+        if self.cluster > 1:
+            self._cluster_reduce(mine, slots, acc)
+
+    def _cluster_reduce(self, mine, slots, acc) -> None:
+        """Combine each accumulator (a block's result) over the cluster's CTAs:
+        thread 0 publishes it in this row's slot (two slots alternate by row: a
+        slot is written again two rows later, after a cluster barrier that every
+        reader of it passed first), and after the barrier each thread reads
+        every CTA's, rank 0 first (kernels/hostir.cuh, hir_cluster_read)."""
+        L = self.lines
+        L.append("    if (threadIdx.x == 0) {")
+        for n, j in zip(mine, slots):
+            L.append(f"      cta{j}[parity] = {acc[id(n)]};")
+        L.append("    }")
+        L.append("    hir_cluster_sync();")
+        for n, j in zip(mine, slots):
+            a, ct = acc[id(n)], acc_type(n)
+            L.append(f"    {a} = hir_cluster_read(cta{j}[parity], 0u);")
+            L.append(f"    for (unsigned q = 1; q < {self.cluster}u; ++q) {{ const {ct} x = {a}, "
+                     f"y = hir_cluster_read(cta{j}[parity], q); {a} = {_COMBINE[n.arg]}; }}")
 
     def _scalar_pass(self, mine, stores, body, names, acc) -> None:
         """One point of the row per thread and iteration."""
-        L, T, idx = self.lines, self.threads, self.idx
-        L.append(f"    for ({idx} r = lane; r < R; r += {T}) {{")
+        L, idx = self.lines, self.idx
+        L.append(f"    for ({idx} r = lane; r < R; r += {self.span}) {{")
         self._split("r", self.k.reduced, "      ")
         inner = dict(names)
         self.emit_all(body, inner, "", "      ")
@@ -276,7 +321,7 @@ class _ReductionPrinter(_Printer):
         """`vec` consecutive points of the innermost dim per thread and iteration:
         vector loads, an unrolled loop, vector stores (the launch checked that
         the innermost extent and the tensors' alignment allow it)."""
-        L, T, idx, v, k = self.lines, self.threads, self.idx, self.vec, self.k
+        L, idx, v, k = self.lines, self.idx, self.vec, self.k
         B = 1 if self.chunks else self._batch(body)
         if self.chunks and FIRST_LOADS_AHEAD and (not self.smem_row or self._async_row()) and \
                 any(id(n) in self.cache and id(n) not in self.loaded for n in body):
@@ -296,7 +341,7 @@ class _ReductionPrinter(_Printer):
         if self.chunks:  # persistent: the row's vectors are this thread's C vectors
             self._chunk_loop(self.chunks)
         elif B > 1:  # every load of a batch of vectors, then their uses
-            L.append(f"    for ({idx} r0 = lane * {v}; r0 < R; r0 += {T * v * B}) {{")
+            L.append(f"    for ({idx} r0 = lane * {v}; r0 < R; r0 += {self.span * v * B}) {{")
             batch = {}
             for n in body:
                 if id(n) in self.vloads and id(n) not in batch:
@@ -305,7 +350,7 @@ class _ReductionPrinter(_Printer):
             for phase in ("loads", "uses"):
                 L.append("      #pragma unroll")
                 L.append(f"      for (int c = 0; c < {B}; ++c) {{")
-                L.append(f"        const {idx} r = r0 + c * {T * v};")
+                L.append(f"        const {idx} r = r0 + c * {self.span * v};")
                 L.append("        if (r < R) {")
                 self._split("r", k.reduced, "      ")
                 self._vector_step(mine, stores, body, names, acc, batch, phase)
@@ -314,7 +359,7 @@ class _ReductionPrinter(_Printer):
             return
         else:  # unrolled: several vectors' loads in flight before their values are used
             L.append("    #pragma unroll 4")
-            L.append(f"    for ({idx} r = lane * {v}; r < R; r += {T * v}) {{")
+            L.append(f"    for ({idx} r = lane * {v}; r < R; r += {self.span * v}) {{")
         self._split("r", k.reduced, "      ")
         self._vector_step(mine, stores, body, names, acc)
         L.append("    }" if not self.chunks else "    }}")
@@ -325,7 +370,7 @@ class _ReductionPrinter(_Printer):
         L = self.lines
         L.append("    #pragma unroll")
         L.append(f"    for (int c = 0; c < {count}; ++c) {{")
-        L.append(f"      const {self.idx} r = (lane + c * {self.threads}) * {self.vec};")
+        L.append(f"      const {self.idx} r = (lane + c * {self.span}) * {self.vec};")
         L.append("      if (r < R) {")
 
     def _batch(self, body) -> int:

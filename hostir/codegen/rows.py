@@ -109,6 +109,27 @@ the rest, all before use (a block of SMEM_ASYNC_THREADS). H100, % of copy,
 same run, the rest read again / in registers: softmax bf16 4096x65536 87.9 /
 98.6, fp16 2048x65536 86.9 / 100.1, fp32 4096x32768 86.4 / 98.0 (torch.compile
 87.8); rmsnorm bf16 2048x65536 95.0 / 98.9, layernorm 91.6 / 95.4."""
+CLUSTER_ROWS = True
+"""Rows of a kernel that passes over them more than once, past what one block
+keeps in shared memory (and, for a softmax, past one block an SM:
+SMEM_ROW_LONG_CHUNKS), split over a thread-block cluster of 2, 4 or 8 CTAs,
+each keeping its share in shared memory and registers, two blocks an SM; the
+CTAs combine their results through distributed shared memory
+(spec.KernelSpec._cluster; HOSTIR_DISABLE=clusters). H100, % of copy, same
+run, loop / clusters: bf16 rmsnorm 1024x131072 82.1 / 88.8, layernorm 77.5 /
+82.3; 512x262144 softmax 68.5 / 82.8, log-softmax 69.1 / 84.8, rmsnorm 68.8 /
+86.5, layernorm 65.4 / 79.9; softmax 256x524288 63.7 / 77.7; fp32 softmax
+1024x131072 70.0 / 90.4, layernorm 64.3 / 87.7, 1024x65536 79.6 / 86.7,
+softmax 512x262144 64.7 / 85.0; fp16 layernorm 1024x131072 78.5 / 82.7. Where
+one block an SM keeps a softmax's row, it stays (bf16 2048x98304: 94.0, in
+clusters of 2 69.0). A row split over a cluster is read in chunks of
+its CTAs' threads (CTA q the q-th 1024 vectors of each): where its last chunk
+is in part, the first CTAs take more of the row, and every CTA waits for them
+at each cluster barrier: clusters only where the row fills CLUSTER_MIN_FILL of
+its chunks (log-softmax bf16 1000x140000, 85 %: loop 75.7, clusters 73.3).
+CTAs that each take a contiguous part of the row lost: rmsnorm bf16
+1024x131072 88.8 -> 83.8, layernorm 82.3 -> 70.4."""
+CLUSTER_MIN_FILL = 0.9
 SMEM_ROW_LONG_CHUNKS = 16
 """Rows of a kernel that reads them three times (a softmax) of more than
 SMEM_ROW_CHUNKS and up to this many vectors a thread of 1024 take one block

@@ -42,6 +42,7 @@ class KernelOptions:
     check_indices: bool = False  # gathers check their index values (HOSTIR_DEBUG=indices)
     online: bool = True        # an online-softmax kernel for rows the persistent one does not hold
     smem_rows: bool = True     # long rows of a normalization kept in shared memory
+    clusters: bool = True      # ... and longer rows split over thread-block clusters
 
     @classmethod
     def from_config(cls) -> "KernelOptions":
@@ -50,7 +51,8 @@ class KernelOptions:
                    grid_stride="grid_stride" in c.enable, pairing="paired_lanes" not in c.disable,
                    fast_math="fast_math" in c.enable, narrow_math="narrow_math" not in c.disable,
                    check_indices="indices" in c.debug,
-                   online="online_softmax" not in c.disable, smem_rows="smem_rows" not in c.disable)
+                   online="online_softmax" not in c.disable, smem_rows="smem_rows" not in c.disable,
+                   clusters="clusters" not in c.disable)
 
 
 @dataclass(eq=False)
@@ -68,6 +70,7 @@ class Variant:
     outer: bool = False  # ... or tiles of 32 kept points, blocks split over the reduced points
     tile: int = -1       # a pointwise kernel that transposes: 32 x 32 tiles of (tile, innermost)
     smem_row: int = 0    # ... that many of them in shared memory, not registers (the rest re-read)
+    cluster: int = 0     # ... each row split over this many CTAs of a thread-block cluster
 
     @property
     def block(self) -> int:
@@ -96,7 +99,8 @@ class Variant:
     def source(self) -> str:
         o = self.options
         src = kernel_source(self.kernel, self.vec, self.idx, self.block, o.streaming, o.pdl,
-                            self.name, self.threads, self.chunks, self.outer, self.tile, self.smem_row)
+                            self.name, self.threads, self.chunks, self.outer, self.tile, self.smem_row,
+                            self.cluster)
         return defines(o, self.kernel) + src
 
     @cached_property
@@ -139,6 +143,22 @@ def e4m3_overflow_is_nan() -> bool:
     import torch
     dt = getattr(torch, "float8_e4m3fn", None)
     return dt is not None and torch.tensor([470.0]).to(dt).view(torch.uint8).item() == 0x7F
+
+
+@functools.cache
+def _device_clusters(index: int) -> bool:
+    import torch
+    return torch.cuda.get_device_capability(index)[0] >= 9
+
+
+def launches_clusters(tensors) -> bool:
+    """Does the CUDA device these tensors are on launch thread-block clusters
+    (compute capability 9.0 and later)? False off CUDA."""
+    for t in tensors:
+        dev = getattr(t, "device", None)
+        if dev is not None and dev.type == "cuda":
+            return _device_clusters(dev.index if dev.index is not None else 0)
+    return False
 
 
 def index_type(extents: list[int], ins: list, outs, params: list) -> str:
@@ -233,7 +253,8 @@ class KernelSpec:
             return False
         vectors = math.prod(full[d] for d in k.reduced) // vec
         chunks = max(1, rows.PERSISTENT_POINTS // vec)
-        return vectors <= chunks * rows.ROW_THREADS[-1] or self._row_schedule(k, vectors)[2]
+        return (vectors <= chunks * rows.ROW_THREADS[-1] or self._row_schedule(k, vectors)[2] > 0
+                or self._cluster(k, vectors) > 0)
 
     def choose(self, kernel: Kernel, extents: list[int], ins: list, outs, params: list) -> Variant:
         """The variant a launch uses: 32-bit indices when every offset and index
@@ -249,7 +270,9 @@ class KernelSpec:
         if kernel.reduced:
             vec = self._vec[id(kernel)]
             per_row = math.prod(extents[d] for d in kernel.reduced)
-            var = self.variant(kernel, vec, idx, *self._row_schedule(kernel, per_row // vec))
+            q = self._cluster(kernel, per_row // vec) if vec > 1 and launches_clusters(ins) else 0
+            var = self.variant(kernel, vec, idx, *self._row_schedule(kernel, -(-per_row // (vec * max(1, q)))),
+                               cluster=q)
             checked = [ins[s] for s in var.vector_slots]
             if outs is not None:
                 checked += [outs[s] for s in self._full_outs(kernel)]
@@ -381,6 +404,31 @@ class KernelSpec:
             return rows.register_row(vectors, chunks, vec)
         return rows.row_threads(vectors), 0, 0
 
+    def _cluster(self, kernel: Kernel, vectors: int) -> int:
+        """CTAs of a thread-block cluster that share each row of `vectors`
+        vectors of a kernel that passes over its rows more than once, where the
+        row is past what one block keeps in shared memory (SMEM_ROW_CHUNKS
+        vectors a thread of 1024): the fewest (2, 4 or 8) whose share of a row
+        one block of 1024 threads keeps in shared memory (and registers), and
+        whose threads' vectors of the row fill CLUSTER_MIN_FILL of the chunks
+        they take (the first CTA takes a part chunk's vectors); 0
+        elsewhere, or with HOSTIR_DISABLE=clusters or smem_rows. The launch
+        takes clusters on GPUs of compute capability 9.0 and later
+        (launches_clusters); elsewhere its plain schedule. H100 % of copy: see
+        rows.CLUSTER_ROWS."""
+        if not (rows.CLUSTER_ROWS and self.options.clusters and self.options.smem_rows) \
+                or vectors <= rows.SMEM_ROW_CHUNKS * rows.ROW_THREADS[-1] \
+                or self._vec[id(kernel)] == 1 or not self._passes(kernel)[0] \
+                or self._row_schedule(kernel, vectors)[2]:  # (one block an SM keeps it)
+            return 0
+        for q in (2, 4, 8):
+            part, span = -(-vectors // q), q * rows.ROW_THREADS[-1]
+            if part <= rows.SMEM_ROW_CHUNKS * rows.ROW_THREADS[-1] and \
+                    vectors >= rows.CLUSTER_MIN_FILL * span * -(-vectors // span):
+                t, _, kept = self._row_schedule(kernel, part)
+                return q if kept and t == rows.ROW_THREADS[-1] else 0
+        return 0
+
     def _full_outs(self, kernel: Kernel) -> list[int]:
         """Outputs a reduction kernel stores at every point of its space."""
         got = self._positions.get((id(kernel), "full_outs"))
@@ -423,6 +471,8 @@ class KernelSpec:
             blocks = count
         elif variant.tile == STAGED:  # a block per row at a time
             blocks = min(count, sm_count * 8)
+        elif variant.cluster:  # a cluster a row
+            blocks = count * variant.cluster
         else:
             per_block = variant.block // variant.threads if variant.threads else variant.block
             blocks = -(-count // per_block)
@@ -440,8 +490,8 @@ class KernelSpec:
         return max(1, min(blocks, sm_count * 32 if self.options.grid_stride else 2 ** 31 - 1))
 
     def variant(self, kernel: Kernel, vec: int, idx: str, threads: int = 0, chunks: int = 0,
-                smem_row: int = 0, outer: bool = False, tile: int = -1) -> Variant:
-        key = (id(kernel), vec, idx, threads, chunks, smem_row, outer, tile)
+                smem_row: int = 0, outer: bool = False, tile: int = -1, cluster: int = 0) -> Variant:
+        key = (id(kernel), vec, idx, threads, chunks, smem_row, outer, tile, cluster)
         got = self._variants.get(key)
         if got is None:
             o = self.options
@@ -450,10 +500,11 @@ class KernelSpec:
             name = (f"{kernel.name}{'_pair' * len(kernel.pairs)}_v{vec}_"
                     f"{'i32' if idx == 'int' else 'i64'}{f'_t{threads}' if threads else ''}"
                     f"{f'_c{chunks}' if chunks else ''}{('_smem' if smem_row >= chunks else f'_smem{smem_row}') if smem_row else ''}{'_outer' if outer else ''}"
+                    f"{f'_q{cluster}' if cluster else ''}"
                     f"{f'_tile{tile}' if tile >= 0 else ''}{'_staged' if tile == STAGED else ''}{tune}")
             slots = frozenset(n.arg for n in kernel.order if id(n) in vector_loads(kernel, vec))
             got = self._variants[key] = Variant(kernel, vec, idx, o, name, slots, threads, chunks,
-                                                outer, tile, smem_row)
+                                                outer, tile, smem_row, cluster)
         return got
 
     def typical_variants(self) -> list[Variant]:
@@ -468,6 +519,11 @@ class KernelSpec:
                 out += [self.variant(k, 1, "long long", rows.ROW_THREADS[0])]
                 out += [self.variant(k, self._vec[id(k)], "int", t) for t in rows.ROW_THREADS[::2]]
                 out += [self.variant(k, self._vec[id(k)], "int", *self._row_schedule(k, n)) for n in (256, 1000)]
+                q = self._cluster(k, 4 * rows.SMEM_ROW_CHUNKS * rows.ROW_THREADS[-1])
+                if q:  # rows split over a cluster
+                    out.append(self.variant(k, self._vec[id(k)], "int",
+                                            *self._row_schedule(k, 4 * rows.SMEM_ROW_CHUNKS * rows.ROW_THREADS[-1] // q),
+                                            cluster=q))
                 if k is self.online:  # its rows are long: several vectors a thread kept
                     out.append(self.variant(k, self._vec[id(k)], "int", *self._row_schedule(k, 4096)))
                 elif self._row_schedule(k, 4096)[2]:  # a long row kept in shared memory

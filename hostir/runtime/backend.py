@@ -30,7 +30,8 @@ def compiled(variant: Variant) -> CompiledKernel:
             got = _compiled.get(variant)
             if got is None:
                 got = _compiled[variant] = CompiledKernel(variant.name, variant.source,
-                                                         pdl=variant.options.pdl, smem=variant.smem)
+                                                         pdl=variant.options.pdl, smem=variant.smem,
+                                                         cluster=variant.cluster)
     return got
 
 

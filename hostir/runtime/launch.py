@@ -85,8 +85,9 @@ def sm_count(device: torch.device) -> int:
 class CompiledKernel:
     """A cubin, the kernel's name, and its loaded function per device."""
 
-    def __init__(self, name: str, source: str, pdl: bool = False, smem: int = 0):
+    def __init__(self, name: str, source: str, pdl: bool = False, smem: int = 0, cluster: int = 0):
         self.name = name
+        self.cluster = cluster if cluster > 1 else 0  # CTAs of a thread-block cluster (x)
         self.source = source
         self.smem = smem  # dynamic shared memory bytes a launch takes
         # launched with programmatic stream serialization (the source waits on
@@ -165,25 +166,32 @@ class PackedArgs:
 class DirectLauncher:
     """Launches one compiled kernel with a fixed grid and block through
     cuLaunchKernel (cuLaunchKernelEx when the kernel is launched as a
-    programmatic dependent launch) with PackedArgs: the cheapest launch
-    cuda.bindings offers (no argument conversion per call)."""
+    programmatic dependent launch or in thread-block clusters) with
+    PackedArgs: the cheapest launch cuda.bindings offers (no argument
+    conversion per call)."""
 
-    __slots__ = ("name", "f", "grid", "block", "pdl", "smem", "_streams", "_launch", "_ok")
+    __slots__ = ("name", "f", "grid", "block", "pdl", "smem", "cluster", "ex", "_streams",
+                 "_launch", "_ok")
 
     def __init__(self, compiled: CompiledKernel, device: torch.device, grid: int, block: int):
         cu = _driver()
         self.name = compiled.name
         self.f = compiled.function(device)
         self.grid, self.block, self.pdl, self.smem = grid, block, compiled.pdl, compiled.smem
+        self.cluster = compiled.cluster
+        if self.cluster and grid % self.cluster:
+            raise ValueError(f"{self.name}: a grid of {grid} blocks is no multiple of its "
+                             f"clusters of {self.cluster}")
+        self.ex = self.pdl or bool(self.cluster)  # launched through a launch config
         self._streams: dict[int, object] = {}
-        self._launch = cu.cuLaunchKernelEx if self.pdl else cu.cuLaunchKernel
+        self._launch = cu.cuLaunchKernelEx if self.ex else cu.cuLaunchKernel
         self._ok = cu.CUresult.CUDA_SUCCESS
 
     def _stream(self, handle: int):
         cu = _driver()
         if len(self._streams) >= 64:  # (torch hands out pooled streams; stay bounded anyway)
             self._streams.clear()
-        if not self.pdl:
+        if not self.ex:
             s = self._streams[handle] = cu.CUstream(handle)
             return s
         cfg = cu.CUlaunchConfig()
@@ -191,11 +199,19 @@ class DirectLauncher:
         cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = self.block, 1, 1
         cfg.sharedMemBytes = self.smem
         cfg.hStream = cu.CUstream(handle)
-        attr = cu.CUlaunchAttribute()
-        attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-        attr.value.programmaticStreamSerializationAllowed = 1
-        cfg.attrs = [attr]
-        cfg.numAttrs = 1
+        attrs = []
+        if self.pdl:
+            attr = cu.CUlaunchAttribute()
+            attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+            attr.value.programmaticStreamSerializationAllowed = 1
+            attrs.append(attr)
+        if self.cluster:
+            attr = cu.CUlaunchAttribute()
+            attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+            attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = self.cluster, 1, 1
+            attrs.append(attr)
+        cfg.attrs = attrs
+        cfg.numAttrs = len(attrs)
         self._streams[handle] = cfg
         return cfg
 
@@ -203,10 +219,10 @@ class DirectLauncher:
         s = self._streams.get(stream)
         if s is None:
             s = self._stream(stream)
-        if self.pdl:
+        if self.ex:
             (err,) = self._launch(s, self.f, args.address, 0)
         else:
             g, b = self.grid, self.block
             (err,) = self._launch(self.f, g, 1, 1, b, 1, 1, self.smem, s, args.address, 0)
         if err != self._ok:
-            check(err, f"{'cuLaunchKernelEx' if self.pdl else 'cuLaunchKernel'}({self.name})")
+            check(err, f"{'cuLaunchKernelEx' if self.ex else 'cuLaunchKernel'}({self.name})")
