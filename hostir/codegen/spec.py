@@ -151,6 +151,15 @@ def _device_clusters(index: int) -> bool:
     return torch.cuda.get_device_capability(index)[0] >= 9
 
 
+CLUSTER_ONE_BLOCK = 12
+"""Clusters whose CTAs take one block an SM each (a softmax's shares of this
+many vectors a thread of 1024 or more, up to rows.SMEM_ROW_LONG_CHUNKS; 0: none)
+where no cluster of two blocks an SM holds the row (KernelSpec._cluster).
+H100 % of copy, same run, loop / these: softmax fp32 1000x100000 (13 vectors)
+70.7 / 82.9, bf16 700x200000 (13) 68.9 / 75.6; but log-softmax bf16
+1000x140000 (9) 76.4 / 74.5, softmax 75.4 / 71.4 (another run: 70.5, 67.4)."""
+
+
 def launches_clusters(tensors) -> bool:
     """Does the CUDA device these tensors are on launch thread-block clusters
     (compute capability 9.0 and later)? False off CUDA."""
@@ -421,12 +430,19 @@ class KernelSpec:
                 or self._vec[id(kernel)] == 1 or not self._passes(kernel)[0] \
                 or self._row_schedule(kernel, vectors)[2]:  # (one block an SM keeps it)
             return 0
-        for q in (2, 4, 8):
-            part, span = -(-vectors // q), q * rows.ROW_THREADS[-1]
-            if part <= rows.SMEM_ROW_CHUNKS * rows.ROW_THREADS[-1] and \
-                    vectors >= rows.CLUSTER_MIN_FILL * span * -(-vectors // span):
-                t, _, kept = self._row_schedule(kernel, part)
-                return q if kept and t == rows.ROW_THREADS[-1] else 0
+        T = rows.ROW_THREADS[-1]
+        limits = [(0, rows.SMEM_ROW_CHUNKS)]
+        if CLUSTER_ONE_BLOCK:
+            limits.append((CLUSTER_ONE_BLOCK - 1, rows.SMEM_ROW_LONG_CHUNKS))
+        for least, limit in limits:  # shares of two blocks an SM, else (a softmax) of one
+            for q in (2, 4, 8):
+                part, span = -(-vectors // q), q * T
+                if least * T < part <= limit * T and \
+                        vectors >= rows.CLUSTER_MIN_FILL * span * -(-vectors // span):
+                    t, _, kept = self._row_schedule(kernel, part)
+                    if kept and t == rows.ROW_THREADS[-1]:
+                        return q
+                    break
         return 0
 
     def _full_outs(self, kernel: Kernel) -> list[int]:
@@ -519,11 +535,6 @@ class KernelSpec:
                 out += [self.variant(k, 1, "long long", rows.ROW_THREADS[0])]
                 out += [self.variant(k, self._vec[id(k)], "int", t) for t in rows.ROW_THREADS[::2]]
                 out += [self.variant(k, self._vec[id(k)], "int", *self._row_schedule(k, n)) for n in (256, 1000)]
-                q = self._cluster(k, 4 * rows.SMEM_ROW_CHUNKS * rows.ROW_THREADS[-1])
-                if q:  # rows split over a cluster
-                    out.append(self.variant(k, self._vec[id(k)], "int",
-                                            *self._row_schedule(k, 4 * rows.SMEM_ROW_CHUNKS * rows.ROW_THREADS[-1] // q),
-                                            cluster=q))
                 if k is self.online:  # its rows are long: several vectors a thread kept
                     out.append(self.variant(k, self._vec[id(k)], "int", *self._row_schedule(k, 4096)))
                 elif self._row_schedule(k, 4096)[2]:  # a long row kept in shared memory
