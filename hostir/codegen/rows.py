@@ -130,6 +130,13 @@ its chunks (log-softmax bf16 1000x140000, 85 %: loop 75.7, clusters 73.3).
 CTAs that each take a contiguous part of the row lost: rmsnorm bf16
 1024x131072 88.8 -> 83.8, layernorm 82.3 -> 70.4."""
 CLUSTER_MIN_FILL = 0.9
+CLUSTER_ONE_BLOCK = 12
+"""Clusters whose CTAs take one block an SM each (a softmax's shares of this
+many vectors a thread of 1024 or more, up to SMEM_ROW_LONG_CHUNKS; 0: none)
+where no cluster of two blocks an SM holds the row (spec.KernelSpec._cluster).
+H100 % of copy, same run, loop / these: softmax fp32 1000x100000 (13 vectors)
+70.7 / 82.9, bf16 700x200000 (13) 68.9 / 75.6; but log-softmax bf16
+1000x140000 (9) 76.4 / 74.5, softmax 75.4 / 71.4 (another run: 70.5, 67.4)."""
 SMEM_ROW_LONG_CHUNKS = 16
 """Rows of a kernel that reads them three times (a softmax) of more than
 SMEM_ROW_CHUNKS and up to this many vectors a thread of 1024 take one block

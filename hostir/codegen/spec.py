@@ -151,15 +151,6 @@ def _device_clusters(index: int) -> bool:
     return torch.cuda.get_device_capability(index)[0] >= 9
 
 
-CLUSTER_ONE_BLOCK = 12
-"""Clusters whose CTAs take one block an SM each (a softmax's shares of this
-many vectors a thread of 1024 or more, up to rows.SMEM_ROW_LONG_CHUNKS; 0: none)
-where no cluster of two blocks an SM holds the row (KernelSpec._cluster).
-H100 % of copy, same run, loop / these: softmax fp32 1000x100000 (13 vectors)
-70.7 / 82.9, bf16 700x200000 (13) 68.9 / 75.6; but log-softmax bf16
-1000x140000 (9) 76.4 / 74.5, softmax 75.4 / 71.4 (another run: 70.5, 67.4)."""
-
-
 def launches_clusters(tensors) -> bool:
     """Does the CUDA device these tensors are on launch thread-block clusters
     (compute capability 9.0 and later)? False off CUDA."""
@@ -397,8 +388,8 @@ class KernelSpec:
             return rows.ONLINE_LOOP_THREADS if kernel is self.online else rows.loop_threads(vectors), 0, 0
         if vec > 1 and several and vectors > chunks * rows.ROW_THREADS[-1]:  # a long row
             t = next((t for t in rows.ROW_THREADS if t >= 256 and vectors <= rows.SMEM_ROW_CHUNKS * t), 0)
-            one = not t and not two_reads and vectors <= rows.SMEM_ROW_LONG_CHUNKS * 1024
-            t = 1024 if one else t
+            one = not t and not two_reads and vectors <= rows.SMEM_ROW_LONG_CHUNKS * rows.ROW_THREADS[-1]
+            t = rows.ROW_THREADS[-1] if one else t
             c = -(-vectors // t) if t else 0
             chunk_bytes = row_cache_bytes(kernel, vec, vec * t) if t else 0
             if self.options.smem_rows and chunk_bytes:
@@ -432,8 +423,8 @@ class KernelSpec:
             return 0
         T = rows.ROW_THREADS[-1]
         limits = [(0, rows.SMEM_ROW_CHUNKS)]
-        if CLUSTER_ONE_BLOCK:
-            limits.append((CLUSTER_ONE_BLOCK - 1, rows.SMEM_ROW_LONG_CHUNKS))
+        if rows.CLUSTER_ONE_BLOCK:
+            limits.append((rows.CLUSTER_ONE_BLOCK - 1, rows.SMEM_ROW_LONG_CHUNKS))
         for least, limit in limits:  # shares of two blocks an SM, else (a softmax) of one
             for q in (2, 4, 8):
                 part, span = -(-vectors // q), q * T
