@@ -548,18 +548,20 @@ def shifted_exps(reduces, stores, body) -> dict[int, str]:
     return forms
 
 
-def held_words(kern: Kernel, vec: int, chunks: int) -> int:
-    """Registers (32-bit words) the vectors a thread of a persistent row holds
-    at once take: `chunks` of each cached load, one of each other vector load."""
-    kept = {id(n) for n in cached_loads(kern, vec)}
-    return sum(vec * kern.inputs[n.arg].dtype.itemsize // 4 * (chunks if id(n) in kept else 1)
-               for n in kern.order if id(n) in vector_loads(kern, vec))
-
-
 def rest_words(kern: Kernel, vec: int, chunks: int) -> int:
     """Registers (32-bit words) a thread takes to keep `chunks` vectors of each
     cached load."""
     return sum(kern.inputs[n.arg].dtype.itemsize * vec for n in cached_loads(kern, vec)) * chunks // 4
+
+
+def held_words(kern: Kernel, vec: int, chunks: int) -> int:
+    """Registers (32-bit words) the vectors a thread of a persistent row holds
+    at once take: `chunks` of each cached load (rest_words), one of each other
+    vector load."""
+    kept = {id(n) for n in cached_loads(kern, vec)}
+    return rest_words(kern, vec, chunks) + sum(
+        vec * kern.inputs[n.arg].dtype.itemsize // 4
+        for n in kern.order if id(n) in vector_loads(kern, vec) and id(n) not in kept)
 
 
 def row_invariant_loads(kern: Kernel) -> set[int]:

@@ -19,14 +19,6 @@ LOOP_ROW_THREADS = 512
 LOOP_ROW_BYTES = 64 * 1024
 LOOP_MIN_POINTS = 16385
 LOOP_VECTORS = 4
-REGISTER_LONG_WORDS = 16
-"""A kernel that reads its row twice keeps rows past LOOP_MIN_POINTS (up to
-LOOP_ROW_BYTES) in registers, 1024 threads a row, where the vectors a thread
-holds at once take this many registers at most (cuda_schedules.held_words):
-two blocks an SM then fit 32 registers a thread. H100 bf16 % of copy, same
-run, loop / registers: rmsnorm 8192x24576 94.4 / 99.4 (torch.compile 99.8);
-but layernorm 8192x24576 (weight and bias: 20 words, 46 registers, one block
-an SM) 96.5 / 82.8."""
 """The loop over a row of a normalization (rows read twice, the second time
 from L1 or L2; _row_schedule): rows of LOOP_MIN_POINTS points and
 more (past what registers hold: 16 points a thread of 1024), LOOP_ROW_BYTES at
@@ -51,6 +43,14 @@ Before that (rows from 4096 points looped), measured on an H100, % of copy:
 - past LOOP_ROW_BYTES the rows in flight pass L2 (50 MB) between the reads:
   rmsnorm bf16 2048x65536 72 % looped against 87 % in shared memory,
   layernorm 512x262144 60 % against 68 %."""
+REGISTER_LONG_WORDS = 16
+"""A kernel that reads its row twice keeps rows past LOOP_MIN_POINTS (up to
+LOOP_ROW_BYTES) in registers, 1024 threads a row, where the vectors a thread
+holds at once take this many registers at most (cuda_schedules.held_words):
+two blocks an SM then fit 32 registers a thread. H100 bf16 % of copy, same
+run, loop / registers: rmsnorm 8192x24576 94.4 / 99.4 (torch.compile 99.8);
+but layernorm 8192x24576 (weight and bias: 20 words, 46 registers, one block
+an SM) 96.5 / 82.8."""
 
 
 REGISTER_ROWS = True

@@ -39,7 +39,7 @@ def scan(op: Op, t, dim, dtype=None) -> Val:
     if dim is None:
         raise DefinitionError(f"{opname}: dim is required for {describe(t)}")
     dim = norm_dim(opname, t, dim)
-    _refuse_complex(op, t, dtype)
+    _refuse_complex(op, t)
     if dtype not in (None, DataType.Null):
         if not isinstance(dtype, DataType):
             raise DefinitionError(f"{opname}: dtype must be a DataType, got {dtype!r}")
@@ -57,7 +57,7 @@ def scan(op: Op, t, dim, dtype=None) -> Val:
     return scan_raw(op, t, ScanArg(dim, SCAN_OPS[op]))
 
 
-def _refuse_complex(op: Op, t: Val, dtype) -> None:
+def _refuse_complex(op: Op, t: Val) -> None:
     """cummax and cummin take no complex values (as torch: they have no order);
     complex sums and products scan as any other."""
     if op not in (Op.CUMMAX, Op.CUMMIN):
