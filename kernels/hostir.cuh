@@ -405,6 +405,18 @@ __device__ __forceinline__ void hir_opaque(T* p) {
   }
 }
 
+// The whole 16-byte lines of [p, p + bytes) into L2, by one thread (a bulk
+// prefetch on sm_90 and later; nothing before): a hint, it never faults.
+__device__ __forceinline__ void hir_prefetch_l2(const void* p, long long bytes) {
+#if __CUDA_ARCH__ >= 900
+  const unsigned long long a = (unsigned long long)p, lo = (a + 15) & ~15ull, hi = (a + bytes) & ~15ull;
+  for (unsigned long long at = lo; at < hi; at += 1u << 20) {
+    const unsigned n = (unsigned)(hi - at < (1u << 20) ? hi - at : (1u << 20));
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(at), "r"(n) : "memory");
+  }
+#endif
+}
+
 // A chained scan's published value (a tile's total or inclusive prefix): the
 // value's bytes in W parts of 32 bits, each in a 64-bit word whose upper half is
 // the launch's epoch once written (hir_chain_epoch; words of earlier launches carry

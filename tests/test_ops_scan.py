@@ -211,6 +211,22 @@ def test_chained_scan_called_again_and_on_other_streams(dtype):
             assert torch.equal(got, want)
 
 
+@pytest.mark.parametrize("dtype,pad", [(D.Float, 4), (D.BFloat16, 8), (D.Int32, 2)], ids=str)
+def test_chained_scan_of_many_tiles(dtype, pad):
+    """Rows of many chained tiles, each row `pad` points into a padded row (16
+    bytes: 16-byte vectors; int32: 8 bytes, 8-byte vectors of a row that
+    starts past a 16-byte boundary). On a GPU each block prefetches into L2
+    the tile of the block CHAIN_PREFETCH later, in a later row here, its range
+    cut to whole 16-byte lines. Every prefix stays exact (integers) or within
+    rounding."""
+    from hostir.codegen.scan import CHAIN_PREFETCH
+    n = 1 << 19
+    x = rand((3, n + pad), dtype, low=-1.0, high=1.0)[:, pad:]
+    assert 3 * n // (256 * 16 * 8) > CHAIN_PREFETCH  # tiles enough for blocks to prefetch
+    (out,) = run(lambda fd: fd.add_output(fd.ops.cumsum(declare(fd, x, "sliced_fp"), 1)), [x])
+    scan_check(out, expected("cumsum", x, 1), "cumsum", n)
+
+
 @pytest.mark.parametrize("rows", [1, 2, 3, 31, 33, 257, 1000])
 @pytest.mark.parametrize("length", [1, 2, 3, 4, 7, 8, 31, 64, 129])
 def test_many_rows(rows, length):
@@ -482,8 +498,9 @@ def test_launch_rule_picks_the_schedule():
     assert rows.scratch_size(k, 1, 16384) == (0, 2 + 4 * 16384)
     assert "hir_chain_put<1>(inc0" in one.source and "hir_chain_epoch(sem" in one.source
     assert "__stcs(" in one.source and "L1::no_allocate" in one.source  # tiles stream past the caches
+    assert "hir_prefetch_l2(in0 + " in one.source     # a later block's tile, into L2
     odd = pick((2, 100003))                          # no vectors: scalar loads, still chained
-    assert odd.chained and odd.vec == 1
+    assert odd.chained and odd.vec == 1 and "hir_prefetch_l2" not in odd.source
     one_odd = pick((1, 100003))                      # one row: vectors, the last 3 points alone
     assert one_odd.chained and one_odd.vec == 4 and "if (tail)" in one_odd.source
     assert cols.choose(cols.plain, [8192, 8192], [torch.empty(8192, 8192)], None, []).outer

@@ -85,6 +85,7 @@ CHAIN_ROWS = 4096  # fewer rows than this, each longer than two block tiles: a b
 COLUMN_WARPS = 16  # an outer scan's block: 32 column points x 16 warps along the scanned dim
 COLUMN_ROWS = 16   # ... each thread holding 16 consecutive points of its column per tile (64 bytes
                    # of fp32 in flight per thread: 8192 columns keep about 8 MB in flight)
+CHAIN_PREFETCH = 44  # a chained tile's block prefetches the tile of the block this many later (cuda_scan)
 CHAIN_SHARED = 40 << 10  # bytes of a chained tile's vector totals in shared memory, at most
 
 
