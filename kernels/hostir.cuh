@@ -405,8 +405,8 @@ __device__ __forceinline__ void hir_opaque(T* p) {
   }
 }
 
-// The whole 16-byte lines of [p, p + bytes) into L2, by one thread (a bulk
-// prefetch on sm_90 and later; nothing before): a hint, it never faults.
+// The whole 16-byte lines inside [p, p + bytes) into L2, by one thread: a bulk
+// prefetch (a hint; no data comes back) on sm_90 and later, nothing before.
 __device__ __forceinline__ void hir_prefetch_l2(const void* p, long long bytes) {
 #if __CUDA_ARCH__ >= 900
   const unsigned long long a = (unsigned long long)p, lo = (a + 15) & ~15ull, hi = (a + bytes) & ~15ull;
