@@ -28,7 +28,9 @@ HOSTIR_DISABLE   comma list of features to turn off: concretize_resize (keep sli
                  tensor compute exp and float division correctly rounded too, not with
                  the hardware's approximations: relative errors up to 1e-5), clusters
                  (rows too long for one block's shared memory are not split over
-                 thread-block clusters)
+                 thread-block clusters), shifted_rows (rows that start off a 16-byte
+                 boundary, or whose length is no multiple of a vector, are read a point
+                 at a time, not in vectors at the boundaries)
 HOSTIR_CACHE_DIR where compiled kernels are kept (default ~/.cache/hostir)
 HOSTIR_DEBUG     comma list of debug checks: verify (the fusion verifier around every pass
                  and stage, re-deriving each node's type; kernel-IR and host-IR checks),

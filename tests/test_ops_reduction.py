@@ -1298,6 +1298,64 @@ def test_persistent_rows_ask_for_the_threads_their_registers_allow(dtype, n, thr
     assert f"__launch_bounds__({var.block}, {threads // var.block})" in var.source
 
 
+@pytest.mark.parametrize("n", [0, 1, 7, 100, 1027, 4097, 50257])
+@pytest.mark.parametrize("kind", ["softmax", "log_softmax", "rmsnorm", "sum", "amax"])
+@pytest.mark.parametrize("dtype", [D.BFloat16, D.Float], ids=lambda d: d.name)
+def test_rows_off_vector_boundaries(kind, dtype, n):
+    """Rows whose length is no multiple of a vector, so that each starts at
+    another point past a 16-byte boundary: on a GPU they are read in vectors
+    at the boundaries (a shifted variant, spec._shift_ok), the points off the
+    row masked out of the reductions and the stores. Results against torch;
+    the launch takes the shifted variant (compiled by the nvrtc check), and
+    HOSTIR_DISABLE=shifted_rows reads the rows a point at a time. A weight
+    read by every row keeps the point-at-a-time schedule."""
+    if n == 0 and kind in ("softmax", "log_softmax", "amax"):
+        pytest.skip("max over an empty row raises (as torch.amax)")
+    x = rand((5, n), dtype)
+    if kind in ("sum", "amax"):
+        def build(fd):
+            t = fd.ops.cast(declare(fd, x), D.Float)
+            fd.add_output(fd.ops.sum(t, [1]) if kind == "sum" else fd.ops.max(t, [1]))
+        want = [x.double().sum(1) if kind == "sum" else x.double().amax(1)]
+    else:
+        def build(fd):
+            _norm_build(kind)(fd, declare(fd, x))
+        want = _norm_expected(kind, x)
+    outs, fd = _run_keeping_fd(build, [x])
+    for o, w in zip(outs, want):
+        check(o, w.to(o.dtype), kind="reduction")
+    import conftest
+    from hostir import config
+    (spec,) = _reduction_specs(fd)
+    for k in spec.kernels:
+        vec = spec._vec[id(k)]
+        var = spec.choose(k, [5, n], [x], None, [])
+        if n == 0:  # empty rows: nothing to shift
+            assert not var.shift, var.name
+        else:
+            assert var.vec == vec and var.shift == (n % vec != 0), var.name
+        if var.shift:
+            assert "m_ = (int)" in var.source and "_sh_" in var.name
+            conftest._KERNEL_SOURCES.setdefault(var.source, var.name)
+        with config.override(disable=config.get().disable | {"shifted_rows"}):
+            spec2 = _reduction_specs(_run_keeping_fd(build, [x])[1])[0]
+            assert spec2.choose(spec2.kernels[0], [5, n], [x], None, []).vec == (1 if var.shift else var.vec)
+    if kind == "rmsnorm" and n % vec:  # with a weight every row reads: no shifted rows
+        w = rand((n,), dtype)
+
+        def weighted(fd):
+            t = fd.ops.cast(declare(fd, x), D.Float)
+            ms = fd.ops.sum(fd.ops.mul(t, t), [1], keepdim=True)
+            y = fd.ops.mul(t, fd.ops.rsqrt(fd.ops.add(fd.ops.div(ms, fd.ops.size(t, 1)), 1e-6)))
+            fd.add_output(fd.ops.cast(fd.ops.mul(y, fd.ops.cast(declare(fd, w), D.Float)), dtype))
+        (out,), fd = _run_keeping_fd(weighted, [x, w])
+        t = x.double()
+        check(out, (t * torch.rsqrt(t.square().mean(1, keepdim=True) + 1e-6) * w.double()).to(out.dtype),
+              kind="reduction")
+        (spec,) = _reduction_specs(fd)
+        assert spec.choose(spec.kernels[0], [5, n], [x, w], None, []).vec == 1
+
+
 @pytest.mark.parametrize("kind", ["softmax", "log_softmax", "rmsnorm", "layernorm", "stored"])
 @pytest.mark.parametrize("dtype,n", [(D.BFloat16, 262144), (D.BFloat16, 524288), (D.Float, 131072),
                                      (D.Float, 65536 + 8), (D.BFloat16, 140000), (D.BFloat16, 98304),

@@ -65,11 +65,20 @@ class _ReductionPrinter(_Printer):
     group (the CTA of rank q holds threads q x threads onwards), and each
     reduction combines the CTAs' block results through distributed shared
     memory in rank order (_cluster_reduce): every CTA combines the same values
-    the same way."""
+    the same way.
+
+    With `shift` (spec._shift_ok), a row that starts m_ points past a vector
+    boundary, or whose length is no multiple of `vec`, is read in vectors at
+    the boundaries: vector j of the row holds points j x vec - m_ onwards. Its
+    points before the row's start and past its end (in the same 16-byte lines
+    as points of the row) take no part in the reductions, and the vectors at
+    the row's ends are stored a point at a time."""
 
     def __init__(self, kern: Kernel, name: str, idx: str, block: int, threads: int, pdl: bool,
-                 vec: int = 1, chunks: int = 0, smem_row: int = 0, cluster: int = 0):
+                 vec: int = 1, chunks: int = 0, smem_row: int = 0, cluster: int = 0,
+                 shift: bool = False):
         super().__init__(kern, name, vec, idx, block, False, pdl)
+        self.shift = shift and vec > 1
         if vec == 1:
             self.inner = -1  # every index is named i<d>
         self.threads = threads
@@ -127,6 +136,8 @@ class _ReductionPrinter(_Printer):
         names: dict[int, str] = {}
         self.emit_all([n for n in k.order if id(n) in rows and level[id(n)] == 0], names, "", "    ")
         acc = {id(n): f"a{j}" for j, n in enumerate(reduces)}
+        if self.shift:
+            self._row_shift(names)
         work = _row_work(k, rows, full_stores)
         if self.chunks:  # vectors read in several passes stay in registers from the first
             offset = []
@@ -306,6 +317,22 @@ class _ReductionPrinter(_Printer):
             L.append(f"    for (unsigned q = 1; q < {self.cluster}u; ++q) {{ const {ct} x = {a}, "
                      f"y = hir_cluster_read(cta{j}[parity], q); {a} = {_COMBINE[n.arg]}; }}")
 
+    def _row_shift(self, names) -> None:
+        """m_: how far past a vector boundary the row starts (its first vector
+        load's point 0; every vector tensor starts as far past: spec._shift_ok)."""
+        L, k, i = self.lines, self.k, f"i{self.inner}"
+        first = next(n for n in k.order if id(n) in self.vloads)
+        L.append("    int m_;  // the row's start, points past a vector boundary")
+        L.append(f"    {{ const {self.idx} {i} = 0;")
+        at = dict(names)
+        self.emit_all([x for x in _closure([first], set()) if x.op != K.LOAD], at, i, "      ")
+        p = f"in{first.arg} + {_offset([at[id(x)] for x in first.src[1:]], f'in{first.arg}')}"
+        L.append(f"      m_ = (int)(reinterpret_cast<unsigned long long>({p}) / sizeof(*in{first.arg}) % {self.vec}); }}")
+
+    def _start(self) -> str:
+        """The first point of this thread's first vector of the row."""
+        return f"lane * {self.vec} - m_" if self.shift else f"lane * {self.vec}"
+
     def _scalar_pass(self, mine, stores, body, names, acc) -> None:
         """One point of the row per thread and iteration."""
         L, idx = self.lines, self.idx
@@ -341,7 +368,7 @@ class _ReductionPrinter(_Printer):
         if self.chunks:  # persistent: the row's vectors are this thread's C vectors
             self._chunk_loop(self.chunks)
         elif B > 1:  # every load of a batch of vectors, then their uses
-            L.append(f"    for ({idx} r0 = lane * {v}; r0 < R; r0 += {self.span * v * B}) {{")
+            L.append(f"    for ({idx} r0 = {self._start()}; r0 < R; r0 += {self.span * v * B}) {{")
             batch = {}
             for n in body:
                 if id(n) in self.vloads and id(n) not in batch:
@@ -359,7 +386,7 @@ class _ReductionPrinter(_Printer):
             return
         else:  # unrolled: several vectors' loads in flight before their values are used
             L.append("    #pragma unroll 4")
-            L.append(f"    for ({idx} r = lane * {v}; r < R; r += {self.span * v}) {{")
+            L.append(f"    for ({idx} r = {self._start()}; r < R; r += {self.span * v}) {{")
         self._split("r", k.reduced, "      ")
         self._vector_step(mine, stores, body, names, acc)
         L.append("    }" if not self.chunks else "    }}")
@@ -370,7 +397,7 @@ class _ReductionPrinter(_Printer):
         L = self.lines
         L.append("    #pragma unroll")
         L.append(f"    for (int c = 0; c < {count}; ++c) {{")
-        L.append(f"      const {self.idx} r = (lane + c * {self.span}) * {self.vec};")
+        L.append(f"      const {self.idx} r = (lane + c * {self.span}) * {self.vec}{' - m_' if self.shift else ''};")
         L.append("      if (r < R) {")
 
     def _batch(self, body) -> int:
@@ -454,15 +481,30 @@ class _ReductionPrinter(_Printer):
             L.append(f"      alignas(16) {CTYPE[k.outputs[s].dtype]} {arrs[-1]}[{v}];")
         L.append("      #pragma unroll")
         L.append(f"      for (int u = 0; u < {v}; ++u) {{")
-        L.append(f"        const {idx} ii = {i} + u;")
+        if self.shift:  # points off the row: a point of the row stands in (never stored or combined)
+            L.append(f"        const bool in_ = {i} + u >= 0 && {i} + u < R;")
+            L.append(f"        const {idx} ii = in_ ? {i} + u : 0;")
+        else:
+            L.append(f"        const {idx} ii = {i} + u;")
         self.emit_all([n for n in body if id(n) in self.dep], inner, "ii", "        ")
+        if self.shift and mine:
+            L.append("        if (in_) {")
         self._combine(mine, acc, inner, "        ")
+        if self.shift and mine:
+            L.append("        }")
         for (s, node, ix), arr in zip(stores, arrs):
             L.append(f"        {arr}[u] = {inner[id(node)]};")
         L.append("      }")
         for (s, node, ix), arr in zip(stores, arrs):
-            L.append("      if (active)")
-            self.vector_store(s, arr, _offset([base[id(x)] for x in ix], f"out{s}"))
+            off = _offset([base[id(x)] for x in ix], f"out{s}")
+            if self.shift:  # (the launch checked: contiguous along the row)
+                L.append(f"      if (active && {i} >= 0 && {i} + {v} <= R)")
+                self.vector_store(s, arr, off)
+                L.append(f"      else if (active) for (int u = 0; u < {v}; ++u) "
+                         f"if ({i} + u >= 0 && {i} + u < R) out{s}[{off} + u] = {arr}[u];")
+            else:
+                L.append("      if (active)")
+                self.vector_store(s, arr, off)
 
     def _async_row(self) -> bool:
         """Is the row kept whole in shared memory by a block of SMEM_ASYNC_THREADS

@@ -24,7 +24,7 @@ from ..segment import Segment
 from .cuda import vector_width
 from .kir import K, Kernel
 from .lower import INT, PointwiseLowering
-from .spec import KernelOptions, KernelSpec, Variant, _made, _vector_ok, defines, index_type
+from .spec import KernelOptions, KernelSpec, Variant, _made, _vector_ok, defines, index_type, vector_slots
 
 
 class ScanLowering(PointwiseLowering):
@@ -204,10 +204,8 @@ class ScanSpec(KernelSpec):
             name = (f"{kernel.name}_v{vec}_{'i32' if idx == 'int' else 'i64'}{shape}"
                     f"{'_pdl' if o.pdl else ''}{'_fm' if o.fast_math else ''}"
                     f"{'_chk' if o.check_indices else ''}")
-            from .cuda import vector_loads
-            slots = frozenset(n.arg for n in kernel.order if id(n) in vector_loads(kernel, vec))
-            got = self._variants[key] = ScanVariant(kernel, vec, idx, o, name, slots, threads,
-                                                    chunks, outer)
+            got = self._variants[key] = ScanVariant(kernel, vec, idx, o, name, vector_slots(kernel, vec),
+                                                    threads, chunks, outer)
         return got
 
     def typical_variants(self) -> list[Variant]:
