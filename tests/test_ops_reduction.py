@@ -1304,7 +1304,7 @@ def test_persistent_rows_ask_for_the_threads_their_registers_allow(dtype, n, thr
 def test_rows_off_vector_boundaries(kind, dtype, n):
     """Rows whose length is no multiple of a vector, so that each starts at
     another point past a 16-byte boundary: on a GPU they are read in vectors
-    at the boundaries (a shifted variant, spec._shift_ok), the points off the
+    at the boundaries (a shifted variant, launch_checks.shift_ok), the points off the
     row masked out of the reductions and the stores. Results against torch;
     the launch takes the shifted variant (compiled by the nvrtc check), and
     HOSTIR_DISABLE=shifted_rows reads the rows a point at a time. A weight

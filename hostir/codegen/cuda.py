@@ -491,7 +491,7 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
     combines each row over `threads` threads, each holding its `chunks`
     vectors of the row in registers (0: a loop that reads them in every pass;
     `smem_row` > 0: that many of them in dynamic shared memory, the rest read
-    again in each pass; cuda_schedules.row_cache_bytes); `cluster` > 1 splits
+    again in each pass; row_loads.row_cache_bytes); `cluster` > 1 splits
     each row over that many CTAs of a thread-block cluster; `shift` reads rows
     that start off a vector boundary in vectors at the boundaries."""
     name = name or kern.name

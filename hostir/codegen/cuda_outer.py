@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from .cuda import _closure, vector_loads
 from .cuda_combine import _COMBINE, acc_bytes, acc_init, acc_type, acc_value
-from .cuda_schedules import _closure_of, _ReductionPrinter
+from .cuda_schedules import _ReductionPrinter
+from .row_loads import closure_of
 from .kir import K, Kernel, levels, passes, row_nodes, split_stores, ws_slot
 
 
@@ -56,7 +57,7 @@ class _OuterPrinter(_ReductionPrinter):
         L.append(f"    for ({idx} r = g * per + ty; r < hi; r += {ty_n}) {{")
         self._split("r", k.reduced, "      ")
         roots = [s for n in reduces for s in n.src] + [x for st in full_stores for x in (st[1], *st[2])]
-        body = _closure_of(roots, {id(n) for n in rows if id(n) not in self.dep})
+        body = closure_of(roots, {id(n) for n in rows if id(n) not in self.dep})
         local = dict(names)  # once per reduced point: what does not move along the kept innermost dim
         self.emit_all([n for n in body if id(n) not in self.dep], local, f"i{last_dim}", "      ")
         inner = dict(local)

@@ -46,7 +46,7 @@ Before that (rows from 4096 points looped), measured on an H100, % of copy:
 REGISTER_LONG_WORDS = 16
 """A kernel that reads its row twice keeps rows past LOOP_MIN_POINTS (up to
 LOOP_ROW_BYTES) in registers, 1024 threads a row, where the vectors a thread
-holds at once take this many registers at most (cuda_schedules.held_words):
+holds at once take this many registers at most (row_loads.held_words):
 two blocks an SM then fit 32 registers a thread. H100 bf16 % of copy, same
 run, loop / registers: rmsnorm 8192x24576 94.4 / 99.4 (torch.compile 99.8);
 but layernorm 8192x24576 (weight and bias: 20 words, 46 registers, one block
@@ -103,7 +103,7 @@ SMEM_PER_SM = 224 * 1024     # shared memory an SM's blocks share (an H100's 227
 SMEM_ROW_PARTIAL = True      # keep part of a row in shared memory for more blocks an SM
 SMEM_REST_WORDS = 16
 """A row kept in part in shared memory keeps the rest in registers where it
-takes this many a thread at most (cuda_schedules.rest_words), not read again
+takes this many a thread at most (row_loads.rest_words), not read again
 from L2 in each pass; its block copies the shared part by cp.async and loads
 the rest, all before use (a block of SMEM_ASYNC_THREADS). H100, % of copy,
 same run, the rest read again / in registers: softmax bf16 4096x65536 87.9 /

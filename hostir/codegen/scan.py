@@ -5,11 +5,12 @@ A scan kernel iterates over the scan's shape like a pointwise kernel; its
 SCAN nodes combine their source over the points of the scanned dim up to the
 current one (`Kernel.scanned`). The prologue (what feeds a scan) is indexed
 per use as in a pointwise kernel; the epilogue reads the scans at its own
-point. Two schedules print it (cuda_scan.py): along the innermost dim, a
+point. Three schedules print it (cuda_scan.py): along the innermost dim, a
 group of threads per row with warp-shuffle scans and a running carry across
 tiles of the row; along an outer dim, a thread per column point walking the
-scanned dim, coalesced across the innermost dim. Both combine in a fixed
-order: results are deterministic.
+scanned dim, coalesced across the innermost dim; few long rows in tiles of a
+block each, chained by a look-back (cuda_chained_scan.py). All combine in a
+fixed order: results are deterministic.
 """
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ from ..segment import Segment
 from .cuda import vector_width
 from .kir import K, Kernel
 from .lower import INT, PointwiseLowering
-from .spec import KernelOptions, KernelSpec, Variant, _made, _vector_ok, defines, index_type, vector_slots
+from .launch_checks import vector_ok, vector_slots
+from .spec import KernelOptions, KernelSpec, Variant, _made, defines, index_type
 
 
 class ScanLowering(PointwiseLowering):
@@ -85,13 +87,13 @@ CHAIN_ROWS = 4096  # fewer rows than this, each longer than two block tiles: a b
 COLUMN_WARPS = 16  # an outer scan's block: 32 column points x 16 warps along the scanned dim
 COLUMN_ROWS = 16   # ... each thread holding 16 consecutive points of its column per tile (64 bytes
                    # of fp32 in flight per thread: 8192 columns keep about 8 MB in flight)
-CHAIN_PREFETCH = 44  # a chained tile's block prefetches the tile of the block this many later (cuda_scan)
+CHAIN_PREFETCH = 44  # a chained tile's block prefetches the tile of the block this many later (cuda_chained_scan)
 CHAIN_SHARED = 40 << 10  # bytes of a chained tile's vector totals in shared memory, at most
 
 
 def chain_chunks(kernel: Kernel) -> int:
     """Vectors a thread takes of a chained tile: CHAIN_CHUNKS, halved while the
-    tile's vector totals (every scan's, padded: cuda_scan) pass CHAIN_SHARED."""
+    tile's vector totals (every scan's, padded: cuda_chained_scan) pass CHAIN_SHARED."""
     per = sum(n.dtype.itemsize for n in kernel.order if n.op == K.SCAN) * SCAN_BLOCK * 33 // 32
     c = CHAIN_CHUNKS
     while c > 1 and c * per > CHAIN_SHARED:
@@ -158,8 +160,7 @@ class ScanSpec(KernelSpec):
         # one chained row takes vectors up to its last whole one (its points after
         # it are scanned one by one): H100 1-D cumsum fp32 of 10^6 + 3 points
         whole = extents[:-1] + [length - length % vec] if rows == 1 and chained(vec) else extents
-        if vec > 1 and not _vector_ok(vec, [ins[s] for s in self.variant(
-                kernel, vec, idx, 32, SCAN_CHUNKS).vector_slots] + list(outs or ()), whole):
+        if vec > 1 and not vector_ok(vec, [ins[s] for s in vector_slots(kernel, vec)] + list(outs or ()), whole):
             vec = 1
         if chained(vec):
             return self.variant(kernel, vec, idx, SCAN_BLOCK, chain_chunks(kernel))

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from .. import config
-from .cuda import NARROW, kernel_source, vector_loads, vector_width
+from .cuda import NARROW, kernel_source, vector_width
 from .cuda_outer import outer_ok, outer_width
-from .cuda_schedules import held_words, invariant_bytes, rest_words, row_cache_bytes, row_invariant_loads
+from .row_loads import held_words, invariant_bytes, rest_words, row_cache_bytes
+from .launch_checks import launches_clusters, shift_ok, vector_ok, vector_slots
 from .cuda_tiles import STAGE_BYTES, STAGED, stage_block, staged_gather, tile_loads
 from . import rows
 from .kir import K, Kernel, Slot, kernel_text, layout, levels, passes, split_stores, verify_kernel, ws_slot
@@ -72,7 +73,7 @@ class Variant:
     tile: int = -1       # a pointwise kernel that transposes: 32 x 32 tiles of (tile, innermost)
     smem_row: int = 0    # ... that many of them in shared memory, not registers (the rest re-read)
     cluster: int = 0     # ... each row split over this many CTAs of a thread-block cluster
-    shift: bool = False  # ... rows that start off a vector boundary: vectors at the boundaries (_shift_ok)
+    shift: bool = False  # ... rows that start off a vector boundary: vectors at the boundaries (launch_checks.shift_ok)
 
     @property
     def block(self) -> int:
@@ -145,22 +146,6 @@ def e4m3_overflow_is_nan() -> bool:
     import torch
     dt = getattr(torch, "float8_e4m3fn", None)
     return dt is not None and torch.tensor([470.0]).to(dt).view(torch.uint8).item() == 0x7F
-
-
-@functools.cache
-def _device_clusters(index: int) -> bool:
-    import torch
-    return torch.cuda.get_device_capability(index)[0] >= 9
-
-
-def launches_clusters(tensors) -> bool:
-    """Does the CUDA device these tensors are on launch thread-block clusters
-    (compute capability 9.0 and later)? False off CUDA."""
-    for t in tensors:
-        dev = getattr(t, "device", None)
-        if dev is not None and dev.type == "cuda":
-            return _device_clusters(dev.index if dev.index is not None else 0)
-    return False
 
 
 def index_type(extents: list[int], ins: list, outs, params: list) -> str:
@@ -266,7 +251,7 @@ class KernelSpec:
         if kernel.reduced and self._outer(kernel):
             vec = self._vec[id(kernel)]
             var = self.variant(kernel, vec, idx, outer=True)
-            if vec > 1 and not _vector_ok(vec, [ins[s] for s in var.vector_slots], extents):
+            if vec > 1 and not vector_ok(vec, [ins[s] for s in var.vector_slots], extents):
                 var = self.variant(kernel, 1, idx, outer=True)
             return var
         if kernel.reduced:
@@ -275,8 +260,8 @@ class KernelSpec:
             checked = [ins[s] for s in vector_slots(kernel, vec)]
             if outs is not None:
                 checked += [outs[s] for s in self._full_outs(kernel)]
-            shift = vec > 1 and not _vector_ok(vec, checked, extents)
-            if shift and not _shift_ok(kernel, vec, checked, extents, self.options.shifted_rows):
+            shift = vec > 1 and not vector_ok(vec, checked, extents)
+            if shift and not shift_ok(kernel, vec, checked, extents, self.options.shifted_rows):
                 return self.variant(kernel, 1, idx, rows.row_threads(per_row))
             vectors = -(-(per_row + vec - 1) // vec) if shift else per_row // vec  # (shifted: a head)
             q = self._cluster(kernel, vectors) if vec > 1 and launches_clusters(ins) else 0
@@ -289,7 +274,7 @@ class KernelSpec:
             return self.variant(kernel, 1, idx, tile=t)
         vec = self._vec[id(kernel)]
         var = self.variant(kernel, vec, idx)
-        if vec > 1 and not _vector_ok(vec, [ins[s] for s in var.vector_slots] + list(outs or ()),
+        if vec > 1 and not vector_ok(vec, [ins[s] for s in var.vector_slots] + list(outs or ()),
                                       extents):
             var = self.variant(kernel, 1, idx)
         return var
@@ -556,51 +541,6 @@ class KernelSpec:
 
     def __str__(self) -> str:
         return "\n".join([kernel_text(k) for k in self.kernels] + [self.source])
-
-
-def vector_slots(kernel: Kernel, vec: int) -> frozenset:
-    """The inputs a kernel reads with vector loads of `vec` points."""
-    return frozenset(n.arg for n in kernel.order if id(n) in vector_loads(kernel, vec))
-
-
-def _shift_ok(kernel: Kernel, vec: int, tensors: list, extents: list[int], enabled: bool = True) -> bool:
-    """Can rows of one reduced (innermost) dim that start off a vector boundary,
-    or whose length is no multiple of `vec`, be read in vectors at the
-    boundaries (a shifted variant: cuda_schedules, `shift`)? Every row-moving
-    vector tensor is contiguous along the row, starts at a boundary, and steps
-    the kept dims by the same strides in points (so every row starts equally
-    far past a boundary in each); some vector load reads the rows, and none
-    is the same for every row (a weight would be read off its boundaries). A
-    vector past a row's ends stays within the 16-byte line of a point of the
-    row (never past a page). H100 % of copy, same run, a point at a time ->
-    shifted: softmax bf16 4096x50257 55.3 -> 85.7, log-softmax 57.3 -> 91.0,
-    softmax fp32 59.6 -> 78.3, softmax bf16 16384x1027 46.3 -> 55.1."""
-    if not enabled or vec == 1 or list(kernel.reduced) != [len(kernel.extent_vals) - 1] or not tensors \
-            or not extents[-1]:  # (empty rows: a vector before the start would be read)
-        return False
-    loads = vector_loads(kernel, vec)
-    if not loads or loads & row_invariant_loads(kernel):  # (the shift is read off a vector load)
-        return False
-    strides = None
-    for t in tensors:
-        if t.ndim == 0 or t.stride(-1) != 1 or t.data_ptr() % (vec * t.element_size()):
-            return False
-        kept = tuple(st for st, n in zip(t.stride()[:-1], t.shape[:-1]) if n > 1)
-        if strides is not None and kept != strides:
-            return False
-        strides = kept
-    return True
-
-
-def _vector_ok(vec: int, tensors: list, extents: list[int]) -> bool:
-    if not extents or extents[-1] % vec:
-        return False
-    for t in tensors:
-        if t.ndim == 0 or t.stride(-1) != 1 or t.data_ptr() % (vec * t.element_size()):
-            return False
-        if any(st % vec for st, n in zip(t.stride()[:-1], t.shape[:-1]) if n > 1):  # (size 1: never stepped)
-            return False
-    return True
 
 
 observers: list = []

@@ -1,0 +1,80 @@
+"""What a launch's tensors allow a kernel's variant: vectors (aligned, or
+shifted to the boundaries of rows that start off them), thread-block
+clusters. spec.py's launch rules ask these at a launch, never per call."""
+from __future__ import annotations
+
+import functools
+
+from .cuda import vector_loads
+from .row_loads import row_invariant_loads
+from .kir import Kernel
+
+
+@functools.cache
+def _device_clusters(index: int) -> bool:
+    import torch
+    return torch.cuda.get_device_capability(index)[0] >= 9
+
+
+def launches_clusters(tensors) -> bool:
+    """Does the CUDA device these tensors are on launch thread-block clusters
+    (compute capability 9.0 and later)? False off CUDA."""
+    for t in tensors:
+        dev = getattr(t, "device", None)
+        if dev is not None and dev.type == "cuda":
+            return _device_clusters(dev.index if dev.index is not None else 0)
+    return False
+
+
+def vector_slots(kernel: Kernel, vec: int) -> frozenset:
+    """The inputs a kernel reads with vector loads of `vec` points."""
+    return frozenset(n.arg for n in kernel.order if id(n) in vector_loads(kernel, vec))
+
+
+def _starts_aligned(t, vec: int) -> bool:
+    """Is tensor `t` contiguous along its innermost dim from a boundary of
+    vectors of `vec` points?"""
+    return t.ndim > 0 and t.stride(-1) == 1 and t.data_ptr() % (vec * t.element_size()) == 0
+
+
+def vector_ok(vec: int, tensors: list, extents: list[int]) -> bool:
+    """Can every point of a launch's rows be read and written in vectors of
+    `vec` (the innermost extent and every stepped stride a multiple of it,
+    each tensor contiguous along the row from a boundary)?"""
+    if not extents or extents[-1] % vec:
+        return False
+    for t in tensors:
+        if not _starts_aligned(t, vec):
+            return False
+        if any(st % vec for st, n in zip(t.stride()[:-1], t.shape[:-1]) if n > 1):  # (size 1: never stepped)
+            return False
+    return True
+
+
+def shift_ok(kernel: Kernel, vec: int, tensors: list, extents: list[int], enabled: bool = True) -> bool:
+    """Can rows of one reduced (innermost) dim that start off a vector boundary,
+    or whose length is no multiple of `vec`, be read in vectors at the
+    boundaries (a shifted variant: cuda_schedules, `shift`)? Every row-moving
+    vector tensor is contiguous along the row, starts at a boundary, and steps
+    the kept dims by the same strides in points (so every row starts equally
+    far past a boundary in each); some vector load reads the rows, and none
+    is the same for every row (a weight would be read off its boundaries). A
+    vector past a row's ends stays within the 16-byte line of a point of the
+    row (never past a page). H100 % of copy, same run, a point at a time ->
+    shifted: softmax bf16 4096x50257 55.3 -> 85.7, log-softmax 57.3 -> 91.0,
+    softmax fp32 59.6 -> 78.3, softmax bf16 16384x1027 46.3 -> 55.1."""
+    if not enabled or vec == 1 or list(kernel.reduced) != [len(kernel.extent_vals) - 1] or not tensors \
+            or not extents[-1]:  # (empty rows: a vector before the start would be read)
+        return False
+    loads = vector_loads(kernel, vec)
+    if not loads or loads & row_invariant_loads(kernel):  # (the shift is read off a vector load)
+        return False
+    strides = None
+    for t in tensors:
+        if not _starts_aligned(t, vec):
+            return False
+        kept = tuple(st for st, n in zip(t.stride()[:-1], t.shape[:-1]) if n > 1)
+        if strides is not None and kept != strides:
+            return False
+        strides = kept
+    return True

@@ -1,0 +1,85 @@
+"""What the passes of a row kernel (a reduction or normalization) read: the
+vector loads a persistent schedule keeps between passes and the registers or
+shared memory they take, and the loads every row reads alike (a weight). The
+row printer (cuda_schedules.py) and the launch rules (spec.py, launch_checks.py)
+both ask these."""
+from __future__ import annotations
+
+from .cuda import vector_loads
+from .kir import K, Kernel, KNode, levels, passes, row_nodes, split_stores, topological
+
+
+def row_work(k: Kernel, rows: set, full_stores) -> list[tuple]:
+    """Each pass over a row: (pass, its REDUCE nodes, its full stores, the row
+    values it computes)."""
+    level = levels(k)
+    reduces = [n for n in k.order if n.op == K.REDUCE]
+    work = []
+    for p in passes(k):
+        mine = [n for n in reduces if pass_of(n, level) == p]
+        stores = [st for st in full_stores if level[id(st[1])] == p]
+        roots = [s for n in mine for s in n.src] + [x for st in stores for x in (st[1], *st[2])]
+        work.append((p, mine, stores, closure_of(roots, rows)))  # row values are named already
+    return work
+
+
+def cached_loads(k: Kernel, vec: int) -> list[KNode]:
+    """The vector loads a persistent row schedule keeps (read in several passes)."""
+    rows = row_nodes(k)
+    vloads = vector_loads(k, vec)
+    uses: dict[int, int] = {}
+    work = row_work(k, rows, split_stores(k, rows)[0])
+    for *_, body in work:
+        for n in dict.fromkeys(n for n in body if id(n) in vloads):
+            uses[id(n)] = uses.get(id(n), 0) + 1
+    return list(dict.fromkeys(n for *_, body in work for n in body if uses.get(id(n), 0) > 1))
+
+
+def row_cache_bytes(k: Kernel, vec: int, points: int) -> int:
+    """Bytes a persistent schedule keeps of a row of `points` points (each
+    cached load's elements)."""
+    return sum(k.inputs[n.arg].dtype.itemsize for n in cached_loads(k, vec)) * points
+
+
+def pass_of(n: KNode, level: dict) -> int:
+    """The pass over the row that computes REDUCE node `n` (levels, kir.py)."""
+    return level[id(n)] - 1
+
+
+def rest_words(kern: Kernel, vec: int, chunks: int) -> int:
+    """Registers (32-bit words) a thread takes to keep `chunks` vectors of each
+    cached load."""
+    return sum(kern.inputs[n.arg].dtype.itemsize * vec for n in cached_loads(kern, vec)) * chunks // 4
+
+
+def held_words(kern: Kernel, vec: int, chunks: int) -> int:
+    """Registers (32-bit words) the vectors a thread of a persistent row holds
+    at once take: `chunks` of each cached load (rest_words), one of each other
+    vector load."""
+    kept = {id(n) for n in cached_loads(kern, vec)}
+    return rest_words(kern, vec, chunks) + sum(
+        vec * kern.inputs[n.arg].dtype.itemsize // 4
+        for n in kern.order if id(n) in vector_loads(kern, vec) and id(n) not in kept)
+
+
+def row_invariant_loads(kern: Kernel) -> set[int]:
+    """LOAD nodes of a reduction kernel whose place depends on no kept index
+    (the same for every row: a normalization's weight and bias)."""
+    kept = set(kern.kept)
+    dep: set[int] = set()
+    for n in kern.order:
+        if (n.op == K.INDEX and n.arg in kept) or any(id(x) in dep for x in n.src):
+            dep.add(id(n))
+    return {id(n) for n in kern.order if n.op == K.LOAD and id(n) not in dep}
+
+
+def invariant_bytes(kern: Kernel) -> int:
+    """Bytes a point of a row reads of what every row reads (row_invariant_loads)."""
+    invariant = row_invariant_loads(kern)
+    return sum(kern.inputs[n.arg].dtype.itemsize for n in kern.order if id(n) in invariant)
+
+
+def closure_of(roots, stop=frozenset()) -> list:
+    """The dependence-ordered sub-DAG under `roots`, the roots included, not
+    entering nodes in `stop` (ids)."""
+    return topological(roots, stop=stop)
