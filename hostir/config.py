@@ -35,7 +35,9 @@ HOSTIR_CACHE_DIR where compiled kernels are kept (default ~/.cache/hostir)
 HOSTIR_DEBUG     comma list of debug checks: verify (the fusion verifier around every pass
                  and stage, re-deriving each node's type; kernel-IR and host-IR checks),
                  indices (generated GPU kernels check every gather index and trap, printing
-                 the op and the value, where one is out of range; CPU runs always check)
+                 the op and the value, where one is out of range; ops through ATen on GPUs,
+                 index_put_accumulate and grouped_mm, check their indices and offsets on the
+                 host first; CPU runs always check)
 HOSTIR_COMM_BACKEND  how collectives run between ranks: torch (default; torch.distributed,
                  NCCL on GPUs, gloo on CPU) or mpi (mpi4py; CUDA buffers only with a
                  CUDA-aware MPI)

@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING
 
 from .handles import Scalar
 from .ir import ops as O
+from .ir.ops import norms
 from .ir.dtypes import DataType
 from .ir.errors import DefinitionError
+from .ir.fusion import Output
 from .ir.node import Op, Val
 from .repro import recorded
 
@@ -111,6 +113,43 @@ class Ops:
         if not isinstance(val, Val) or not val.is_tensor:
             raise DefinitionError(f"shape: expected a tensor, got {t!r}")
         return [Scalar(a.extent, self._fd) for a in val.logical]
+
+    def tensor_sizes(self, t) -> list:
+        """nvFuser's tensor_sizes: every extent of `t`, one Scalar each (as shape)."""
+        return self.shape(t)
+
+    @recorded("fd.ops.at")
+    def at(self, vector, index: int):
+        """nvFuser's at: entry `index` of a vector of Scalars (define_vector, shape)."""
+        self._fd._check_defining("fd.ops.at")
+        if not isinstance(vector, (list, tuple)) or not all(isinstance(x, Scalar) for x in vector):
+            raise DefinitionError(f"at: expected a vector of Scalars (define_vector, fd.ops.shape), got "
+                                  f"{vector!r}")
+        if isinstance(index, bool) or not isinstance(index, int) or not -len(vector) <= index < len(vector):
+            raise DefinitionError(f"at: index {index!r} is out of range for a vector of {len(vector)} "
+                                  f"entries")
+        return vector[index]
+
+    def batch_norm(self, arg, weight, bias, running_mean, running_var, momentum, eps, training: bool,
+                   channels_last: bool = False):
+        """nvFuser's batch_norm -> (output, mean, invstd) (hostir.ir.ops.norms).
+        With training and running statistics, the new running_mean and
+        running_var are written into those inputs after the call (hidden
+        outputs aliasing them, as nvFuser's), which must be inputs of the
+        fusion (define_tensor)."""
+        fd = self._fd
+        for what, t in (("running_mean", running_mean), ("running_var", running_var)):
+            if training and t is not None and fd._unwrap(t, "batch_norm").op is not Op.TENSOR_INPUT:
+                raise DefinitionError(f"batch_norm: {what} {t!r} is updated in place, so it must be an input "
+                                      f"of the fusion (define_tensor)")
+
+        def build(*args):
+            y, mean, invstd, updates = norms.batch_norm(*args)
+            for new, run in updates:
+                fd._outputs.append(Output(new, run, None))
+            return y, mean, invstd
+        return self._call("batch_norm", build, arg, weight, bias, running_mean, running_var, momentum,
+                          eps, training, channels_last)
 
 
 def _op_method(name: str, fn):

@@ -27,7 +27,10 @@ UNARY = {
     "relu": torch.relu, "neg": torch.neg, "abs": torch.abs, "sin": torch.sin,
     "cos": torch.cos, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
 }
-BINARY = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "maximum": torch.maximum}
+BINARY = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "maximum": torch.maximum,
+          "add_alpha": lambda a, b: torch.add(a, b, alpha=-0.75),
+          "sub_alpha": lambda a, b: torch.sub(a, b, alpha=1.5)}
+ALPHA = {"add_alpha": (-0.75,), "sub_alpha": (1.5,)}
 OPS = ["unary", "binary", "scalar", "cast", "broadcast", "squeeze", "reshape", "permute",
        "slice", "pad", "cat", "reduce", "normalize", "scan", "gather", "scatter", "argmax",
        "complex"]
@@ -86,7 +89,7 @@ def apply_op(fd, data, items: list[Item], kind: str) -> Item | None:
         other = partners[draw(st.integers(0, len(partners) - 1), label="partner")]
         name = draw(st.sampled_from(sorted(BINARY)), label="binary")
         a, b = (it, other) if draw(st.booleans(), label="order") else (other, it)
-        return Item(getattr(fd.ops, name)(a.h, b.h), BINARY[name](a.t, b.t))
+        return Item(getattr(fd.ops, name)(a.h, b.h, *ALPHA.get(name, ())), BINARY[name](a.t, b.t))
     if kind == "scalar":
         c = draw(st.sampled_from([0.5, -1.25, 2.0, 3.0]), label="const")
         if draw(st.booleans(), label="mul"):
@@ -245,12 +248,16 @@ def apply_op(fd, data, items: list[Item], kind: str) -> Item | None:
         d = draw(st.integers(-n, n - 1), label="argmax dim")
         k = fd.ops.argmax(it.h, d, keepdim=True)
         return Item(fd.ops.take_along_axis(it.h, k, d), it.t.amax(d, keepdim=True))
-    if kind == "complex":  # z = a + ib (b * 1j promotes to complex64), then a real part of z*z - z
-        partners = [o for o in items if compatible(it, o)]
+    if kind == "complex":  # z = a + ib (fd.ops.complex, or b * 1j promoted to complex64), then a
+        partners = [o for o in items if compatible(it, o)]  # real part of z*z - z
         other = partners[draw(st.integers(0, len(partners) - 1), label="imaginary part")]
         part = draw(st.sampled_from(sorted(COMPLEX_PARTS)), label="part")
-        z = fd.ops.add(fd.ops.cast(it.h, DataType.ComplexFloat), fd.ops.mul(other.h, 1j))
-        zt = it.t.to(torch.complex64) + other.t * 1j
+        if draw(st.booleans(), label="of parts"):
+            z = fd.ops.complex(it.h, other.h)
+            zt = torch.complex(*torch.broadcast_tensors(it.t, other.t))
+        else:
+            z = fd.ops.add(fd.ops.cast(it.h, DataType.ComplexFloat), fd.ops.mul(other.h, 1j))
+            zt = it.t.to(torch.complex64) + other.t * 1j
         w = fd.ops.sub(fd.ops.mul(z, z), z)
         return Item(getattr(fd.ops, part)(w), COMPLEX_PARTS[part](zt * zt - zt))
     raise AssertionError(kind)

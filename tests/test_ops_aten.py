@@ -564,3 +564,77 @@ def test_argsort_bad_input():
         with pytest.raises(DefinitionError, match="argsort: arg must be a tensor"):
             fd.ops.argsort(fd.define_scalar(1.0), 0)
         fd.add_output(t)
+
+
+# ------------------------------------------------------------------ grouped_mm
+
+GMM_DTYPES = [D.BFloat16, D.Float] if ON_CPU else [D.BFloat16]
+# (form, M, K, N, group sizes): the grouped extent split by offsets, an empty group included
+GMM_CASES = [("2d3d", 24, 16, 8, (5, 0, 11, 8)), ("2d3d", 8, 32, 16, (8,)), ("3d2d", 8, 16, 24, (8, 16)),
+             ("2d2d", 16, 48, 8, (16, 32, 0)), ("3d2d", 16, 32, 40, (8, 8, 24))]
+
+
+def _grouped_operands(form, m, k, n, sizes, dtype):
+    g = len(sizes)
+    offs = torch.tensor(sizes, dtype=torch.int64).cumsum(0).to(torch.int32)
+    if form == "2d3d":
+        return rand((m, k), dtype, -1, 1), rand((g, k, n), dtype, -1, 1), offs
+    if form == "3d2d":
+        return rand((g, m, k), dtype, -1, 1), rand((k, n), dtype, -1, 1), offs
+    return rand((m, k), dtype, -1, 1), rand((k, n), dtype, -1, 1), offs
+
+
+def _grouped_expected(form, a, b, offs):
+    """Each group's matmul in float64, one by one."""
+    a, b, ends = a.double(), b.double(), [0] + offs.tolist()
+    parts = [(ends[i], ends[i + 1]) for i in range(len(ends) - 1)]
+    if form == "2d3d":
+        return torch.cat([a[s:e] @ b[i] for i, (s, e) in enumerate(parts)])
+    if form == "3d2d":
+        return torch.cat([a[i] @ b[:, s:e] for i, (s, e) in enumerate(parts)], dim=1)
+    return torch.stack([a[:, s:e] @ b[s:e] for s, e in parts])
+
+
+@pytest.mark.parametrize("dtype", GMM_DTYPES, ids=lambda d: d.short)
+@pytest.mark.parametrize("case", GMM_CASES, ids=str)
+def test_grouped_mm(case, dtype):
+    """nvFuser's grouped_mm (torch._grouped_mm) in its three offset forms, each
+    group checked against its own matmul; a generated kernel before and after."""
+    form, m, k, n, sizes = case
+    a, b, offs = _grouped_operands(form, m, k, n, sizes, dtype)
+
+    def build(fd):
+        ta, tb, to = declare(fd, a), declare(fd, b), declare(fd, offs)
+        fd.add_output(fd.ops.mul(fd.ops.grouped_mm(fd.ops.neg(ta), tb, to), 0.5))
+
+    (out,) = run(build, [a, b, offs])
+    expected = (_grouped_expected(form, -a, b, offs) * 0.5).to(TORCH[dtype])
+    check(out, expected, "reduction", *((3e-2, 3e-2) if dtype is D.BFloat16 else (1e-4, 1e-4)))
+
+
+def test_grouped_mm_bad_definitions_and_offsets():
+    with FusionDefinition() as fd:
+        a, b3 = fd.define_tensor([-1, 16], dtype=D.BFloat16), fd.define_tensor([3, 16, -1], dtype=D.BFloat16)
+        b8, f = fd.define_tensor([3, 8, -1], dtype=D.BFloat16), fd.define_tensor([-1, 16], dtype=D.Float)
+        offs, offs64 = fd.define_tensor([-1], dtype=D.Int32), fd.define_tensor([-1], dtype=D.Int)
+        offs2 = fd.define_tensor([2], dtype=D.Int32)
+        with pytest.raises(DefinitionError, match="grouped_mm: offsets T5 .* must be a 1-D Int32"):
+            fd.ops.grouped_mm(a, b3, offs64)
+        with pytest.raises(DefinitionError, match="grouped_mm: incompatible shapes: dim 1 of T0"):
+            fd.ops.grouped_mm(a, b8, offs)
+        with pytest.raises(DefinitionError, match="grouped_mm: operands must have the same dtype"):
+            fd.ops.grouped_mm(f, b3, offs)
+        with pytest.raises(DefinitionError, match="dim 0 of T1 .* has extent 3 but dim 0 of T6"):
+            fd.ops.grouped_mm(a, b3, offs2)
+        with pytest.raises(UnsupportedError, match="grouped_mm: the scaled form"):
+            fd.ops.grouped_mm(a, b3, offs, offs, offs)
+        fd.add_output(fd.ops.grouped_mm(a, b3, offs))
+    args = [rand((10, 16), D.BFloat16), rand((3, 16, 8), D.BFloat16), None, rand((10, 16), D.Float), None,
+            torch.zeros(3, dtype=torch.long), torch.zeros(2, dtype=torch.int32)]
+    args[2], args[4] = rand((3, 8, 8), D.BFloat16), torch.tensor([3, 12, 10], dtype=torch.int32)
+    with pytest.raises(ExecutionError, match=r"offsets T4\[1\] = 12 is out of order or past the grouped "
+                                             r"extent 10"):
+        fd.execute(args)
+    args[4] = torch.tensor([3, 7, 10], dtype=torch.int32)
+    (out,) = fd.execute(args)
+    check(out, _grouped_expected("2d3d", args[0], args[1], args[4]).bfloat16(), "reduction", 3e-2, 3e-2)

@@ -8,7 +8,7 @@ the op, the tensors and the value. The kernels run in the interpreter on CPU
 import pytest
 import torch
 
-from hostir import DataType, DefinitionError, ExecutionError, UnsupportedError
+from hostir import DataType, DefinitionError, ExecutionError, FusionDefinition, UnsupportedError
 from ops_util import TEST_DEVICE, TORCH, check, declare, rand, relayout, run
 
 D = DataType
@@ -574,3 +574,78 @@ def test_a_debug_gpu_scatter_traps_on_a_bad_index(debug, tmp_path):
         assert "hostir: scatter" in proc.stdout + proc.stderr and "index 7" in proc.stdout + proc.stderr
     else:
         assert proc.returncode == 0 and "not trapped True" in proc.stdout, proc.stderr[-2000:]
+
+
+# ------------------------------------------------------------------ index_put_accumulate
+
+# (acc shape, index length): rows listed twice and more (duplicates add up), size-1 and
+# empty dims, an empty index
+PUT_CASES = [((7, 5), 12), ((1, 4), 3), ((6, 1), 9), ((5, 3, 4), 8), ((9,), 20), ((4, 6), 0), ((0, 3), 0)]
+
+
+@pytest.mark.parametrize("case", PUT_CASES, ids=str)
+@pytest.mark.parametrize("dtype", [D.Float, D.Double, D.Int32, D.BFloat16], ids=lambda d: d.short)
+@pytest.mark.parametrize("idx_dtype", [D.Int, D.Int32], ids=lambda d: d.short)
+def test_index_put_accumulate(case, dtype, idx_dtype):
+    """nvFuser's index_put_accumulate against torch.index_put(accumulate=True),
+    negative indices counting from the end, fused between generated kernels."""
+    shape, n = case
+    acc, value = rand(shape, dtype), rand((n,) + shape[1:], dtype)
+    idx = _indices((n,), shape[0], idx_dtype)
+
+    def build(fd):
+        ta, ti, tv = declare(fd, acc), declare(fd, idx), declare(fd, value)
+        fd.add_output(fd.ops.index_put_accumulate(ta, ti, fd.ops.mul(tv, 2)))
+
+    (out,) = run(build, [acc, idx, value])
+    expected = acc.index_put((_pos(idx, shape[0]),), value * 2, accumulate=True)
+    check(out, expected, "reduction" if dtype.is_float else "pointwise")
+
+
+@pytest.mark.parametrize("layout", ["strided", "transposed"])
+def test_index_put_accumulate_of_non_contiguous_operands(layout):
+    acc, value = rand((6, 5), D.Float), rand((10, 5), D.Float)
+    idx = _indices((10,), 6, D.Int)
+
+    def build(fd):
+        ta, ti = declare(fd, relayout(acc, layout), layout), declare(fd, idx)
+        tv = declare(fd, relayout(value, layout), layout)
+        fd.add_output(fd.ops.exp(fd.ops.index_put_accumulate(ta, ti, tv)))
+
+    (out,) = run(build, [relayout(acc, layout), idx, relayout(value, layout)])
+    check(out, torch.exp(acc.index_put((_pos(idx, 6),), value, accumulate=True)), "reduction")
+
+
+@pytest.mark.parametrize("bad", [6, -7, 100])
+def test_index_put_accumulate_out_of_range_names_the_value(bad):
+    acc, value = rand((6, 4), D.Float), rand((3, 4), D.Float)
+    idx = torch.tensor([0, bad, 2])
+
+    def build(fd):
+        fd.add_output(fd.ops.index_put_accumulate(declare(fd, acc), declare(fd, idx), declare(fd, value)))
+
+    with pytest.raises(ExecutionError, match=rf"index_put_accumulate -> .*: index {bad} in T1 is out of "
+                                             rf"range for dim 0 of T0, which has extent 6"):
+        run(build, [acc, idx, value])
+
+
+def test_index_put_accumulate_definition_and_shape_errors():
+    with FusionDefinition() as fd:
+        acc = fd.define_tensor([-1, 4], dtype=D.Float)
+        i1, i2 = fd.define_tensor([-1], dtype=D.Int), fd.define_tensor([-1, -1], dtype=D.Int)
+        fi = fd.define_tensor([-1], dtype=D.Float)
+        v, vh = fd.define_tensor([-1, 4], dtype=D.Float), fd.define_tensor([-1, 4], dtype=D.Half)
+        v5 = fd.define_tensor([-1, 5], dtype=D.Float)
+        with pytest.raises(DefinitionError, match="index_put_accumulate: index T2 .* must be 1-D"):
+            fd.ops.index_put_accumulate(acc, i2, v)
+        with pytest.raises(DefinitionError, match="index_put_accumulate: index T3 .* must be Int or Int32"):
+            fd.ops.index_put_accumulate(acc, fi, v)
+        with pytest.raises(DefinitionError, match=r"value T5 .* must have acc's rank \(2\) and dtype \(float\)"):
+            fd.ops.index_put_accumulate(acc, i1, vh)
+        with pytest.raises(DefinitionError, match="dim 1 of value T6 .* has extent 5, dim 1 of T0"):
+            fd.ops.index_put_accumulate(acc, i1, v5)
+        fd.add_output(fd.ops.index_put_accumulate(acc, i1, v))
+    with pytest.raises(ExecutionError, match=r"value T4 has shape \[2, 4\], expected \[3\] \+ \[4\]"):
+        fd.execute([torch.zeros(5, 4), torch.zeros(3, dtype=torch.long), torch.zeros(3, 3, dtype=torch.long),
+                    torch.zeros(3), torch.zeros(2, 4), torch.zeros(2, 4, dtype=torch.half),
+                    torch.zeros(2, 5)])

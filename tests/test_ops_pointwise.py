@@ -204,7 +204,9 @@ BINARY_TABLE = {
     "gcd": (torch.gcd, INTS, SHIFT_L, SHIFT_L),
     "logical_right_shift": (_logical_right_shift, INTS, SHIFT_L, SHIFT_R),
     "nextafter": (torch.nextafter, [D.Float, D.Double], TIES, TIES),
+    "complex": (torch.complex, [D.Float, D.Double], {}, {}),
 }
+TENSORS_ONLY = {"complex"}  # (as torch.complex: no Python numbers, no mixed scalars)
 
 
 def bdata(shape, dtype, dom):
@@ -254,6 +256,8 @@ def _binary_params():
     for name, (_, dtypes, _, _) in sorted(BINARY_TABLE.items()):
         for dt in dtypes:
             for cfg in (CONFIGS if dt in (D.Float, D.ComplexFloat) else OTHER_CONFIGS):
+                if name in TENSORS_ONLY and "scalar" in cfg:
+                    continue
                 out.append(pytest.param(name, dt, cfg, id=f"{name}-{dt.name}-{cfg}"))
     return out
 
@@ -1001,3 +1005,101 @@ def test_complex_promotion_torch_lacks_a_type_for_is_refused(dtype):
         return
     (out,) = run(lambda fd: fd.add_output(fd.ops.mul(declare(fd, x), 1j)), [x])
     check(out, x * 1j)
+
+
+# ------------------------------------------------------------------ complex, add_alpha, sub_alpha
+
+@pytest.mark.parametrize("dtype", [D.Float, D.Double], ids=lambda d: d.name)
+@pytest.mark.parametrize("shape,decl", [((13, 17), "strided"), ((9, 11), "transposed"), ((1, 5), "bcast"),
+                                        ((0, 3), "sym"), ((2, 3, 4), "static")], ids=str)
+def test_complex_of_parts_keeps_each_part_in_place(dtype, shape, decl):
+    """fd.ops.complex (torch.complex): infinite and NaN parts stay where they
+    are (re + im * 1j would turn 0 * inf into a NaN real part); the result
+    feeds complex arithmetic in the same kernel."""
+    re, im = rand(shape, dtype), rand(shape, dtype)
+    if re.numel() >= 4:
+        re.view(-1)[0], im.view(-1)[1] = float("nan"), float("inf")
+        re.view(-1)[2], im.view(-1)[3] = float("-inf"), float("nan")
+
+    def build(fd):
+        tr, ti = declare(fd, relayout(re, decl), decl), declare(fd, relayout(im, decl), decl)
+        z = fd.ops.complex(tr, ti)
+        fd.add_output(z)
+        fd.add_output(fd.ops.mul(fd.ops.add(z, 1.0), z))
+        fd.add_output(fd.ops.imag(z))
+
+    z, w, back = run(build, [relayout(re, decl), relayout(im, decl)])
+    ref = torch.complex(re, im)
+    assert z.dtype == ref.dtype
+    assert torch.equal(torch.view_as_real(z).isnan(), torch.view_as_real(ref).isnan())
+    check(z, ref, rtol=0, atol=0)
+    check(w, (ref + 1.0) * ref)
+    check(back, im, rtol=0, atol=0)
+
+
+def test_complex_scalars_and_refusals():
+    """Complex scalars from two Double scalars; torch.complex's rules refuse
+    mixed dtypes, non-float parts, a tensor with a scalar and complex parts."""
+    x = rand((3, 4), D.ComplexDouble)
+
+    def build(fd):
+        s = fd.ops.complex(fd.define_scalar(None, dtype=D.Double), fd.define_scalar(-0.5))
+        assert s.dtype is D.ComplexDouble
+        fd.add_output(fd.ops.mul(declare(fd, x), s))
+
+    (out,) = run(build, [2.0, x])
+    check(out, x * complex(2.0, -0.5))
+    with FusionDefinition() as fd:
+        f, d = fd.define_tensor([-1], dtype=D.Float), fd.define_tensor([-1], dtype=D.Double)
+        i, c = fd.define_tensor([-1], dtype=D.Int), fd.define_tensor([-1], dtype=D.ComplexFloat)
+        h = fd.define_tensor([-1], dtype=D.Half)
+        with pytest.raises(DefinitionError, match="complex: parts must have the same dtype, got float and double"):
+            fd.ops.complex(f, d)
+        with pytest.raises(DefinitionError, match=r"complex: real part T2 \(int64.*expected float or double"):
+            fd.ops.complex(i, i)
+        with pytest.raises(DefinitionError, match="complex: imag part .* is cfloat"):
+            fd.ops.complex(f, c)
+        with pytest.raises(DefinitionError, match="complex: real part .* is half"):
+            fd.ops.complex(h, h)
+        with pytest.raises(DefinitionError, match="both tensors or both scalars"):
+            fd.ops.complex(d, 1.5)
+        fd.add_output(f)
+
+
+ALPHA_CASES = [  # (dtype, alpha, operand layouts)
+    (D.Float, 0.3, ("sym", "sym")), (D.Float, -2, ("strided", "transposed")), (D.Double, 1.5, ("sym", "bcast")),
+    (D.Half, 0.7, ("sym", "sym")), (D.BFloat16, -1.25, ("transposed", "sym")), (D.Int, 3, ("sym", "strided")),
+    (D.Int32, -2, ("sym", "sym")), (D.ComplexFloat, 0.5 - 1j, ("sym", "sym")),
+]
+
+
+@pytest.mark.parametrize("op", ["add_alpha", "sub_alpha"])
+@pytest.mark.parametrize("dtype,alpha,decls", ALPHA_CASES, ids=str)
+@pytest.mark.parametrize("alpha_kind", ["number", "scalar_input"])
+def test_add_sub_alpha(op, dtype, alpha, decls, alpha_kind):
+    """nvFuser's add_alpha / sub_alpha against torch.add / torch.sub(alpha=):
+    the operands' promoted type, alpha a number or a scalar input."""
+    shape_b = (1, 7) if decls[1] == "bcast" else (5, 7)
+    a, b = rand((5, 7), dtype), rand(shape_b, dtype)
+    fn = torch.add if op == "add_alpha" else torch.sub
+    expected = fn(a, b, alpha=alpha)
+
+    def build(fd):
+        ta, tb = declare(fd, relayout(a, decls[0]), decls[0]), declare(fd, relayout(b, decls[1]), decls[1])
+        k = alpha if alpha_kind == "number" else fd.define_scalar(
+            None, dtype={int: D.Int, float: D.Double, complex: D.ComplexDouble}[type(alpha)])
+        fd.add_output(getattr(fd.ops, op)(ta, tb, k))
+
+    inputs = [relayout(a, decls[0]), relayout(b, decls[1])] + ([alpha] if alpha_kind == "scalar_input" else [])
+    (out,) = run(build, inputs)
+    check(out, expected)
+
+
+def test_alpha_of_an_integral_result_must_be_integral():
+    with FusionDefinition() as fd:
+        t = fd.define_tensor([-1], dtype=D.Int32)
+        with pytest.raises(DefinitionError, match=r"add_alpha: alpha .* integral result takes an integral alpha"):
+            fd.ops.add_alpha(t, t, 0.5)
+        with pytest.raises(DefinitionError, match="sub_alpha: alpha must be a number or a scalar"):
+            fd.ops.sub_alpha(t, t, t)
+        fd.add_output(t)

@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from hostir import DataType
+from hostir import DataType, FusionDefinition
 from hostir.ir.errors import DefinitionError
 from ops_util import ALL, TORCH, check, declare, rand, relayout, run
 
@@ -713,6 +713,24 @@ def test_reshape_of_channels_last_input():
     a, b = run(build, [x])
     _exact(a, x.reshape(-1))
     _exact(b, x.reshape(6, 20))
+
+
+def test_tensor_sizes_and_at_read_extents():
+    """nvFuser's tensor_sizes (a Scalar per dim) and at (an entry of a vector)."""
+    a = torch.randn(3, 5)
+    with FusionDefinition() as fd:
+        t = fd.define_tensor([-1, -1], dtype=DataType.Float)
+        sizes = fd.ops.tensor_sizes(t)
+        rows, cols = fd.ops.at(sizes, 0), fd.ops.at(fd.define_vector([7, sizes[1]]), -1)
+        fd.add_output(fd.ops.mul(t, fd.ops.add(rows, cols)))
+        with pytest.raises(DefinitionError, match="at: index 2 is out of range for a vector of 2"):
+            fd.ops.at(sizes, 2)
+        with pytest.raises(DefinitionError, match="at: expected a vector of Scalars"):
+            fd.ops.at(t, 0)
+    (out,) = fd.execute([a])
+    torch.testing.assert_close(out, a * 8)
+    (out,) = fd.execute([torch.ones(2, 2)])
+    torch.testing.assert_close(out, torch.full((2, 2), 4.0))
 
 
 def test_every_fd_op_is_tested():

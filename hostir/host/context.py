@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import torch
 
+from .. import config
 from ..ir.env import Env
 
 
 class RunContext(Env):
     """Values of one run, plus its stream pool (`pool`), the buffers the caller
     wants results written into (`out_buffers`: output Val -> tensor) and the
-    bound plan whose prepared launches this run uses (`bound`, or None)."""
+    bound plan whose prepared launches this run uses (`bound`, or None).
+    Index values are checked on CPU always, on GPUs with HOSTIR_DEBUG=indices
+    (as generated kernels check them)."""
 
     __slots__ = ("pool", "out_buffers", "bound")
 
     def __init__(self, device: torch.device, bound=None):
-        super().__init__(device)
+        device = torch.device(device)
+        super().__init__(device, device.type != "cuda" or config.debugging("indices"))
         self.pool = None
         self.out_buffers = None
         self.bound = bound

@@ -105,6 +105,16 @@ def real_dtype(dtype: DataType) -> DataType:
         dtype, dtype)
 
 
+def complex_dtype(dtype: DataType) -> DataType:
+    """The complex type whose parts are `dtype` (ComplexFloat for Float, ComplexDouble
+    for Double); complex types are their own."""
+    if dtype.is_complex:
+        return dtype
+    if dtype not in (DataType.Float, DataType.Double):
+        raise ValueError(f"no complex type has {dtype.short} parts")
+    return DataType.ComplexFloat if dtype is DataType.Float else DataType.ComplexDouble
+
+
 def python_scalar_dtype(value) -> DataType:
     """The DataType a Python number is defined with (nvFuser: bool, Int, Double, ComplexDouble)."""
     if isinstance(value, bool):

@@ -13,13 +13,16 @@ from .scalar import evaluate_scalar
 
 
 class Env(dict):
-    """Values of nodes (identity-keyed), and the device tensors are made on."""
+    """Values of nodes (identity-keyed), the device tensors are made on, and
+    whether ops through ATen check their index values before they use them
+    (`checks_indices`: a check on a GPU costs a synchronization)."""
 
-    __slots__ = ("device",)
+    __slots__ = ("device", "checks_indices")
 
-    def __init__(self, device: torch.device):
+    def __init__(self, device: torch.device, checks_indices: bool = True):
         super().__init__()
         self.device = device
+        self.checks_indices = checks_indices
 
     def scalar(self, v: Val):
         return evaluate_scalar(v, self)

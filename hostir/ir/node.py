@@ -15,7 +15,7 @@ import enum
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, NamedTuple
 
-from .dtypes import DataType, coerce, python_scalar_dtype, real_dtype
+from .dtypes import DataType, coerce, complex_dtype, python_scalar_dtype, real_dtype
 
 
 class Op(enum.Enum):
@@ -47,6 +47,7 @@ class Op(enum.Enum):
     BITWISE_AND = "bitwise_and"; BITWISE_OR = "bitwise_or"; BITWISE_XOR = "bitwise_xor"
     BITWISE_LEFT_SHIFT = "bitwise_left_shift"; BITWISE_RIGHT_SHIFT = "bitwise_right_shift"
     GCD = "gcd"; NEXTAFTER = "nextafter"; LOGICAL_RIGHT_SHIFT = "logical_right_shift"
+    COMPLEX = "complex"          # a complex value of a real part and an imaginary part
     # ternary pointwise
     WHERE = "where"
     # type and data movement
@@ -78,6 +79,9 @@ class Op(enum.Enum):
                                  # offset[, scale]); 3 results
     TOPK = "topk"                # src=(input, k), arg=(dim, largest, sorted); 2 results
     ARGSORT = "argsort"          # src=(input,), arg=(dim, descending, stable)
+    INDEX_PUT_ACCUMULATE = "index_put_accumulate"  # src=(acc, index, value): acc with value's rows
+                                 # added at the rows index lists (dim 0)
+    GROUPED_MM = "grouped_mm"    # src=(mat1, mat2, offsets): matmuls of groups offsets bounds
     RESULT = "result"            # src=(node,), arg=i: result i of a several-result node
     # factories
     FULL = "full"                # src=(fill, *extents)
@@ -111,11 +115,14 @@ class Kind(enum.Enum):
     FLOAT = "float"        # promoted, ints and bools become Float
     BOOL = "bool"          # result is Bool
     INTEGRAL = "integral"  # operands must be Int/Bool, result promoted
+    COMPLEX = "complex"    # float operands, result the complex type of their parts (complex)
 
     def result(self, compute: DataType) -> DataType:
         """The type an op of this kind gives when it computes in `compute`."""
         if self is Kind.BOOL:
             return DataType.Bool
+        if self is Kind.COMPLEX:
+            return complex_dtype(compute)
         return real_dtype(compute) if self is Kind.REAL else compute
 
 

@@ -18,7 +18,7 @@ def apply_scalar(op: Op, dtype: DataType, args: list):
     """Evaluate one scalar op on Python values; the result has type `dtype`.
     Complex values compute with the op's torch rule, in complex128."""
     try:
-        if dtype.is_complex or any(isinstance(a, complex) for a in args):
+        if (dtype.is_complex and op is not Op.COMPLEX) or any(isinstance(a, complex) for a in args):
             result = OPS[op].torch(*(torch.tensor(a, dtype=torch.bool if isinstance(a, bool)
                                                   else torch.complex128) for a in args)).item()
         else:

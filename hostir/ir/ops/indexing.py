@@ -87,12 +87,15 @@ def _raw(op: Op, input: Val, index: Val, dim: int) -> Val:
     return Val(op, input.dtype, (input, index), arg=dim, axes=tuple(axes))
 
 
-def _check_range(v: Val, idx: torch.Tensor, extent: int, negative: bool = True) -> None:
+def _check_range(v: Val, idx: torch.Tensor, extent: int, negative: bool = True, dim: int | None = None) -> None:
+    """Every value of `idx` (v's index, addressing dim `dim` of v's input: v.arg
+    unless given) in [0, extent), or from -extent where `negative`."""
     bad = (idx < (-extent if negative else 0)) | (idx >= extent)
     if bool(bad.any()):
         value = int(idx[bad].flatten()[0])
         raise ExecutionError(f"{v.op.value} -> {v!r}: index {value} in {v.src[1]!r} is out of range "
-                             f"for dim {v.arg} of {v.src[0]!r}, which has extent {extent}")
+                             f"for dim {v.arg if dim is None else dim} of {v.src[0]!r}, which has "
+                             f"extent {extent}")
 
 
 def _reference(v: Val, args, env):
@@ -320,4 +323,67 @@ define(OpDef(Op.SCATTER, Family.SCATTER, (3, 3), build=scatter,
              check=_scatter_check, dims=lambda v, k: (None,) * v.src[k].ndim if v.src[k].is_tensor else ()))
 
 
-__all__ = ["embedding_fwd", "gather", "index_select", "scatter", "select", "take_along_axis"]
+@frontend("index_put_accumulate")
+def index_put_accumulate(acc, index, value) -> Val:
+    """nvFuser's index_put_accumulate (torch.index_put(acc, (index,), value,
+    accumulate=True), out of place): `acc` with value[i] added to row index[i]
+    of its dim 0, for each i; rows listed more than once get every value
+    added. acc [R, ...], index [N] (Int or Int32; negative values count from
+    the end), value [N, ...] of acc's dtype and trailing shape. Through ATen
+    (deterministic: its sums run in a fixed order); an index out of range is an
+    ExecutionError naming the value, on CPU always, on GPUs with
+    HOSTIR_DEBUG=indices."""
+    acc = require_tensor("index_put_accumulate", acc, "acc")
+    index = _index_arg("index_put_accumulate", index)
+    value = require_tensor("index_put_accumulate", value, "value")
+    if acc.ndim == 0:
+        raise DefinitionError(f"index_put_accumulate: acc {describe(acc)} must have at least one dim")
+    if index.ndim != 1:
+        raise DefinitionError(f"index_put_accumulate: index {describe(index)} must be 1-D, has "
+                              f"{index.ndim} dims")
+    if value.ndim != acc.ndim or value.dtype is not acc.dtype:
+        raise DefinitionError(f"index_put_accumulate: value {describe(value)} must have acc's rank "
+                              f"({acc.ndim}) and dtype ({acc.dtype.short})")
+    pairs = [(index, 0, value, 0)] + [(acc, d, value, d) for d in range(1, acc.ndim)]
+    for a, da, b, db in pairs:
+        ea, eb = a.logical[da].extent, b.logical[db].extent
+        if S.is_const(ea) and S.is_const(eb) and ea.arg != eb.arg:
+            raise DefinitionError(f"index_put_accumulate: dim {db} of value {describe(value)} has extent "
+                                  f"{eb.arg}, dim {da} of {describe(a)} {ea.arg}")
+    return _put_raw(acc, index, value)
+
+
+def _put_raw(acc: Val, index: Val, value: Val) -> Val:
+    axes = tuple(Axis(a.extent, AxisKind.ITER) if a.is_expanded else a for a in acc.logical)
+    return Val(Op.INDEX_PUT_ACCUMULATE, acc.dtype, (acc, index, value), axes=axes)
+
+
+def _put_reference(v: Val, args, env):
+    acc, idx, value = args
+    rows = acc.shape[0]
+    if idx.shape[0] != value.shape[0] or list(value.shape[1:]) != list(acc.shape[1:]):
+        raise ExecutionError(f"index_put_accumulate -> {v!r}: value {v.src[2]!r} has shape "
+                             f"{list(value.shape)}, expected [{idx.shape[0]}] + {list(acc.shape[1:])} "
+                             f"(index {v.src[1]!r}'s length, then acc {v.src[0]!r}'s trailing dims)")
+    idx = idx.to(torch.int64)
+    if env.checks_indices:
+        _check_range(v, idx, rows, dim=0)
+    return acc.index_put((idx,), value, accumulate=True)
+
+
+def _put_text(v: Val, n) -> str:
+    return f"index_put_accumulate({n(v.src[0])}, {n(v.src[1])}, {n(v.src[2])})"
+
+
+def _put_dims(v: Val, k: int) -> tuple:
+    """acc's and value's trailing dims pass through; the rows index addresses are whole."""
+    return (None,) if k == 1 else (None,) + tuple(range(1, v.src[k].ndim))
+
+
+define(OpDef(Op.INDEX_PUT_ACCUMULATE, Family.ATEN, (3, 3), build=index_put_accumulate,
+             rebuild=lambda v, src: _put_raw(*src), reference=_put_reference, text=_put_text,
+             dims=_put_dims))
+
+
+__all__ = ["embedding_fwd", "gather", "index_put_accumulate", "index_select", "scatter", "select",
+           "take_along_axis"]

@@ -6,9 +6,10 @@ import torch
 import torch.nn.functional as F
 
 from .. import scalar as S
-from ..errors import DefinitionError, UnsupportedError
+from ..dtypes import DataType
+from ..errors import DefinitionError, ExecutionError, UnsupportedError
 from ..node import REDUCED, Axis, AxisKind, Family, Op, OpDef, Val, define
-from .common import broadcast_axes, check_same_extent, describe, frontend, require_tensor
+from .common import broadcast_axes, check_same_extent, describe, frontend, iter_axis, require_tensor
 
 
 def _float_operands(opname: str, *vals: Val):
@@ -136,3 +137,73 @@ def _linear_into(v: Val, args, out) -> bool:
 
 define(OpDef(Op.LINEAR, Family.MATMUL, (2, 3), build=linear, rebuild=lambda v, src: linear(*src),
              reference=_linear_reference, into=_linear_into, dims=_linear_dims, partial="sum"))
+
+
+# ------------------------------------------------------------------ grouped_mm
+
+@frontend("grouped_mm")
+def grouped_mm(mat1: Val, mat2: Val, offsets: Val, scale1=None, scale2=None, dtype=None) -> Val:
+    """nvFuser's grouped_mm (torch._grouped_mm): G matmuls, group g's rows,
+    columns or contracted points being those from offsets[g - 1] to offsets[g]
+    (offsets: G ascending Int32 ends, the first group starting at 0):
+    - mat1 [M, K], mat2 [G, K, N]: rows of mat1 grouped, out [M, N];
+    - mat1 [G, M, K], mat2 [K, N]: columns of mat2 grouped, out [M, N];
+    - mat1 [M, K], mat2 [K, N]: the contracted points grouped, out [G, M, N].
+    Through ATen, not a generated kernel. The scaled form (scale1, scale2:
+    block-scaled float8 or float4 operands) is not supported."""
+    if scale1 is not None or scale2 is not None or dtype is not None:
+        raise UnsupportedError("grouped_mm: the scaled form (scale1, scale2, dtype: block-scaled float8 or "
+                               "float4 operands) is not supported; pass mat1, mat2 and offsets")
+    a = require_tensor("grouped_mm", mat1, "mat1")
+    b = require_tensor("grouped_mm", mat2, "mat2")
+    offs = require_tensor("grouped_mm", offsets, "offsets")
+    _float_operands("grouped_mm", a, b)
+    if offs.ndim != 1 or offs.dtype is not DataType.Int32:
+        raise DefinitionError(f"grouped_mm: offsets {describe(offs)} must be a 1-D Int32 tensor of the "
+                              f"groups' ends")
+    if (a.ndim, b.ndim) not in ((2, 3), (3, 2), (2, 2)):
+        raise DefinitionError(f"grouped_mm: mat1 {describe(a)} and mat2 {describe(b)}: expected ranks "
+                              f"(2, 3), (3, 2) or (2, 2)")
+    check_same_extent("grouped_mm", a, a.ndim - 1, b, b.ndim - 2, a.logical[-1].extent,
+                      b.logical[-2].extent)
+    groups = [(a, 0)] if a.ndim == 3 else [(b, 0)] if b.ndim == 3 else []
+    for t, d in groups:  # mat1's or mat2's group dim has one entry per offset
+        check_same_extent("grouped_mm", t, d, offs, 0, t.logical[d].extent, offs.logical[0].extent)
+    return grouped_mm_node(a, b, offs)
+
+
+def grouped_mm_node(a: Val, b: Val, offs: Val) -> Val:
+    rows, cols = a.logical[-2], b.logical[-1]
+    lead = (iter_axis(offs.logical[0].extent),) if a.ndim == 2 and b.ndim == 2 else ()
+    axes = lead + tuple(Axis(x.extent, AxisKind.ITER) for x in (rows, cols))
+    return Val(Op.GROUPED_MM, a.dtype, (a, b, offs), axes=axes)
+
+
+def _grouped_mm_reference(v: Val, args, env):
+    a, b, offs = args
+    if env.checks_indices:
+        _check_offsets(v, offs, a, b)
+    return torch._grouped_mm(a, b, offs=offs)
+
+
+def _check_offsets(v: Val, offs: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    """offsets ascending from 0 up to the grouped extent (ATen reads past a
+    tensor's end otherwise, or leaves rows unwritten)."""
+    bound = a.shape[0] if b.ndim == 3 else b.shape[-1] if a.ndim == 3 else a.shape[-1]
+    o = offs.to(torch.int64).cpu()
+    prev = torch.cat([o.new_zeros(1), o[:-1]])
+    bad = (o < prev) | (o > bound)
+    if bool(bad.any()):
+        g = int(bad.nonzero()[0])
+        raise ExecutionError(f"grouped_mm -> {v!r}: offsets {v.src[2]!r}[{g}] = {int(o[g])} is out of "
+                             f"order or past the grouped extent {bound} (offsets: {o.tolist()})")
+
+
+def _grouped_mm_dims(v: Val, k: int) -> tuple:
+    """Taken whole: the groups' bounds are data."""
+    return (None,) * v.src[k].ndim
+
+
+define(OpDef(Op.GROUPED_MM, Family.ATEN, (3, 3), build=grouped_mm,
+             rebuild=lambda v, src: grouped_mm_node(*src), reference=_grouped_mm_reference,
+             dims=_grouped_mm_dims))

@@ -74,7 +74,7 @@ def _bitwise_not(x):
 
 # op: (kind, Python evaluation, torch evaluation, CUDA format, printed symbol
 #      [, C++ the CUDA format needs beyond kernels/hostir.cuh])
-_K, _F, _B, _I, _R = Kind.KEEP, Kind.FLOAT, Kind.BOOL, Kind.INTEGRAL, Kind.REAL
+_K, _F, _B, _I, _R, _C = Kind.KEEP, Kind.FLOAT, Kind.BOOL, Kind.INTEGRAL, Kind.REAL, Kind.COMPLEX
 UNARY_TABLE = {
     Op.NEG: (_K, operator.neg, torch.neg, "(-{0})", None),
     Op.ABS: (_R, abs, torch.abs, "hir_abs({0})", None),
@@ -196,6 +196,9 @@ BINARY_TABLE = {
                    "{ return nextafterf(a, b); }\n"
                    "__device__ __forceinline__ double hir_nextafter(double a, double b) "
                    "{ return nextafter(a, b); }"),
+    Op.COMPLEX: (_C, complex, torch.complex, "hir_complex_of({0}, {1})", None,
+                 "template <typename T> __device__ __forceinline__ hir_complex<T> hir_complex_of(T re, T im) "
+                 "{ return hir_complex<T>(re, im); }"),
 }
 
 
@@ -367,9 +370,27 @@ def _imag(x) -> Val:
     return pointwise(Op.IMAG, v)
 
 
+def _complex(real, imag) -> Val:
+    """nvFuser's complex (torch.complex): the complex value real + imag i, parts
+    kept as they are (an infinite or NaN part stays in its place). Both parts
+    Float (ComplexFloat) or both Double (ComplexDouble), both tensors or both
+    scalars."""
+    re, im = S.as_val(real), S.as_val(imag)
+    for what, v in (("real", re), ("imag", im)):
+        if v.dtype not in (DataType.Float, DataType.Double):
+            raise DefinitionError(f"complex: {what} part {describe(v) if v.is_tensor else repr(v)} is "
+                                  f"{v.dtype.short}; expected float or double")
+    if re.dtype is not im.dtype:
+        raise DefinitionError(f"complex: parts must have the same dtype, got {re.dtype.short} and "
+                              f"{im.dtype.short}")
+    if re.is_tensor != im.is_tensor:
+        raise DefinitionError(f"complex: parts must be both tensors or both scalars, got {re!r} and {im!r}")
+    return pointwise(Op.COMPLEX, re, im)
+
+
 def _define_table(table: dict, arity: tuple) -> None:
     kernels = {Op.MUL: _mul_kernel, Op.POW: _pow_kernel, Op.DIV: _div_kernel}
-    builders = {Op.REAL: _real, Op.IMAG: _imag}
+    builders = {Op.REAL: _real, Op.IMAG: _imag, Op.COMPLEX: _complex}
     for op, (kind, py, fn, cuda, sym, *cuda_def) in table.items():
         build = builders.get(op, partial(pointwise, op))
         define(OpDef(op, Family.POINTWISE, arity, build=build,
@@ -497,6 +518,36 @@ def addcmul(t, tensor1, tensor2, value=1.0) -> Val:
     """t + value * tensor1 * tensor2 (torch.addcmul, nvFuser's fd.ops.addcmul)."""
     return pointwise(Op.ADD, t, pointwise(Op.MUL, value, pointwise(Op.MUL, tensor1, tensor2)))
 
+
+
+@frontend("add_alpha")
+def add_alpha(a, b, alpha) -> Val:
+    """a + alpha * b (torch.add(a, b, alpha=alpha), nvFuser's fd.ops.add_alpha)."""
+    return _with_alpha("add_alpha", Op.ADD, a, b, alpha)
+
+
+@frontend("sub_alpha")
+def sub_alpha(a, b, alpha) -> Val:
+    """a - alpha * b (torch.sub(a, b, alpha=alpha), nvFuser's fd.ops.sub_alpha)."""
+    return _with_alpha("sub_alpha", Op.SUB, a, b, alpha)
+
+
+def _with_alpha(opname: str, op: Op, a, b, alpha) -> Val:
+    """As torch: the result has a's and b's promoted type (alpha's takes no
+    part; an integral result refuses a float alpha), computed in its compute
+    type and rounded once (half and bfloat16 products are not rounded first)."""
+    a, b, alpha = (S.as_val(v) for v in (a, b, alpha))
+    if alpha.is_tensor:
+        raise DefinitionError(f"{opname}: alpha must be a number or a scalar, got {describe(alpha)}")
+    dtype = S.promote_vals([a, b])
+    if not dtype.is_inexact and alpha.dtype.is_inexact:
+        raise DefinitionError(f"{opname}: alpha {alpha!r} is {alpha.dtype.short}, but the operands are "
+                              f"{dtype.short}: an integral result takes an integral alpha")
+    ct = compute_dtype(dtype)
+    if ct is dtype:
+        return pointwise(op, a, pointwise(Op.MUL, b, S.cast_scalar(alpha, dtype)))
+    out = pointwise(op, cast(a, ct), pointwise(Op.MUL, cast(b, ct), alpha))
+    return cast(out, dtype)
 
 
 @frontend("triu")
