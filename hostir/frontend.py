@@ -17,6 +17,7 @@ from .host.cache import CacheInfo, FusionCache
 from .host.distributed import DistributedFusion
 from .host.ir import program_text
 from .host.steps import KernelStep
+from .runtime.nvrtc import HEADER_DIR
 from .ir import ops as O
 from .ir.dtypes import DataType, from_torch, python_scalar_dtype
 from .ir.errors import DefinitionError, InputError, UnsupportedError
@@ -24,6 +25,7 @@ from .ir.fusion import Fusion, Output, TensorInputArg
 from .ir.inputs import dense_dims
 from .ir.node import Axis, AxisKind, Op, Val, const
 from .ir.printer import fusion_text
+from .ir.reference import evaluate
 from .ir.verify import verify
 from .segment import Segment, segmented_text
 
@@ -55,6 +57,7 @@ class FusionDefinition:
         self._rng_streams = 0                         # random ops drawing from them so far
         self._rng_seed: int | None = None             # drawn from torch's generator on first call
         self._rng_calls = 0                           # the offset of the next call
+        self._repro_inputs: list | None = None        # execute(save_repro_inputs=True)'s inputs
 
     # ------------------------------------------------------------ definition
     def __enter__(self) -> "FusionDefinition":
@@ -416,25 +419,37 @@ class FusionDefinition:
         self._rng_streams += 1
         return seed, offset, self._rng_streams
 
-    def _with_rng(self, inputs) -> list:
+    def _with_rng(self, inputs, advance: bool = True) -> list:
         """The caller's inputs with the implicit rng seed and offset put in: the
         seed drawn from torch's default generator on the first call (so
-        torch.manual_seed makes runs repeatable), the offset one more every call."""
+        torch.manual_seed makes runs repeatable), the offset one more every call
+        (that `advance`s: a plan or a reference made for the next call does not)."""
         if self._rng_seed is None:
             self._rng_seed = int(torch.randint(0, 2 ** 62, (1,)).item())
         inputs = list(inputs)
         pos = self._rng_position
         inputs[pos:pos] = [self._rng_seed, self._rng_calls]
-        self._rng_calls += 1
+        self._rng_calls += advance
+        return inputs
+
+    def _prepared(self, inputs, advance: bool = True):
+        """The caller's inputs as the fusion takes them: vectors flattened, the
+        implicit rng seed and offset put in, 0-dim CPU scalars beside GPU inputs
+        moved there."""
+        if not isinstance(inputs, (list, tuple)):
+            return inputs
+        if self._vector_inputs:
+            inputs = self._flatten_inputs(inputs)
+        if self._rng_position is not None:
+            inputs = self._with_rng(inputs, advance)
+        if self._scalar_tensors:
+            inputs = self._host_scalars_to_device(inputs)
         return inputs
 
     def _execute(self, inputs, device, out, _enable_options, _disable_options, ignored):
-        if self._vector_inputs and isinstance(inputs, (list, tuple)):
-            inputs = self._flatten_inputs(inputs)
-        if self._rng_position is not None and isinstance(inputs, (list, tuple)):
-            inputs = self._with_rng(inputs)
-        if self._scalar_tensors and isinstance(inputs, (list, tuple)):
-            inputs = self._host_scalars_to_device(inputs)
+        if ignored.pop("save_repro_inputs", False) and isinstance(inputs, (list, tuple)):
+            self._repro_inputs = list(inputs)
+        inputs = self._prepared(inputs)
         cache = self._fusion_cache
         if cache is not None and isinstance(inputs, (list, tuple)):  # the common, repeated call
             return cache.execute(inputs, device, out)
@@ -461,11 +476,16 @@ class FusionDefinition:
     _VALIDATE_TOL = {torch.float16: (1e-3, 1e-3), torch.bfloat16: (1.6e-2, 1e-2),
                      torch.float32: (1.3e-6, 1e-5), torch.float64: (1e-7, 1e-7)}
 
-    def validate(self, inputs, reference_outputs, **kwargs) -> None:
+    def validate(self, inputs, reference_outputs=None, **kwargs) -> None:
         """Run the fusion on `inputs` and compare each output with
         `reference_outputs` (nvFuser's fd.validate): same shapes and dtypes,
         values within a tolerance of the dtype (exact for integers and bools);
-        an AssertionError names the first output that differs."""
+        an AssertionError names the first output that differs. Without
+        reference outputs, the fusion's own reference evaluation gives them (op
+        by op with torch, as nvFuser's validate evaluates it with ATen; random
+        ops draw the same numbers for the same seed and offset)."""
+        if reference_outputs is None:
+            reference_outputs = self._reference_outputs(inputs)
         outs = self.execute(inputs, **kwargs)
         refs = list(reference_outputs)
         if len(refs) != len(outs):
@@ -480,6 +500,20 @@ class FusionDefinition:
             except AssertionError as e:
                 raise AssertionError(f"validate: output {i} ({got.dtype}, shape "
                                      f"{list(got.shape)}) differs from its reference: {e}") from None
+
+    def _reference_outputs(self, inputs) -> list[torch.Tensor]:
+        """The returned outputs on `inputs` by the reference evaluator (the next
+        call's rng offset)."""
+        if self._annotations():
+            raise UnsupportedError("validate without reference_outputs: a sharded fusion's reference "
+                                   "needs the whole tensors; pass reference_outputs")
+        if not isinstance(inputs, (list, tuple)):
+            raise InputError(f"validate expects a list of inputs, got {type(inputs).__name__}")
+        args = list(self._prepared(inputs, advance=False))
+        fusion = self.ir()
+        device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
+        values = evaluate(fusion, args, device)
+        return [v for v, o in zip(values, fusion.outputs) if o.alias_input is None]
 
     def output_shardings(self) -> list:
         """How each output of the last (sharded) run lies over the ranks."""
@@ -515,18 +549,52 @@ class FusionDefinition:
     def last_segmented_fusion_ir(self) -> str:
         return segmented_text(self._last_plan("last_segmented_fusion_ir").segmented)
 
-    def last_cuda_code(self) -> str:
-        """CUDA C++ of the kernels the last run's plan generates (one per kernel segment)."""
-        plan = self._last_plan("last_cuda_code")
-        return "\n".join(s.target.source for s in plan.program.body
-                         if isinstance(getattr(s, "target", None), KernelStep))
+    def last_cuda_code(self, intrinsic_code: bool = False, *, override_user_schedule: bool = False) -> str:
+        """CUDA C++ of the kernels the last run's plan generates (one per kernel
+        segment); with `intrinsic_code`, kernels/hostir.cuh (the helpers they
+        include) first. hostir has no user schedules: override_user_schedule
+        changes nothing."""
+        return _cuda_code(self._last_plan("last_cuda_code"), intrinsic_code)
+
+    def cuda_code_for(self, inputs, intrinsic_code: bool = False, *,
+                      override_user_schedule: bool = False) -> str:
+        """last_cuda_code of the plan a call with `inputs` runs, made without running it."""
+        return _cuda_code(self._plan_for_inputs(inputs, "cuda_code_for"), intrinsic_code)
 
     def last_host_ir(self) -> str:
         """The host program the last run executed."""
         return program_text(self._last_plan("last_host_ir").program)
 
-    def last_scheduled_fusion_ir(self) -> str:
+    def last_scheduled_fusion_ir(self, tensor_transforms: bool = False, *,
+                                 override_user_schedule: bool = False) -> str:
+        """The fusion IR the last run segmented (after the pre-segmentation
+        passes). hostir's schedules live in the kernel IR, not in tensor
+        transforms: `tensor_transforms` and `override_user_schedule` change nothing."""
         return fusion_text(self._last_plan("last_scheduled_fusion_ir").segmented.fusion)
+
+    def scheduled_fusion_ir_for(self, inputs, tensor_transforms: bool = False, *,
+                                override_user_schedule: bool = False) -> str:
+        """last_scheduled_fusion_ir of the plan a call with `inputs` runs, made without running it."""
+        return fusion_text(self._plan_for_inputs(inputs, "scheduled_fusion_ir_for").segmented.fusion)
+
+    def _plan_for_inputs(self, inputs, what: str):
+        if self._annotations():
+            raise UnsupportedError(f"{what}: a sharded fusion's plans are made per rank at execute")
+        if not isinstance(inputs, (list, tuple)):
+            raise InputError(f"{what} expects a list of inputs, got {type(inputs).__name__}")
+        return self._cache.plan(self._prepared(inputs, advance=False))
+
+    def repro_script_for(self, inputs=None) -> str:
+        """A runnable script that defines this fusion again and, given `inputs`,
+        makes inputs like them (their values where small) and executes it."""
+        return repro.repro_text(self._script, inputs)
+
+    def last_repro_script(self) -> str:
+        """repro_script_for the inputs of the last execute(..., save_repro_inputs=True)."""
+        if self._repro_inputs is None:
+            raise DefinitionError("last_repro_script: no inputs were saved; call "
+                                  "execute(inputs, save_repro_inputs=True) first")
+        return repro.repro_text(self._script, self._repro_inputs)
 
     # ------------------------------------------------------------ debug text
     def fusion_ir(self) -> str:
@@ -534,6 +602,12 @@ class FusionDefinition:
 
     def __repr__(self) -> str:
         return self.fusion_ir() if self._fusion is not None else "FusionDefinition(<undefined>)"
+
+
+def _cuda_code(plan, intrinsic_code: bool) -> str:
+    code = "\n".join(s.target.source for s in plan.program.body
+                     if isinstance(getattr(s, "target", None), KernelStep))
+    return (HEADER_DIR / "hostir.cuh").read_text() + "\n" + code if intrinsic_code else code
 
 
 class _ExecutorView:

@@ -140,15 +140,21 @@ def environment() -> list[str]:
     return lines
 
 
-def repro_text(script: Script, inputs, error: BaseException) -> str:
-    first = str(error).splitlines()[0] if str(error) else ""
-    head = [f"# hostir repro: {type(error).__name__}: {first}"[:300]]
+def repro_text(script: Script, inputs=None, error: BaseException | None = None) -> str:
+    """The definition as a script, then (given `inputs`) inputs like them and the
+    execute call; with `error`, headed by it."""
+    if error is not None:
+        first = str(error).splitlines()[0] if str(error) else ""
+        head = [f"# hostir repro: {type(error).__name__}: {first}"[:300]]
+    else:
+        head = ["# hostir repro"]
     head += [f"# {line}" for line in environment()]
     body = ["import torch", "from hostir import DataType, FusionDefinition", "",
             "with FusionDefinition() as fd:"]
     body += [f"    {line}" for line in script.lines]
-    body += ["", "inputs = ["] + [f"    {_input_code(x)}," for x in inputs] + ["]",
-             "fd.execute(inputs)"]
+    if inputs is not None:
+        body += ["", "inputs = ["] + [f"    {_input_code(x)}," for x in inputs] + ["]",
+                 "fd.execute(inputs)"]
     return "\n".join(head + body) + "\n"
 
 

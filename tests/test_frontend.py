@@ -464,3 +464,61 @@ def test_contiguity_none_on_a_wide_dim_reads_an_expanded_broadcast(shape):
         torch.testing.assert_close(e, x.exp())
     with pytest.raises(hostir.InputError, match="dim 1 is declared an expanded broadcast .* needs stride 0"):
         fd.execute([torch.randn(3, 5)])
+
+
+def test_validate_without_reference_outputs_evaluates_the_fusion():
+    """fd.validate(inputs): the reference evaluator's outputs (random numbers
+    drawn for the same seed and offset); in-place updates not compared, made once."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1, -1], dtype=DataType.Float)
+        acc = fd.define_tensor([-1], dtype=DataType.Float)
+        y = fd.ops.add(fd.ops.exp(x), fd.ops.rand_like(x))
+        fd.add_output(y)
+        fd.add_output(fd.ops.sum(y, [0]))
+        fd.add_output(fd.ops.add(acc, 1.0), alias_input=acc)
+    a, c = torch.randn(4, 6), torch.zeros(6)
+    fd.validate([a, c])
+    fd.validate([a, c])  # a new offset for each call: reference and run draw alike
+    torch.testing.assert_close(c, torch.full((6,), 2.0))
+    with pytest.raises(AssertionError, match="output 0 .* differs"):  # (without the random numbers)
+        fd.validate([a, c], [torch.exp(a), torch.exp(a).sum(0)])
+
+
+def test_plans_for_inputs_without_running_them():
+    """cuda_code_for and scheduled_fusion_ir_for make the plan a call would
+    run, without running it (the inputs are not written, nothing is returned);
+    last_cuda_code(intrinsic_code=True) puts kernels/hostir.cuh first."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1, -1], dtype=DataType.Float)
+        fd.add_output(fd.ops.sum(fd.ops.tanh(x), [1]))
+        fd.add_output(fd.ops.add(x, 1.0), alias_input=x)
+    a = torch.randn(8, 33)
+    before = a.clone()
+    code = fd.cuda_code_for([a])
+    assert "__global__" in code and "hir_tanh" in code
+    assert "sum(" in fd.scheduled_fusion_ir_for([a])
+    assert torch.equal(a, before)
+    with pytest.raises(hostir.InputError, match="input 0"):
+        fd.cuda_code_for([torch.randn(3)])
+    fd.execute([a])
+    assert fd.last_cuda_code() == code
+    assert fd.last_cuda_code(intrinsic_code=True).startswith(
+        (hostir.runtime.nvrtc.HEADER_DIR / "hostir.cuh").read_text())
+    assert fd.last_scheduled_fusion_ir(tensor_transforms=True) == fd.scheduled_fusion_ir_for([a])
+
+
+def test_repro_scripts_run_the_fusion_again():
+    """repro_script_for(inputs) and last_repro_script() (after
+    execute(save_repro_inputs=True)) define the fusion again and run it."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1, 3], dtype=DataType.Float)
+        fd.add_output(fd.ops.mul(fd.ops.sum(x, [1]), 2.0))
+    with pytest.raises(DefinitionError, match="no inputs were saved"):
+        fd.last_repro_script()
+    a = torch.randn(4, 3)
+    fd.execute([a], save_repro_inputs=True)
+    for text in (fd.last_repro_script(), fd.repro_script_for([a])):
+        scope: dict = {}
+        exec(compile(text, "<repro>", "exec"), scope)
+        torch.testing.assert_close(scope["fd"].execute(scope["inputs"])[0], a.sum(1) * 2)
+    assert "fd.execute" not in fd.repro_script_for()

@@ -110,11 +110,21 @@ class FusionCache:
             bound.build_direct()
         return results
 
-    def _first_call(self, sig, args, device, out) -> list[torch.Tensor]:
+    def plan(self, args, device=None) -> Plan:
+        """The plan a call with `args` runs, made (or found) without running it."""
+        _, ctx = self._bind(args, device)
+        plan = self.last_plan = self._plan_for(ctx, args, self._signature(args))
+        return plan
+
+    def _bind(self, args, device) -> tuple[torch.device, RunContext]:
+        """Validate `args` and bind them: the device the call runs on and its context."""
         run_device = validate_inputs(self.fusion, args)
         if device is not None and not any(v.op is Op.TENSOR_INPUT for v in self.fusion.inputs):
             run_device = torch.device(device)
-        ctx = bind_inputs(self.fusion.inputs, args, RunContext(run_device))
+        return run_device, bind_inputs(self.fusion.inputs, args, RunContext(run_device))
+
+    def _first_call(self, sig, args, device, out) -> list[torch.Tensor]:
+        run_device, ctx = self._bind(args, device)
         plan = self._plan_for(ctx, args, sig if out is None else sig[0])
         run_shape_checks(plan.checks, ctx)
         bound = BoundPlan(plan, run_device)
