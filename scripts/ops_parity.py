@@ -13,8 +13,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-# fd.ops names in nvFuser's python frontend (unary, binary, ternary, reductions,
-# shape ops, factories, indexing, random, matmul, composite)
+# fd.ops names in nvFuser's python frontends, legacy (python/python_frontend/
+# python_bindings.cpp) and direct (python/python_direct/ops.cpp): unary, binary,
+# ternary, reductions, shape ops, factories, indexing, random, matmul, scans, composite
 NVFUSER_OPS = """
 abs acos acosh asin asinh atan atanh bitwise_not ceil cos cosh erf erfc erfcinv erfinv exp exp2
 expm1 floor frac imag isfinite isinf isnan isneginf isposinf isreal lgamma log log10 log1p log2
@@ -22,24 +23,28 @@ logical_not neg real reciprocal relu round rsqrt segment_set set sigmoid sign si
 sinh sqrt tan tanh trunc
 add atan2 bitwise_and bitwise_left_shift bitwise_or bitwise_right_shift bitwise_xor div eq fmod
 gcd ge gt le logical_and logical_or logical_right_shift lt maximum minimum mul ne nextafter pow
-remainder sub truediv mod
-addcmul clamp lerp threshold where
-argmax max min prod sum var var_mean welford
+remainder sub truediv mod add_alpha sub_alpha complex
+addcmul clamp lerp threshold where triu
+max min prod sum var var_mean welford batch_norm
 broadcast broadcast_in_dim cat expand pad permute reshape slice squeeze stride_order
 full iota uniform normal rand_like randn_like
-index_select gather take_along_axis scatter select embedding_fwd
-matmul linear sdpfa_fwd sdpfa_bwd
-cumsum topk argsort
-cast size shape
+index_select gather take_along_axis scatter select embedding_fwd index_put_accumulate
+matmul linear grouped_mm scaled_mm sdpfa_fwd sdpfa_bwd
+cumsum cumprod cummax cummin topk argsort
+cast size shape tensor_sizes at
 """.split()
 
-# FusionDefinition methods and forms
+# FusionDefinition methods and forms (the scheduling API, fd.sched.*, is left out: hostir
+# schedules its kernels itself, there are no user schedules to write)
 NVFUSER_FORMS = """
 define_tensor define_scalar define_vector define_constant add_output execute validate
-fusion_ir last_cuda_code
+fusion_ir last_cuda_code cuda_code_for last_scheduled_fusion_ir scheduled_fusion_ir_for
+last_repro_script repro_script_for
 """.split()
 
 WHY = {
+    "scaled_mm": "block-scaled float8 / float4 matmuls (per-block scale tensors, NVFP4, MXFP8): hostir has "
+                 "no float4 type and no scaled GEMM; not built",
 }
 
 

@@ -1142,6 +1142,62 @@ def _(fd):
     fd.add_output(fd.ops.add(fd.ops.index_select(x, i, 0), 1j))
 
 
+def _bn_ref(x, w, b, rm, rv):
+    return [F.batch_norm(x.double(), rm.double(), rv.double(), w.double(), b.double(), False, 0.1,
+                         1e-5).float(), torch.rsqrt(rv + 1e-5)]
+
+
+@program("batch_norm_inference", lambda: [r(4, 3, 5, 5), r(3), r(3), r(3), r(3, low=0.5, high=2.0)],
+         _bn_ref, 1e-5, 1e-5)
+def _(fd):
+    # nvFuser's batch_norm composite in eval mode (the running statistics normalize)
+    x = sym(fd, 4)
+    w, b, rm, rv = (sym(fd, 1) for _ in range(4))
+    momentum = fd.define_scalar(0.1, dtype=DataType.Double)
+    eps = fd.define_scalar(1e-5, dtype=DataType.Double)
+    y, _, invstd = fd.ops.batch_norm(x, w, b, rm, rv, momentum, eps, False)
+    fd.add_output(y)
+    fd.add_output(invstd)
+
+
+@program("embedding_backward_index_put",
+         lambda: [r(50, 16), torch.randint(0, 50, (40,)), r(40, 16)],
+         lambda acc, idx, g: [acc.index_put((idx,), g * 0.5, accumulate=True)], 1e-5, 1e-5)
+def _(fd):
+    # an embedding's weight gradient: token gradients summed into their rows
+    acc, idx, g = sym(fd, 2), sym(fd, 1, D.Int), sym(fd, 2)
+    fd.add_output(fd.ops.index_put_accumulate(acc, idx, fd.ops.mul(g, 0.5)))
+
+
+def _moe_ref(x, w, offs):
+    ends = [0] + offs.tolist()
+    return [torch.cat([F.silu(x[s:e].double() @ w[i].double()) for i, (s, e) in
+                       enumerate(zip(ends, ends[1:]))]).to(x.dtype)]
+
+
+@program("moe_grouped_mm_silu",
+         lambda: [r(24, 32, dtype=torch.bfloat16), r(3, 32, 16, dtype=torch.bfloat16),
+                  torch.tensor([7, 7, 24], dtype=torch.int32)], _moe_ref, 2e-2, 2e-2)
+def _(fd):
+    # a mixture of experts' first layer: tokens sorted by expert, one matmul per expert
+    x = sym(fd, 2, D.BFloat16)
+    w = sym(fd, 3, D.BFloat16)
+    offs = sym(fd, 1, D.Int32)
+    h = fd.ops.cast(fd.ops.grouped_mm(x, w, offs), DataType.Float)
+    fd.add_output(fd.ops.cast(fd.ops.silu(h), DataType.BFloat16))
+
+
+@program("complex_of_parts_alpha_and_sizes", lambda: [r(3, 5), r(3, 5)],
+         lambda a, b: [torch.complex(torch.add(a, b, alpha=0.5), torch.sub(a, b, alpha=2.0)) * 5,
+                       torch.full((3,), 5.0)])
+def _(fd):
+    a, b = sym(fd, 2), sym(fd, 2)
+    n = fd.ops.at(fd.ops.tensor_sizes(a), 1)
+    z = fd.ops.complex(fd.ops.add_alpha(a, b, 0.5), fd.ops.sub_alpha(a, b, 2.0))
+    fd.add_output(fd.ops.mul(z, n))
+    fd.add_output(fd.ops.full([fd.ops.size(a, 0)], fd.ops.cast(n, DataType.Float), DataType.Float))
+
+
 # ---------------------------------------------------------------- the runner
 
 def _to(x):
