@@ -71,14 +71,32 @@ def take_case(r, c, k):
             2 * 4 * r * k + 8 * k)
 
 
+def scatter_case(r, c, k):
+    """torch.scatter along rows: k distinct positions of each row of [r, c]
+    written (a random choice per row), the rest kept from the input."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=F32)
+        i = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=I32)
+        src = fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=F32)
+        fd.add_output(fd.ops.scatter(x, i, src, 1))
+
+    def make(d):
+        idx = torch.rand(r, c, device=d).argsort(1)[:, :k].to(torch.int32).contiguous()
+        return [torch.randn(r, c, device=d), idx, torch.randn(r, k, device=d)]
+    return (f"scatter fp32 [{r}, {c}] along rows, {k} positions a row", fd,
+            lambda x, i, s: torch.scatter(x, 1, i.long(), s), make, 4 * 2 * r * c + (4 + 4) * r * k)
+
+
 def cases(small: bool):
     if small:
         makers = [lambda: embedding_case(256, 512, 64), lambda: index_select_case(512, 64, 256),
-                  lambda: gather_case(64, 256), lambda: take_case(64, 256, 128)]
+                  lambda: gather_case(64, 256), lambda: take_case(64, 256, 128),
+                  lambda: scatter_case(64, 256, 100)]
     else:
         makers = [lambda: embedding_case(1 << 16, 1 << 15, 1024),
                   lambda: index_select_case(1 << 16, 1024, 1 << 16),
-                  lambda: gather_case(8192, 8192), lambda: take_case(8192, 8192, 8192)]
+                  lambda: gather_case(8192, 8192), lambda: take_case(8192, 8192, 8192),
+                  lambda: scatter_case(8192, 8192, 4096)]
     return [make() for make in makers]
 
 

@@ -23,17 +23,29 @@ from test_seed003 import eager as seed003_eager  # noqa: E402
 from test_seed003 import make_fd as seed003_fd  # noqa: E402
 
 BF16, F32 = DataType.BFloat16, DataType.Float
+TORCH = {DataType.BFloat16: torch.bfloat16, DataType.Half: torch.float16, DataType.Float: torch.float32}
+SHORT = {DataType.BFloat16: "bf16", DataType.Half: "fp16", DataType.Float: "fp32"}
 
 
 def _rows(fd, dtype):
     return fd.define_tensor(shape=[-1, -1], contiguity=True, dtype=dtype)
 
 
-def row_sum_case(r, c):
+def row_sum_case(r, c, dtype=BF16):
+    size = dtype.itemsize
     with FusionDefinition() as fd:
-        fd.add_output(fd.ops.sum(_rows(fd, BF16), [1]))
-    return (f"row sum bf16 {r}x{c}", fd, lambda x: x.sum(1),
-            lambda d: [torch.randn(r, c, device=d, dtype=torch.bfloat16)], 2 * (r * c + r))
+        fd.add_output(fd.ops.sum(_rows(fd, dtype), [1]))
+    return (f"row sum {SHORT[dtype]} {r}x{c}", fd, lambda x: x.sum(1),
+            lambda d: [torch.randn(r, c, device=d, dtype=TORCH[dtype])], size * (r * c + r))
+
+
+def column_sum_case(r, c, dtype=F32):
+    """An outer reduction: the sum over the rows of r x c (a bias gradient's)."""
+    size = dtype.itemsize
+    with FusionDefinition() as fd:
+        fd.add_output(fd.ops.sum(_rows(fd, dtype), [0]))
+    return (f"column sum {SHORT[dtype]} {r}x{c}", fd, lambda x: x.sum(0),
+            lambda d: [torch.randn(r, c, device=d, dtype=TORCH[dtype])], size * (r * c + c))
 
 
 def row_max_case(r, c):
@@ -61,29 +73,31 @@ def outer_sum_case(b, s, h):
             lambda d: [torch.randn(b, s, h, device=d)], 4 * (b * s * h + h))
 
 
-def softmax_case(r, c):
+def softmax_case(r, c, dtype=BF16):
+    td = TORCH[dtype]
     with FusionDefinition() as fd:
-        x = fd.ops.cast(_rows(fd, BF16), F32)
+        x = fd.ops.cast(_rows(fd, dtype), F32)
         shape = x.shape()
         m = fd.ops.broadcast_in_dim(fd.ops.max(x, [1]), shape, [0])
         e = fd.ops.exp(fd.ops.sub(x, m))
         s = fd.ops.broadcast_in_dim(fd.ops.sum(e, [1]), shape, [0])
-        fd.add_output(fd.ops.cast(fd.ops.div(e, s), BF16))
-    return (f"softmax bf16 {r}x{c}", fd, lambda x: torch.softmax(x.float(), 1).bfloat16(),
-            lambda d: [torch.randn(r, c, device=d, dtype=torch.bfloat16)], 2 * 2 * r * c)
+        fd.add_output(fd.ops.cast(fd.ops.div(e, s), dtype))
+    return (f"softmax {SHORT[dtype]} {r}x{c}", fd, lambda x: torch.softmax(x.float(), 1).to(td),
+            lambda d: [torch.randn(r, c, device=d, dtype=td)], 2 * dtype.itemsize * r * c)
 
 
-def log_softmax_case(r, c):
-    """A vocabulary-sized log-softmax (a cross-entropy's): rows of r x c bf16 logits."""
+def log_softmax_case(r, c, dtype=BF16):
+    """A vocabulary-sized log-softmax (a cross-entropy's): rows of r x c logits."""
+    td = TORCH[dtype]
     with FusionDefinition() as fd:
-        x = fd.ops.cast(_rows(fd, BF16), F32)
+        x = fd.ops.cast(_rows(fd, dtype), F32)
         shape = x.shape()
         s = fd.ops.sub(x, fd.ops.broadcast_in_dim(fd.ops.max(x, [1]), shape, [0]))
         total = fd.ops.sum(fd.ops.exp(s), [1])
         fd.add_output(fd.ops.cast(fd.ops.sub(s, fd.ops.broadcast_in_dim(fd.ops.log(total), shape, [0])),
-                                  BF16))
-    return (f"log-softmax bf16 {r}x{c}", fd, lambda x: torch.log_softmax(x.float(), 1).bfloat16(),
-            lambda d: [torch.randn(r, c, device=d, dtype=torch.bfloat16)], 2 * 2 * r * c)
+                                  dtype))
+    return (f"log-softmax {SHORT[dtype]} {r}x{c}", fd, lambda x: torch.log_softmax(x.float(), 1).to(td),
+            lambda d: [torch.randn(r, c, device=d, dtype=td)], 2 * dtype.itemsize * r * c)
 
 
 class Planned:
@@ -112,31 +126,33 @@ def without(case, feature: str):
     return f"{name}, {feature} disabled", fd, eager, make_inputs, nbytes
 
 
-def rmsnorm_case(r, c):
+def rmsnorm_case(r, c, dtype=BF16):
+    td = TORCH[dtype]
     with FusionDefinition() as fd:
-        xb = _rows(fd, BF16)
-        w = fd.define_tensor(shape=[-1], contiguity=True, dtype=BF16)
+        xb = _rows(fd, dtype)
+        w = fd.define_tensor(shape=[-1], contiguity=True, dtype=dtype)
         x = fd.ops.cast(xb, F32)
         shape = x.shape()
         ms = fd.ops.div(fd.ops.sum(fd.ops.mul(x, x), [1]), float(c))
         inv = fd.ops.rsqrt(fd.ops.add(ms, 1e-6))
         y = fd.ops.mul(fd.ops.mul(x, fd.ops.broadcast_in_dim(inv, shape, [0])),
                        fd.ops.broadcast_in_dim(fd.ops.cast(w, F32), shape, [1]))
-        fd.add_output(fd.ops.cast(y, BF16))
+        fd.add_output(fd.ops.cast(y, dtype))
 
     def eager(x, w):
         xf = x.float()
-        return (xf * torch.rsqrt(xf.square().mean(1, keepdim=True) + 1e-6) * w.float()).bfloat16()
-    return (f"rmsnorm bf16 {r}x{c}", fd, eager,
-            lambda d: [torch.randn(r, c, device=d, dtype=torch.bfloat16),
-                       torch.randn(c, device=d, dtype=torch.bfloat16)], 2 * (2 * r * c + c))
+        return (xf * torch.rsqrt(xf.square().mean(1, keepdim=True) + 1e-6) * w.float()).to(td)
+    return (f"rmsnorm {SHORT[dtype]} {r}x{c}", fd, eager,
+            lambda d: [torch.randn(r, c, device=d, dtype=td),
+                       torch.randn(c, device=d, dtype=td)], dtype.itemsize * (2 * r * c + c))
 
 
-def layernorm_case(r, c):
+def layernorm_case(r, c, dtype=BF16):
+    td = TORCH[dtype]
     with FusionDefinition() as fd:
-        xb = _rows(fd, BF16)
-        w = fd.define_tensor(shape=[-1], contiguity=True, dtype=BF16)
-        b = fd.define_tensor(shape=[-1], contiguity=True, dtype=BF16)
+        xb = _rows(fd, dtype)
+        w = fd.define_tensor(shape=[-1], contiguity=True, dtype=dtype)
+        b = fd.define_tensor(shape=[-1], contiguity=True, dtype=dtype)
         x = fd.ops.cast(xb, F32)
         shape = x.shape()
         var, mean = fd.ops.var_mean(x, [1], correction=0)
@@ -144,14 +160,13 @@ def layernorm_case(r, c):
                           fd.ops.broadcast_in_dim(fd.ops.rsqrt(fd.ops.add(var, 1e-5)), shape, [0]))
         y = fd.ops.add(fd.ops.mul(xhat, fd.ops.broadcast_in_dim(fd.ops.cast(w, F32), shape, [1])),
                        fd.ops.broadcast_in_dim(fd.ops.cast(b, F32), shape, [1]))
-        fd.add_output(fd.ops.cast(y, BF16))
+        fd.add_output(fd.ops.cast(y, dtype))
 
     def eager(x, w, b):
-        return torch.nn.functional.layer_norm(x.float(), (c,), w.float(), b.float(), 1e-5).bfloat16()
-    return (f"layernorm bf16 {r}x{c}", fd, eager,
-            lambda d: [torch.randn(r, c, device=d, dtype=torch.bfloat16),
-                       torch.randn(c, device=d, dtype=torch.bfloat16),
-                       torch.randn(c, device=d, dtype=torch.bfloat16)], 2 * (2 * r * c + 2 * c))
+        return torch.nn.functional.layer_norm(x.float(), (c,), w.float(), b.float(), 1e-5).to(td)
+    return (f"layernorm {SHORT[dtype]} {r}x{c}", fd, eager,
+            lambda d: [torch.randn(r, c, device=d, dtype=td), torch.randn(c, device=d, dtype=td),
+                       torch.randn(c, device=d, dtype=td)], dtype.itemsize * (2 * r * c + 2 * c))
 
 
 def seed003_case(shape):

@@ -23,16 +23,29 @@ from hostir import DataType, FusionDefinition  # noqa: E402
 BF16, F32 = DataType.BFloat16, DataType.Float
 
 
-def cumsum_case(shape, dim):
+TORCH = {BF16: torch.bfloat16, F32: torch.float32}
+SHORT = {BF16: "bf16", F32: "fp32"}
+EAGER = {"cumsum": torch.cumsum, "cumprod": torch.cumprod,
+         "cummax": lambda x, d: torch.cummax(x, d).values, "cummin": lambda x, d: torch.cummin(x, d).values}
+
+
+def cumsum_case(shape, dim, op="cumsum", dtype=F32):
+    """`op` (cumsum, cumprod, cummax, cummin) along `dim`; cumprod's data near 1
+    (a product of 2^26 random numbers would over- or underflow)."""
     with FusionDefinition() as fd:
-        x = fd.define_tensor(shape=[-1] * len(shape), contiguity=True, dtype=F32)
-        fd.add_output(fd.ops.cumsum(x, dim))
+        x = fd.define_tensor(shape=[-1] * len(shape), contiguity=True, dtype=dtype)
+        fd.add_output(getattr(fd.ops, op)(x, dim))
     n = 1
     for s in shape:
         n *= s
     where = "rows" if dim in (-1, len(shape) - 1) else f"dim {dim}"
-    return (f"cumsum fp32 {'x'.join(map(str, shape))} along {where}", fd,
-            lambda x: torch.cumsum(x, dim), lambda d: [torch.randn(*shape, device=d)], 2 * 4 * n)
+    td = TORCH[dtype]
+
+    def make(d):
+        x = torch.randn(*shape, device=d, dtype=torch.float32)
+        return [(1 + x * 1e-4 if op == "cumprod" else x).to(td)]
+    return (f"{op} {SHORT[dtype]} {'x'.join(map(str, shape))} along {where}", fd,
+            lambda x: EAGER[op](x, dim), make, 2 * dtype.itemsize * n)
 
 
 def fused_case(r, c):
@@ -53,7 +66,11 @@ def cases(small: bool):
     else:
         makers = [lambda: cumsum_case((8192, 8192), 1), lambda: cumsum_case((8192, 8192), 0),
                   lambda: cumsum_case((1 << 26,), 0), lambda: cumsum_case((1 << 16, 1024), 1),
-                  lambda: cumsum_case((1 << 20, 64), 1), lambda: fused_case(8192, 8192)]
+                  lambda: cumsum_case((1 << 20, 64), 1), lambda: fused_case(8192, 8192),
+                  lambda: cumsum_case((1 << 26,), 0, dtype=BF16),
+                  lambda: cumsum_case((1 << 26,), 0, "cumprod"), lambda: cumsum_case((1 << 26,), 0, "cummax"),
+                  lambda: cumsum_case((8192, 8192), 1, "cummin", BF16),
+                  lambda: cumsum_case((8192, 8192), 0, "cumprod")]
     return [make() for make in makers]
 
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # On a GPU machine: the GPU test suites and the benchmarks in one command.
-#   scripts/gpu_check.sh [OUT_DIR] [all|tests|bench]   (default: $OUT, else ./out; all)
+#   scripts/gpu_check.sh [OUT_DIR] [all|tests|bench|shapes]   (default: $OUT, else ./out; all)
 # Logs and result tables are written under OUT_DIR. `tests` runs the test suites
-# alone, `bench` the benchmarks and the main job (two calls of a time-limited runner).
+# alone, `bench` the benchmarks and the main job (two calls of a time-limited runner);
+# `shapes` the reduction sweep beyond issue 11's listed shapes (SHAPES_ONLY=regex keeps
+# some of its cases: it is long).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUTDIR="${1:-${OUT:-out}}"
@@ -15,13 +17,19 @@ PART="${2:-all}"
 status=0
 nvidia-smi > "$OUTDIR/nvidia-smi.txt" 2>&1 || true
 "$PY" -c "import torch, cuda.bindings, cuda.core; print(torch.__version__, torch.cuda.get_device_name())" | tee "$OUTDIR/env.txt"
+if [ "$PART" = shapes ]; then
+  "$PY" benchmarks/reduction_shapes.py --out "$OUTDIR" ${SHAPES_ONLY:+--only "$SHAPES_ONLY"} 2>&1 \
+    | tee "$OUTDIR/bench_shapes.log" | tail -60 || status=1
+  exit $status
+fi
 if [ "$PART" != bench ]; then
 echo "== GPU tests: op and random-fusion tests on cuda through generated kernels, plus gpu-marked tests"
 HOSTIR_TEST_DEVICE=cuda HOSTIR_TEST_NVRTC=0 "$PY" -m pytest -q -p no:cacheprovider -n 8 \
   tests/test_ops_pointwise.py tests/test_ops_shape.py tests/test_ops_reduction.py \
   tests/test_kernels.py tests/test_host_ir.py tests/test_host_memory.py tests/test_fuzz.py \
   tests/test_ops_scan.py tests/test_ops_indexing.py tests/test_ops_random.py tests/test_seed003.py tests/test_trace.py \
-  tests/test_repro.py tests/test_ops_float8.py tests/test_ops_aten.py tests/test_programs.py 2>&1 | tee "$OUTDIR/gpu_tests.log" | tail -25 || status=1
+  tests/test_repro.py tests/test_ops_float8.py tests/test_ops_aten.py tests/test_programs.py \
+  tests/test_ops_norms.py 2>&1 | tee "$OUTDIR/gpu_tests.log" | tail -25 || status=1
 fi
 [ "$PART" = tests ] && exit $status
 echo "== benchmarks"
