@@ -161,18 +161,7 @@ class _ChainedScanPrinter(_RowScanPrinter):
                 return [self.combine(n, s, f"{loc}[c * {v} + {j}]")
                         for n, s, loc in zip(self.scans, seeds, locs)]
         self._points(v, d, "        ")
-        done = self.epilogue(values("u"), local, "          ")
-        for (s_, node, _), arr in zip(k.stores, outs):
-            L.append(f"          {arr}[u] = {done[id(node)]};")
-        L.append("        }")
-        L.append("        if (inb) {")
-        for (s_, node, ix), arr in zip(k.stores, outs):
-            off = _offset([base[id(x)] for x in ix], f"out{s_}")
-            if v > 1:
-                self.vector_store(s_, arr, off)
-            else:
-                L.append(f"          out{s_}[{off}] = {arr}[0];")
-        L.append("        }")
+        self.store_points(values("u"), local, outs, base, "inb")
         if v > 1:
             last = " ".join(f"{e} = {x};" for e, x in zip(ends, values(str(v - 1))))
             L.append(f"        if (r + {v} == ev) {{ tail = true; {last} }}")

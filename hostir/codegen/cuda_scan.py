@@ -136,19 +136,8 @@ class _RowScanPrinter(_ScanPrinter):
             outs.append(self.fresh())
             L.append(f"        alignas(16) {CTYPE[k.outputs[s].dtype]} {outs[-1]}[{v}];")
         self._points(v, d, "        ")
-        done = self.epilogue([self.combine(n, p, f"{a}[u]") for n, p, a in zip(self.scans, pre, arrs)],
-                             local, "          ")
-        for (s, node, _), arr in zip(k.stores, outs):
-            L.append(f"          {arr}[u] = {done[id(node)]};")
-        L.append("        }")
-        L.append("        if (active && inb) {")
-        for (s, node, ix), arr in zip(k.stores, outs):
-            off = _offset([base[id(x)] for x in ix], f"out{s}")
-            if v > 1:
-                self.vector_store(s, arr, off)
-            else:
-                L.append(f"          out{s}[{off}] = {arr}[0];")
-        L.append("        }")
+        self.store_points([self.combine(n, p, f"{a}[u]") for n, p, a in zip(self.scans, pre, arrs)],
+                          local, outs, base, "active && inb")
         L.append("      }")
         L.append("    }")
         L.append("  }")
@@ -169,6 +158,24 @@ class _RowScanPrinter(_ScanPrinter):
         self.local_scan(arrs, pro, "u", "inb" if guard else None, "          ", seeds)
         L.append("        }")
         return arrs
+
+    def store_points(self, values, local, outs, base, guard: str) -> None:
+        """Point u of a vector: the epilogue of the scans' `values` into the
+        outputs' arrays `outs` (closing the loop over the points); then, where
+        `guard` holds, each output stored (a vector store, or its one point)."""
+        L, k, v = self.lines, self.k, self.vec
+        done = self.epilogue(values, local, "          ")
+        for (s, node, _), arr in zip(k.stores, outs):
+            L.append(f"          {arr}[u] = {done[id(node)]};")
+        L.append("        }")
+        L.append(f"        if ({guard}) {{")
+        for (s, node, ix), arr in zip(k.stores, outs):
+            off = _offset([base[id(x)] for x in ix], f"out{s}")
+            if v > 1:
+                self.vector_store(s, arr, off)
+            else:
+                L.append(f"          out{s}[{off}] = {arr}[0];")
+        L.append("        }")
 
     def _points(self, v: int, d: int, indent: str) -> None:
         """Open the unrolled loop over the vector's points (i<d> each point's)."""
