@@ -32,20 +32,20 @@ def _rows(fd, dtype):
 
 
 def row_sum_case(r, c, dtype=BF16):
-    size = dtype.itemsize
-    with FusionDefinition() as fd:
-        fd.add_output(fd.ops.sum(_rows(fd, dtype), [1]))
-    return (f"row sum {SHORT[dtype]} {r}x{c}", fd, lambda x: x.sum(1),
-            lambda d: [torch.randn(r, c, device=d, dtype=TORCH[dtype])], size * (r * c + r))
+    return _sum_case(r, c, 1, dtype)
 
 
 def column_sum_case(r, c, dtype=F32):
     """An outer reduction: the sum over the rows of r x c (a bias gradient's)."""
-    size = dtype.itemsize
+    return _sum_case(r, c, 0, dtype)
+
+
+def _sum_case(r, c, dim, dtype):
     with FusionDefinition() as fd:
-        fd.add_output(fd.ops.sum(_rows(fd, dtype), [0]))
-    return (f"column sum {SHORT[dtype]} {r}x{c}", fd, lambda x: x.sum(0),
-            lambda d: [torch.randn(r, c, device=d, dtype=TORCH[dtype])], size * (r * c + c))
+        fd.add_output(fd.ops.sum(_rows(fd, dtype), [dim]))
+    return (f"{'row' if dim else 'column'} sum {SHORT[dtype]} {r}x{c}", fd, lambda x: x.sum(dim),
+            lambda d: [torch.randn(r, c, device=d, dtype=TORCH[dtype])],
+            dtype.itemsize * (r * c + (r if dim else c)))
 
 
 def row_max_case(r, c):
