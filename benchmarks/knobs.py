@@ -1,0 +1,114 @@
+"""Codegen knobs side by side: each case of reduction_shapes.py timed under several settings of hostir's tuning constants and HOSTIR_DISABLE
+features, beside torch.compile, contenders alternating in one run (% of the
+copy bandwidth measured in the run). Each setting plans its own
+FusionDefinition with the setting in force while its first call picks the
+kernel variants, so one process compares them.
+
+    python benchmarks/knobs.py --only "softmax bf16 .*x50257" \\
+        --set "rows.CLUSTER_ONE_BLOCK=12,16" --set "disable=shifted_rows,"
+
+`--set MODULE.NAME=V1,V2,...` sets a constant of hostir.codegen.MODULE (Python
+literals); `--set disable=F1,...` HOSTIR_DISABLE features (an empty value: none
+disabled). Contenders are every combination of the settings given.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib
+import itertools
+import re
+import sys
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import copy_bandwidth, meta_for, time_interleaved, write_results  # noqa: E402
+import reduction_shapes  # noqa: E402
+
+from hostir import config  # noqa: E402
+
+
+def parse_setting(text: str) -> tuple[str, list]:
+    """`rows.X=1,2` -> ("rows.X", [1, 2]); `disable=a,` -> ("disable", ["a", ""])."""
+    name, _, values = text.partition("=")
+    if name == "disable":
+        return name, values.split(",")
+    return name, [ast.literal_eval(v) for v in values.split(",")]
+
+
+@contextmanager
+def setting(name: str, value):
+    if name == "disable":
+        with config.override(disable=config.get().disable | ({value} if value else set())):
+            yield
+        return
+    module, attr = name.rsplit(".", 1)
+    mod = importlib.import_module(f"hostir.codegen.{module}")
+    saved = getattr(mod, attr)
+    setattr(mod, attr, value)
+    try:
+        yield
+    finally:
+        setattr(mod, attr, saved)
+
+
+def planned(make, settings: dict, inputs):
+    """A fresh FusionDefinition of case maker `make`, its first call made under `settings`."""
+    fd = make()[1]
+    with ExitStack() as stack:
+        for name, value in settings.items():
+            stack.enter_context(setting(name, value))
+        fd.execute(inputs)
+    return lambda: fd.execute(inputs)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="benchmarks/out")
+    ap.add_argument("--only", required=True, help="a regex: the cases whose name matches")
+    ap.add_argument("--set", action="append", default=[], help="MODULE.NAME=V1,V2 or disable=F1,F2")
+    ap.add_argument("--elements", type=int, default=1 << 26)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--no-compile", action="store_true")
+    args = ap.parse_args(argv)
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    elements = args.elements if dev.type == "cuda" else 1 << 14
+    grid = [parse_setting(s) for s in args.set]
+    combos = [dict(zip([n for n, _ in grid], vals)) for vals in itertools.product(*[v for _, v in grid])]
+    makers = [lambda make=make, c=c, dt=dt: make(max(1, elements // c), c, dt)
+              for make, dt, lengths in reduction_shapes.SWEEP for c in lengths]
+    bw = copy_bandwidth(dev)
+    rows, seen = [], set()
+    for make in makers:
+        name, _, eager, make_inputs, nbytes = make()
+        if not re.search(args.only, name) or name in seen:
+            continue
+        seen.add(name)
+        inputs = make_inputs(dev)
+        fns = [planned(make, s, inputs) for s in combos] + [lambda: eager(*inputs)]
+        labels = [", ".join(f"{k}={v!r}" for k, v in s.items()) or "default" for s in combos] + ["eager"]
+        if not args.no_compile:
+            torch._dynamo.reset()
+            compiled = torch.compile(eager, dynamic=False)
+            compiled(*inputs)
+            fns.append(lambda: compiled(*inputs))
+            labels.append("compile")
+        times = time_interleaved(fns, dev, rounds=args.rounds)
+        row = {"case": name}
+        row.update({label: round(100 * nbytes / t / bw, 1) for label, t in zip(labels, times)})
+        rows.append(row)
+        print(row, flush=True)
+    meta = meta_for(dev)
+    meta["copy GB/s"] = round(bw / 1e9, 1)
+    meta["unit"] = "% of copy"
+    columns = ["case"] + [k for k in rows[0] if k != "case"] if rows else ["case"]
+    write_results(Path(args.out), "knobs", meta, rows, columns)
+
+
+if __name__ == "__main__":
+    main()
