@@ -57,7 +57,7 @@ class FusionDefinition:
         self._rng_streams = 0                         # random ops drawing from them so far
         self._rng_seed: int | None = None             # drawn from torch's generator on first call
         self._rng_calls = 0                           # the offset of the next call
-        self._repro_inputs: list | None = None        # execute(save_repro_inputs=True)'s inputs
+        self._repro: str | None = None                # the script of execute(save_repro_inputs=True)
 
     # ------------------------------------------------------------ definition
     def __enter__(self) -> "FusionDefinition":
@@ -448,7 +448,7 @@ class FusionDefinition:
 
     def _execute(self, inputs, device, out, _enable_options, _disable_options, ignored):
         if ignored.pop("save_repro_inputs", False) and isinstance(inputs, (list, tuple)):
-            self._repro_inputs = list(inputs)
+            self._repro = repro.repro_text(self._script, inputs)  # (the text: no tensor kept alive)
         inputs = self._prepared(inputs)
         cache = self._fusion_cache
         if cache is not None and isinstance(inputs, (list, tuple)):  # the common, repeated call
@@ -591,10 +591,10 @@ class FusionDefinition:
 
     def last_repro_script(self) -> str:
         """repro_script_for the inputs of the last execute(..., save_repro_inputs=True)."""
-        if self._repro_inputs is None:
+        if self._repro is None:
             raise DefinitionError("last_repro_script: no inputs were saved; call "
                                   "execute(inputs, save_repro_inputs=True) first")
-        return repro.repro_text(self._script, self._repro_inputs)
+        return self._repro
 
     # ------------------------------------------------------------ debug text
     def fusion_ir(self) -> str:

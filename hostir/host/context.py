@@ -18,7 +18,6 @@ class RunContext(Env):
     __slots__ = ("pool", "out_buffers", "bound")
 
     def __init__(self, device: torch.device, bound=None):
-        device = torch.device(device)
         super().__init__(device, device.type != "cuda" or config.debugging("indices"))
         self.pool = None
         self.out_buffers = None
