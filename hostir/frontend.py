@@ -10,27 +10,23 @@ from . import config
 from .dist.mesh import Replicate
 from .dist.sharding import LoopDomain, Sharding, placements_sharding
 from . import repro
+from .fd_debug import Inspection
 from .fd_ops import Ops
+from .fd_sched import Sched
 from .handles import Scalar, Tensor, _Handle
 from .repro import Script, recorded
 from .host.cache import CacheInfo, FusionCache
 from .host.distributed import DistributedFusion
-from .host.ir import program_text
-from .host.steps import KernelStep
-from .runtime.nvrtc import HEADER_DIR
 from .ir import ops as O
 from .ir.dtypes import DataType, from_torch, python_scalar_dtype
 from .ir.errors import DefinitionError, InputError, UnsupportedError
 from .ir.fusion import Fusion, Output, TensorInputArg
 from .ir.inputs import dense_dims
 from .ir.node import Axis, AxisKind, Op, Val, const
-from .ir.printer import fusion_text
-from .ir.reference import evaluate
 from .ir.verify import verify
-from .segment import Segment, segmented_text
 
 
-class FusionDefinition:
+class FusionDefinition(Inspection):
     """Define a fusion once, execute it many times.
 
     Either `with FusionDefinition() as fd: ...` or subclass it and override
@@ -51,6 +47,7 @@ class FusionDefinition:
         self._placements: dict[int, tuple] = {}       # id(Val) -> (Val, Sharding)
         self._dist = None                             # the DistributedFusion, when sharded
         self.ops = Ops(self)
+        self.sched = Sched(self)                      # nvFuser's multi-GPU scheduling calls
         self._script = Script()                       # the definition as Python (repros)
         self._stride_orders: dict[int, tuple] = {}    # id(Val) -> fd.ops.stride_order's order
         self._rng_position: int | None = None         # where the implicit rng seed, offset inputs sit
@@ -93,7 +90,13 @@ class FusionDefinition:
                 raise DefinitionError("the fusion is empty: define it in a `with` block")
             with self:
                 self.definition()
+            self.multidevice_schedule()
         return self._fusion
+
+    def multidevice_schedule(self) -> None:
+        """Override in a subclass to shard the fusion's tensors after definition()
+        (nvFuser's class style: self.sched._set_device_mesh, parallelize, split;
+        or the tensors' own set_device_mesh, split, axis(i).parallelize)."""
 
     def _check_defining(self, what: str) -> None:
         if not self._defining:
@@ -471,50 +474,6 @@ class FusionDefinition:
             return self._dist.execute(list(inputs))
         return self._cache.execute(inputs, device, out)
 
-    # tolerances of validate, by output dtype (torch.testing's defaults, loosened for
-    # the low-precision types whose rounding order may differ from the reference's)
-    _VALIDATE_TOL = {torch.float16: (1e-3, 1e-3), torch.bfloat16: (1.6e-2, 1e-2),
-                     torch.float32: (1.3e-6, 1e-5), torch.float64: (1e-7, 1e-7)}
-
-    def validate(self, inputs, reference_outputs=None, **kwargs) -> None:
-        """Run the fusion on `inputs` and compare each output with
-        `reference_outputs` (nvFuser's fd.validate): same shapes and dtypes,
-        values within a tolerance of the dtype (exact for integers and bools);
-        an AssertionError names the first output that differs. Without
-        reference outputs, the fusion's own reference evaluation gives them (op
-        by op with torch, as nvFuser's validate evaluates it with ATen; random
-        ops draw the same numbers for the same seed and offset)."""
-        if reference_outputs is None:
-            reference_outputs = self._reference_outputs(inputs)
-        outs = self.execute(inputs, **kwargs)
-        refs = list(reference_outputs)
-        if len(refs) != len(outs):
-            raise AssertionError(f"validate: the fusion has {len(outs)} outputs, "
-                                 f"{len(refs)} reference outputs were given")
-        for i, (got, want) in enumerate(zip(outs, refs)):
-            want = torch.as_tensor(want)
-            rtol, atol = self._VALIDATE_TOL.get(got.dtype, (0.0, 0.0))
-            try:
-                torch.testing.assert_close(got, want.to(got.device), rtol=rtol, atol=atol,
-                                           equal_nan=True)
-            except AssertionError as e:
-                raise AssertionError(f"validate: output {i} ({got.dtype}, shape "
-                                     f"{list(got.shape)}) differs from its reference: {e}") from None
-
-    def _reference_outputs(self, inputs) -> list[torch.Tensor]:
-        """The returned outputs on `inputs` by the reference evaluator (the next
-        call's rng offset)."""
-        if self._annotations():
-            raise UnsupportedError("validate without reference_outputs: a sharded fusion's reference "
-                                   "needs the whole tensors; pass reference_outputs")
-        if not isinstance(inputs, (list, tuple)):
-            raise InputError(f"validate expects a list of inputs, got {type(inputs).__name__}")
-        args = list(self._prepared(inputs, advance=False))
-        fusion = self.ir()
-        device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
-        values = evaluate(fusion, args, device)
-        return [v for v, o in zip(values, fusion.outputs) if o.alias_input is None]
-
     def output_shardings(self) -> list:
         """How each output of the last (sharded) run lies over the ranks."""
         if self._dist is None:
@@ -535,79 +494,6 @@ class FusionDefinition:
     def cache_info(self) -> CacheInfo:
         """Hits, misses and plans of this fusion's concretization cache."""
         return self._cache.cache_info()
-
-    def _last_plan(self, what: str):
-        plan = self._cache.last_plan if self._fusion_cache is not None else None
-        if plan is None:
-            raise DefinitionError(f"{what}: nothing has run yet; call execute() first")
-        return plan
-
-    def last_segments(self) -> list[Segment]:
-        """The segments of the last run, as data (`.scheduler`, `.ops`, ...)."""
-        return list(self._last_plan("last_segments").segmented.segments)
-
-    def last_segmented_fusion_ir(self) -> str:
-        return segmented_text(self._last_plan("last_segmented_fusion_ir").segmented)
-
-    def last_cuda_code(self, intrinsic_code: bool = False, *, override_user_schedule: bool = False) -> str:
-        """CUDA C++ of the kernels the last run's plan generates (one per kernel
-        segment); with `intrinsic_code`, kernels/hostir.cuh (the helpers they
-        include) first. hostir has no user schedules: override_user_schedule
-        changes nothing."""
-        return _cuda_code(self._last_plan("last_cuda_code"), intrinsic_code)
-
-    def cuda_code_for(self, inputs, intrinsic_code: bool = False, *,
-                      override_user_schedule: bool = False) -> str:
-        """last_cuda_code of the plan a call with `inputs` runs, made without running it."""
-        return _cuda_code(self._plan_for_inputs(inputs, "cuda_code_for"), intrinsic_code)
-
-    def last_host_ir(self) -> str:
-        """The host program the last run executed."""
-        return program_text(self._last_plan("last_host_ir").program)
-
-    def last_scheduled_fusion_ir(self, tensor_transforms: bool = False, *,
-                                 override_user_schedule: bool = False) -> str:
-        """The fusion IR the last run segmented (after the pre-segmentation
-        passes). hostir's schedules live in the kernel IR, not in tensor
-        transforms: `tensor_transforms` and `override_user_schedule` change nothing."""
-        return fusion_text(self._last_plan("last_scheduled_fusion_ir").segmented.fusion)
-
-    def scheduled_fusion_ir_for(self, inputs, tensor_transforms: bool = False, *,
-                                override_user_schedule: bool = False) -> str:
-        """last_scheduled_fusion_ir of the plan a call with `inputs` runs, made without running it."""
-        return fusion_text(self._plan_for_inputs(inputs, "scheduled_fusion_ir_for").segmented.fusion)
-
-    def _plan_for_inputs(self, inputs, what: str):
-        if self._annotations():
-            raise UnsupportedError(f"{what}: a sharded fusion's plans are made per rank at execute")
-        if not isinstance(inputs, (list, tuple)):
-            raise InputError(f"{what} expects a list of inputs, got {type(inputs).__name__}")
-        return self._cache.plan(self._prepared(inputs, advance=False))
-
-    def repro_script_for(self, inputs=None) -> str:
-        """A runnable script that defines this fusion again and, given `inputs`,
-        makes inputs like them (their values where small) and executes it."""
-        return repro.repro_text(self._script, inputs)
-
-    def last_repro_script(self) -> str:
-        """repro_script_for the inputs of the last execute(..., save_repro_inputs=True)."""
-        if self._repro is None:
-            raise DefinitionError("last_repro_script: no inputs were saved; call "
-                                  "execute(inputs, save_repro_inputs=True) first")
-        return self._repro
-
-    # ------------------------------------------------------------ debug text
-    def fusion_ir(self) -> str:
-        return fusion_text(self.ir())
-
-    def __repr__(self) -> str:
-        return self.fusion_ir() if self._fusion is not None else "FusionDefinition(<undefined>)"
-
-
-def _cuda_code(plan, intrinsic_code: bool) -> str:
-    code = "\n".join(s.target.source for s in plan.program.body
-                     if isinstance(getattr(s, "target", None), KernelStep))
-    return (HEADER_DIR / "hostir.cuh").read_text() + "\n" + code if intrinsic_code else code
 
 
 class _ExecutorView:

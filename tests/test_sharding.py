@@ -218,3 +218,40 @@ def test_shard_tensor_outside_the_mesh_gives_a_placeholder():
     got = shard_tensor(torch.ones(4, 6, dtype=torch.float64), x)  # this process is rank 0
     assert got.shape == (0, 0) and got.dtype == torch.float64
     assert B1.shard_tensor(torch.ones(4), 0).shape == (0,) and placeholder(torch.tensor(1.0)).shape == (0,)
+
+
+def test_class_style_multidevice_schedule_annotates_through_fd_sched():
+    """nvFuser's class style: multidevice_schedule() runs after definition(), its
+    fd.sched calls land on the tensors' loop domains; the calls that only shape
+    a single-GPU kernel are refused naming the ones hostir takes."""
+    from hostir import DataType, FusionDefinition, ParallelType
+    from hostir.ir.errors import DefinitionError, UnsupportedError
+
+    class Model(FusionDefinition):
+        def definition(self):
+            self.inp = self.define_tensor((8, -1), contiguity=True, dtype=DataType.Float)
+            self.out = self.ops.sum(self.inp, [0])
+            self.add_output(self.out)
+
+        def multidevice_schedule(self):
+            mesh = self.sched._create_device_mesh(range(4))
+            for t in (self.inp, self.out):
+                self.sched._set_device_mesh(t, mesh)
+            self.sched.split(self.inp, 0, 4, False)
+            self.sched.parallelize(self.inp, 0, ParallelType.mesh_x)
+            self.sched.set_allocation_as_loop(self.inp)
+            self.seen = [str(t.val) for t in self.sched.tensors()]
+
+    m = Model()
+    m.ir()
+    assert m.inp.mesh.size == 4 and m.inp.axis(0).parallel_type is ParallelType.mesh_x
+    assert m.inp.get_loop_domain()[1].parallel_type is None
+    assert m.seen[0] == str(m.inp.val) and len(m.seen) == 2
+    with pytest.raises(UnsupportedError, match=r"fd.sched.cache_after: hostir schedules its kernels itself"):
+        m.sched.cache_after(m.inp)
+    with pytest.raises(UnsupportedError, match="merge of loop axes is not supported"):
+        m.sched.merge(m.inp, 0)
+    with pytest.raises(DefinitionError, match="sched.parallelize: expected a tensor of this fusion"):
+        m.sched.parallelize(Model().sched, 0, ParallelType.mesh_x)
+    with pytest.raises(DefinitionError, match="_set_device_mesh: expected a DeviceMesh"):
+        m.sched._set_device_mesh(m.out, range(4))

@@ -471,5 +471,65 @@ if d == 4:
     check("2-D mesh sum over both mesh dims", fd.execute([x.chunk(2, 0)[coord[0]].chunk(2, 1)[coord[1]]])[0],
           x.sum())
 
+
+
+# nvFuser's class style: definition(), then multidevice_schedule() through fd.sched
+class AllgatherModel(FusionDefinition):
+    def definition(self):
+        self.inp = self.define_tensor((d * 4,), contiguity=True, dtype=DataType.Float)
+        self.out = self.ops.set(self.inp)
+        self.add_output(self.out)
+
+    def multidevice_schedule(self):
+        for t in (self.inp, self.out):
+            self.sched._set_device_mesh(t, mesh)
+            self.sched.split(t, 0, d, False)
+            self.sched.set_allocation_as_loop(t)
+        self.sched.parallelize(self.inp, 0, ParallelType.mesh_x)
+
+
+x = full(d * 4)
+check("class-style allgather (fd.sched)", AllgatherModel().execute([shard(x, 0)])[0], x)
+
+
+class PointwiseModel(FusionDefinition):
+    def definition(self):
+        self.t0 = self.define_tensor((-1, -1), contiguity=(False, False), dtype=DataType.Float)
+        self.t1 = self.ops.relu(self.t0)
+        self.t2 = self.ops.add(self.t1, self.t1)
+        self.add_output(self.t2)
+
+    def multidevice_schedule(self):
+        mesh_ = self.sched._create_device_mesh(range(d))
+        for t in (self.t0, self.t1, self.t2):
+            self.sched._set_device_mesh(t, mesh_)
+        self.sched.parallelize(self.t0, 0, ParallelType.mesh_x)
+
+
+x = full(d, 6)
+out = PointwiseModel().execute([x[rank:rank + 1]])[0]  # (t1, t2 on the mesh, not sharded: gathered)
+check("class-style sharded pointwise (fd.sched)", out, torch.relu(x) * 2)
+
+
+class ColumnParallelLinear(FusionDefinition):
+    def definition(self):
+        self.x = self.define_tensor([-1, e], contiguity=True, dtype=DataType.Float)
+        self.w = self.define_tensor([d * 3, e], contiguity=True, dtype=DataType.Float)
+        self.out = self.ops.linear(self.x, self.w)
+        self.add_output(self.out)
+
+    def multidevice_schedule(self):
+        for t in (self.x, self.w, self.out):
+            self.sched._set_device_mesh(t, mesh)
+        self.sched.split(self.w, 0, d, False)
+        self.sched.parallelize(self.w, 0, ParallelType.mesh_x)
+        self.sched.split(self.out, -2, d, False)
+        self.sched.parallelize(self.out, -3, ParallelType.mesh_x)
+
+
+x, w = full(5, e), full(d * 3, e)
+check("class-style column-parallel linear (fd.sched)", ColumnParallelLinear().execute([x, shard(w, 0)])[0],
+      shard(F.linear(x, w), 1))
+
 print(f"rank {rank}: all sharded fusions ok ({d} ranks)", flush=True)
 sys.exit(0)
