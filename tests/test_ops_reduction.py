@@ -1340,20 +1340,41 @@ def test_rows_off_vector_boundaries(kind, dtype, n):
         with config.override(disable=config.get().disable | {"shifted_rows"}):
             spec2 = _reduction_specs(_run_keeping_fd(build, [x])[1])[0]
             assert spec2.choose(spec2.kernels[0], [5, n], [x], None, []).vec == (1 if var.shift else var.vec)
-    if kind == "rmsnorm" and n % vec:  # with a weight every row reads: no shifted rows
-        w = rand((n,), dtype)
+    if kind == "rmsnorm" and n % vec:  # a weight and a bias every row reads
+        _shifted_rows_with_a_weight(x, dtype, n, vec)
 
-        def weighted(fd):
-            t = fd.ops.cast(declare(fd, x), D.Float)
-            ms = fd.ops.sum(fd.ops.mul(t, t), [1], keepdim=True)
-            y = fd.ops.mul(t, fd.ops.rsqrt(fd.ops.add(fd.ops.div(ms, fd.ops.size(t, 1)), 1e-6)))
-            fd.add_output(fd.ops.cast(fd.ops.mul(y, fd.ops.cast(declare(fd, w), D.Float)), dtype))
-        (out,), fd = _run_keeping_fd(weighted, [x, w])
-        t = x.double()
-        check(out, (t * torch.rsqrt(t.square().mean(1, keepdim=True) + 1e-6) * w.double()).to(out.dtype),
-              kind="reduction")
-        (spec,) = _reduction_specs(fd)
-        assert spec.choose(spec.kernels[0], [5, n], [x, w], None, []).vec == 1
+
+def _shifted_rows_with_a_weight(x, dtype, n, vec):
+    """Rows off vector boundaries with a weight and a bias: a point at a time,
+    or (rows.SHIFTED_WEIGHTS) the rows in shifted vectors and the weight and
+    bias a point at a time; results against torch either way (on CUDA, the
+    variant the knob picks runs)."""
+    import conftest
+    from hostir.codegen import rows as row_rules
+    w, b = rand((n,), dtype), rand((n,), dtype)
+
+    def weighted(fd):
+        t = fd.ops.cast(declare(fd, x), D.Float)
+        ms = fd.ops.sum(fd.ops.mul(t, t), [1], keepdim=True)
+        y = fd.ops.mul(t, fd.ops.rsqrt(fd.ops.add(fd.ops.div(ms, fd.ops.size(t, 1)), 1e-6)))
+        y = fd.ops.add(fd.ops.mul(y, fd.ops.cast(declare(fd, w), D.Float)), fd.ops.cast(declare(fd, b), D.Float))
+        fd.add_output(fd.ops.cast(y, dtype))
+    t = x.double()
+    want = t * torch.rsqrt(t.square().mean(1, keepdim=True) + 1e-6) * w.double() + b.double()
+    saved = row_rules.SHIFTED_WEIGHTS
+    try:
+        for on in (False, True):
+            row_rules.SHIFTED_WEIGHTS = on
+            (out,), fd = _run_keeping_fd(weighted, [x, w, b])
+            check(out, want.to(out.dtype), kind="reduction")
+            (spec,) = _reduction_specs(fd)
+            var = spec.choose(spec.kernels[0], [5, n], [x, w, b], None, [])
+            assert (var.vec, var.shift) == ((vec, True) if on else (1, False)), var.name
+            if on:  # the weight and bias a point at a time: no vector load of them
+                assert "m_ = (int)" in var.source and "const uint4*>(in1" not in var.source
+                conftest._KERNEL_SOURCES.setdefault(var.source, var.name)
+    finally:
+        row_rules.SHIFTED_WEIGHTS = saved
 
 
 @pytest.mark.parametrize("kind", ["softmax", "log_softmax", "rmsnorm", "layernorm", "stored"])

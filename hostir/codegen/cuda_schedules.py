@@ -44,6 +44,8 @@ class _ReductionPrinter(_Printer):
                  shift: bool = False):
         super().__init__(kern, name, vec, idx, block, False, pdl)
         self.shift = shift and vec > 1
+        if self.shift:  # what every row reads (a weight: rows.SHIFTED_WEIGHTS) a point at a time
+            self.vloads = self.vloads - row_invariant_loads(kern)
         if vec == 1:
             self.inner = -1  # every index is named i<d>
         self.threads = threads

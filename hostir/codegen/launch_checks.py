@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import functools
 
+from . import rows
 from .cuda import vector_loads
-from .row_loads import row_invariant_loads
 from .kir import Kernel
+from .row_loads import cached_loads, row_invariant_loads
 
 
 @functools.cache
@@ -26,9 +27,13 @@ def launches_clusters(tensors) -> bool:
     return False
 
 
-def vector_slots(kernel: Kernel, vec: int) -> frozenset:
-    """The inputs a kernel reads with vector loads of `vec` points."""
-    return frozenset(n.arg for n in kernel.order if id(n) in vector_loads(kernel, vec))
+def vector_slots(kernel: Kernel, vec: int, moving: bool = False) -> frozenset:
+    """The inputs a kernel reads with vector loads of `vec` points (`moving`:
+    only loads whose place moves with the kept dims, not a weight every row reads)."""
+    loads = vector_loads(kernel, vec)
+    if moving:
+        loads = loads - row_invariant_loads(kernel)
+    return frozenset(n.arg for n in kernel.order if id(n) in loads)
 
 
 def _starts_aligned(t, vec: int) -> bool:
@@ -57,17 +62,22 @@ def shift_ok(kernel: Kernel, vec: int, tensors: list, extents: list[int], enable
     boundaries (a shifted variant: cuda_schedules, `shift`)? Every row-moving
     vector tensor is contiguous along the row, starts at a boundary, and steps
     the kept dims by the same strides in points (so every row starts equally
-    far past a boundary in each); some vector load reads the rows, and none
-    is the same for every row (a weight would be read off its boundaries). A
-    vector past a row's ends stays within the 16-byte line of a point of the
-    row (never past a page). H100 % of copy, same run, a point at a time ->
+    far past a boundary in each: `tensors` are those, vector_slots(moving=True),
+    and the outputs); some vector load reads the rows. A load every row reads
+    alike (a weight) would be read off its boundaries: such kernels are refused,
+    unless rows.SHIFTED_WEIGHTS reads those a point at a time (where no pass
+    keeps them). A vector past a row's ends stays within the 16-byte line of a
+    point of the row (never past a page). H100 % of copy, same run, a point at a time ->
     shifted: softmax bf16 4096x50257 55.3 -> 85.7, log-softmax 57.3 -> 91.0,
     softmax fp32 59.6 -> 78.3, softmax bf16 16384x1027 46.3 -> 55.1."""
     if not enabled or vec == 1 or list(kernel.reduced) != [len(kernel.extent_vals) - 1] or not tensors \
             or not extents[-1]:  # (empty rows: a vector before the start would be read)
         return False
-    loads = vector_loads(kernel, vec)
-    if not loads or loads & row_invariant_loads(kernel):  # (the shift is read off a vector load)
+    loads, invariant = vector_loads(kernel, vec), row_invariant_loads(kernel)
+    if not loads - invariant:  # (the shift is read off a row's vector load)
+        return False
+    if loads & invariant and not (rows.SHIFTED_WEIGHTS and
+                                  not invariant & {id(n) for n in cached_loads(kernel, vec)}):
         return False
     strides = None
     for t in tensors:

@@ -148,6 +148,17 @@ log-softmax 83.3 / 89.4, softmax bf16 2048x98304 83.5 / 94.4, log-softmax
 94.7, fp32 2048x40960 78.4 / 97.2. Kernels that read the row twice keep the
 loop: rmsnorm bf16 1024x131072 82.3 / 81.6, layernorm 78.0 / 73.8."""
 
+SHIFTED_WEIGHTS = False
+"""Rows off vector boundaries (launch_checks.shift_ok) read in shifted vectors
+also where every row reads a weight or a bias (an rmsnorm's, a layernorm's): the
+rows in vectors at their boundaries, the weight a point at a time (its vectors
+would sit off their own boundaries; the shifted printer drops it from its vector
+loads). Off: such rows are read a point at a time (H100 % of copy, rmsnorm bf16
+8192x4097 59.7, layernorm 8192x5121 48.0). Built without a GPU to run it on:
+not measured, so off until a run shows it faster and correct
+(`benchmarks/knobs.py --set rows.SHIFTED_WEIGHTS=False,True`, and
+test_rows_off_vector_boundaries on CUDA)."""
+
 
 def row_threads(reduced: int) -> int:
     """Threads that combine one row of `reduced` points: a warp for short rows,

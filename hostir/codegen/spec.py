@@ -257,11 +257,10 @@ class KernelSpec:
         if kernel.reduced:
             vec = self._vec[id(kernel)]
             per_row = math.prod(extents[d] for d in kernel.reduced)
-            checked = [ins[s] for s in vector_slots(kernel, vec)]
-            if outs is not None:
-                checked += [outs[s] for s in self._full_outs(kernel)]
-            shift = vec > 1 and not vector_ok(vec, checked, extents)
-            if shift and not shift_ok(kernel, vec, checked, extents, self.options.shifted_rows):
+            stored = [outs[s] for s in self._full_outs(kernel)] if outs is not None else []
+            shift = vec > 1 and not vector_ok(vec, [ins[s] for s in vector_slots(kernel, vec)] + stored, extents)
+            if shift and not shift_ok(kernel, vec, [ins[s] for s in vector_slots(kernel, vec, moving=True)] + stored,
+                                      extents, self.options.shifted_rows):
                 return self.variant(kernel, 1, idx, rows.row_threads(per_row))
             vectors = -(-(per_row + vec - 1) // vec) if shift else per_row // vec  # (shifted: a head)
             q = self._cluster(kernel, vectors) if vec > 1 and launches_clusters(ins) else 0
