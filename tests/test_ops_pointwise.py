@@ -1102,4 +1102,7 @@ def test_alpha_of_an_integral_result_must_be_integral():
             fd.ops.add_alpha(t, t, 0.5)
         with pytest.raises(DefinitionError, match="sub_alpha: alpha must be a number or a scalar"):
             fd.ops.sub_alpha(t, t, t)
+        f = fd.define_tensor([-1], dtype=D.BFloat16)
+        with pytest.raises(DefinitionError, match=r"add_alpha: alpha .* is cdouble.*a real result takes a real alpha"):
+            fd.ops.add_alpha(f, f, 1j)  # (torch refuses it too: the imaginary part would be dropped)
         fd.add_output(t)

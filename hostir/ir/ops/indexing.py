@@ -21,7 +21,7 @@ from ..dtypes import DataType
 from ..errors import DefinitionError, ExecutionError, UnsupportedError
 from ..node import Axis, AxisKind, Family, Op, OpDef, Val, define
 from ..printer import operand_text
-from .common import describe, extent_agreement, frontend, norm_dim, require_tensor
+from .common import check_same_extent, describe, extent_agreement, frontend, norm_dim, require_tensor
 from .views import reshape
 
 INDEX_TYPES = (DataType.Int, DataType.Int32)
@@ -344,12 +344,9 @@ def index_put_accumulate(acc, index, value) -> Val:
     if value.ndim != acc.ndim or value.dtype is not acc.dtype:
         raise DefinitionError(f"index_put_accumulate: value {describe(value)} must have acc's rank "
                               f"({acc.ndim}) and dtype ({acc.dtype.short})")
-    pairs = [(index, 0, value, 0)] + [(acc, d, value, d) for d in range(1, acc.ndim)]
-    for a, da, b, db in pairs:
-        ea, eb = a.logical[da].extent, b.logical[db].extent
-        if S.is_const(ea) and S.is_const(eb) and ea.arg != eb.arg:
-            raise DefinitionError(f"index_put_accumulate: dim {db} of value {describe(value)} has extent "
-                                  f"{eb.arg}, dim {da} of {describe(a)} {ea.arg}")
+    for a, d in [(index, 0)] + [(acc, d) for d in range(1, acc.ndim)]:
+        check_same_extent("index_put_accumulate", a, d, value, d, a.logical[d].extent,
+                          value.logical[d].extent)
     return _put_raw(acc, index, value)
 
 

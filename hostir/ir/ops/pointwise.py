@@ -540,9 +540,11 @@ def _with_alpha(opname: str, op: Op, a, b, alpha) -> Val:
     if alpha.is_tensor:
         raise DefinitionError(f"{opname}: alpha must be a number or a scalar, got {describe(alpha)}")
     dtype = S.promote_vals([a, b])
-    if not dtype.is_inexact and alpha.dtype.is_inexact:
+    if alpha.dtype.category > max(dtype.category, 1):  # (torch: the result's type must hold alpha)
+        kind = "an integral result takes an integral alpha" if dtype.category <= 1 else \
+            "a real result takes a real alpha"
         raise DefinitionError(f"{opname}: alpha {alpha!r} is {alpha.dtype.short}, but the operands are "
-                              f"{dtype.short}: an integral result takes an integral alpha")
+                              f"{dtype.short}: {kind}")
     ct = compute_dtype(dtype)
     if ct is dtype:
         return pointwise(op, a, pointwise(Op.MUL, b, S.cast_scalar(alpha, dtype)))
