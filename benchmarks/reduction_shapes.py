@@ -33,17 +33,17 @@ BF16, F16, F32 = DataType.BFloat16, DataType.Half, DataType.Float
 # (case maker, dtype, row lengths): rows of each length, as many as --elements allows
 SWEEP = [
     (softmax_case, BF16, [64, 1000, 5121, 32001, 50257, 131072, 262144]),
-    (softmax_case, F32, [1000, 4097, 100000]),
+    (softmax_case, F32, [48, 1000, 4097, 100000]),
     (softmax_case, F16, [768, 150000]),
     (log_softmax_case, BF16, [32001, 151935]),
     (rmsnorm_case, BF16, [64, 1000, 4097, 24576, 131072, 262144]),
-    (layernorm_case, BF16, [512, 5121, 12288, 131072]),
+    (layernorm_case, BF16, [96, 512, 5121, 12288, 131072]),
     (layernorm_case, F32, [1000, 65536]),
     (layernorm_case, F16, [3000]),
-    (row_sum_case, F32, [64, 1000, 100000]),
+    (row_sum_case, F32, [20, 64, 1000, 100000]),
     (row_sum_case, BF16, [7, 4097]),
-    (column_sum_case, F32, [64, 1000, 4096, 65536]),
-    (column_sum_case, BF16, [768, 5000]),
+    (column_sum_case, F32, [8, 64, 1000, 4096, 65536]),
+    (column_sum_case, BF16, [96, 768, 5000]),
 ]
 
 

@@ -529,6 +529,7 @@ def test_rows_held_in_registers():
     assert register_row(1152, 2, 8) == (256, 5, 0)     # bf16 9216: 10 % idle
     assert register_row(192, 2, 8) == (128, 2, 0)      # bf16 1536: no fewer than 128 threads
     assert register_row(64, 2, 8) == (32, 2, 0)        # short rows: the fewest threads
+    assert register_row(8, 2, 8) == (4, 2, 0)          # bf16 64: part of a warp
     assert register_row(3072, 4, 4) == (512, 6, 0)     # fp32 12288
     assert register_row(4096, 4, 4) == (512, 8, 0)     # fp32 16384
     x = rand((4, 12296), D.BFloat16)

@@ -503,7 +503,7 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
         return _TilePrinter(kern, name, idx, pdl, tile).source()
     if outer:
         from .cuda_outer import _OuterPrinter
-        return _OuterPrinter(kern, name, idx, block, pdl, vec).source()
+        return _OuterPrinter(kern, name, idx, block, pdl, vec, threads or 32).source()
     if kern.reduced:
         from .cuda_schedules import _ReductionPrinter
         return _ReductionPrinter(kern, name, idx, block, threads, pdl, vec, chunks, smem_row,

@@ -12,37 +12,39 @@ from .kir import K, Kernel, levels, passes, row_nodes, split_stores, ws_slot
 
 class _OuterPrinter(_ReductionPrinter):
     """A one-pass reduction that keeps the innermost dim (an outer reduction:
-    sum over the rows of a matrix). A block takes a tile of 32 x `vec`
+    sum over the rows of a matrix). A block takes a tile of `lanes` x `vec`
     consecutive kept points (lane tx holds `vec` of them: one vector load per
     reduced point, coalesced along the innermost dim) and a share of the
-    reduced points (threadIdx.x / 32 strides over it); the block combines its
+    reduced points (threadIdx.x / lanes strides over it); the block combines its
     lanes in shared memory. With `split` > 1, `split` blocks share a tile, each
     writing its partial results to `ws`; the last to arrive (counted in `sem`,
     which it resets) combines the partials in block order (deterministic) and
     runs the epilogue."""
 
-    def __init__(self, kern: Kernel, name: str, idx: str, block: int, pdl: bool, vec: int = 1):
-        super().__init__(kern, name, idx, block, 32, pdl, vec)
+    def __init__(self, kern: Kernel, name: str, idx: str, block: int, pdl: bool, vec: int = 1,
+                 lanes: int = 32):
+        super().__init__(kern, name, idx, block, lanes, pdl, vec)
+        self.lanes = lanes  # a tile's width in lanes (fewer than a warp: narrow kept dims)
         self.inner = self.n - 1  # the innermost kept index is `ii` in per-point code
 
     def source(self) -> str:
-        k, idx, L, V = self.k, self.idx, self.lines, self.vec
-        ty_n, last_dim = self.block // 32, self.n - 1
+        k, idx, L, V, X = self.k, self.idx, self.lines, self.vec, self.lanes
+        ty_n, last_dim = self.block // X, self.n - 1
         rows = row_nodes(k)
         reduces = [n for n in k.order if n.op == K.REDUCE]
         full_stores, row_stores = split_stores(k, rows)
         self.pdl_wait()
-        L.append("  const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;")
+        L.append(f"  const int tx = threadIdx.x % {X}, ty = threadIdx.x / {X};")
         for j, n in enumerate(reduces):
-            L.append(f"  __shared__ {acc_type(n)} red{j}[{ty_n}][{32 * V + 1}];")
+            L.append(f"  __shared__ {acc_type(n)} red{j}[{self.block // 32}][{X * V + 1}];")
         L.append("  __shared__ bool last;")
         L.append(f"  const {idx} R = {' * '.join(f'e{d}' for d in k.reduced)};")
-        L.append(f"  const {idx} tiles = (nslots + {32 * V - 1}) / {32 * V}, "
+        L.append(f"  const {idx} tiles = (nslots + {X * V - 1}) / {X * V}, "
                  f"per = (R + split - 1) / split;")
         L.append(f"  for ({idx} b = blockIdx.x; b < tiles * split; b += gridDim.x) {{")
         L.append(f"    const {idx} tile = b / split, g = b % split;")
-        L.append(f"    const bool active = tile * {32 * V} + tx * {V} < nslots;")
-        L.append(f"    const {idx} row = active ? tile * {32 * V} + tx * {V} : 0;")
+        L.append(f"    const bool active = tile * {X * V} + tx * {V} < nslots;")
+        L.append(f"    const {idx} row = active ? tile * {X * V} + tx * {V} : 0;")
         self._split("row", k.kept, "    ")
         level = levels(k)
         names: dict[int, str] = {}  # values of the kept dims that do not move along them
@@ -53,7 +55,7 @@ class _OuterPrinter(_ReductionPrinter):
             L.append(f"    #pragma unroll\n    for (int u = 0; u < {V}; ++u) a{j}[u] = {acc_init(n)};")
         acc = {id(n): f"a{j}[u]" for j, n in enumerate(reduces)}
         L.append(f"    const {idx} hi = (g + 1) * per < R ? (g + 1) * per : R;")
-        L.append("    #pragma unroll 4")
+        L.append(f"    #pragma unroll {OUTER_UNROLL}")
         L.append(f"    for ({idx} r = g * per + ty; r < hi; r += {ty_n}) {{")
         self._split("r", k.reduced, "      ")
         roots = [s for n in reduces for s in n.src] + [x for st in full_stores for x in (st[1], *st[2])]
@@ -99,7 +101,7 @@ class _OuterPrinter(_ReductionPrinter):
             L.append(f"        a{j}[u] = {acc_init(n)};")
         L.append("      }")
         L.append("      if (active) {")
-        L.append("        #pragma unroll 4")
+        L.append(f"        #pragma unroll {OUTER_COMBINE_UNROLL}")
         L.append(f"        for ({idx} w = ty; w < split; w += {ty_n}) {{")
         L.append("          #pragma unroll")
         L.append(f"          for (int u = 0; u < {V}; ++u) {{")
@@ -126,19 +128,26 @@ class _OuterPrinter(_ReductionPrinter):
 
 
     def _block_combine(self, reduces, indent: str) -> None:
-        """Lane ty == 0 of each column takes in the other lanes' values, in order."""
-        L, V, ty_n = self.lines, self.vec, self.block // 32
+        """Lane ty == 0 of each column takes in the other lanes' values: a
+        tile narrower than a warp first combines the warp's lanes of each
+        column (shuffles), then lane ty == 0 each warp's value, in order."""
+        L, V, X = self.lines, self.vec, self.lanes
+        warps = self.block // 32
         L.append(f"{indent}#pragma unroll")
         L.append(f"{indent}for (int u = 0; u < {V}; ++u) {{")
         for j, n in enumerate(reduces):
-            L.append(f"{indent}  red{j}[ty][tx * {V} + u] = a{j}[u];")
+            if X < 32:
+                L.append(f"{indent}  for (int o = 16; o >= {X}; o /= 2) {{ const {acc_type(n)} x = a{j}[u], "
+                         f"y = hir_shfl_xor(a{j}[u], o, 32); a{j}[u] = {_COMBINE[n.arg]}; }}")
+            guard = f"if ((threadIdx.x & 31) < {X}) " if X < 32 else ""
+            L.append(f"{indent}  {guard}red{j}[threadIdx.x / 32][tx * {V} + u] = a{j}[u];")
         L.append(f"{indent}}}")
         L.append(f"{indent}__syncthreads();")
         L.append(f"{indent}if (ty == 0) {{")
         L.append(f"{indent}  #pragma unroll")
         L.append(f"{indent}  for (int u = 0; u < {V}; ++u) {{")
         for j, n in enumerate(reduces):
-            L.append(f"{indent}    for (int w = 1; w < {ty_n}; ++w) {{ const {acc_type(n)} x = a{j}[u], "
+            L.append(f"{indent}    for (int w = 1; w < {warps}; ++w) {{ const {acc_type(n)} x = a{j}[u], "
                      f"y = red{j}[w][tx * {V} + u]; a{j}[u] = {_COMBINE[n.arg]}; }}")
         L.append(f"{indent}  }}")
         L.append(f"{indent}}}")
@@ -146,6 +155,27 @@ class _OuterPrinter(_ReductionPrinter):
 
 
 SHARED_BYTES = 48 * 1024  # the static shared memory a block may declare
+OUTER_UNROLL = 4           # reduced points a lane's loop unrolls (loads in flight)
+OUTER_COMBINE_UNROLL = 4   # partials the last block's lanes read at once
+OUTER_BLOCKS_PER_SM = 8    # blocks an SM the split aims at (spec.KernelSpec.split)
+OUTER_MIN_POINTS = 32      # ... each lane combining this many reduced points at least
+OUTER_MAX_SPLIT = 1024     # ... and at most this many blocks a tile
+OUTER_NARROW = True
+"""Kept dims narrower than a warp's tile (32 lanes x vec points) take tiles of
+fewer lanes (outer_lanes: the fewest that cover them), the block's other
+lanes more reduced points: a warp's tile of 32 lanes left half a warp idle on
+fp32 1048576x64 (H100 76.7 % of copy, torch.compile 95)."""
+
+
+def outer_lanes(kept: int, vec: int) -> int:
+    """Lanes across a tile of an outer reduction over `kept` kept points (a
+    power of two, 1 to 32)."""
+    if not OUTER_NARROW:
+        return 32
+    lanes = 1
+    while lanes < 32 and lanes * vec < kept:
+        lanes *= 2
+    return lanes
 
 
 def outer_width(kern: Kernel, block: int = 256) -> int:

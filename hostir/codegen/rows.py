@@ -80,7 +80,7 @@ def register_row(vectors: int, chunks: int, vec: int) -> tuple[int, int, int]:
     if REGISTER_ROWS and fits and vectors > chunks * 64:
         _, _, t, c = min(fits)
         return t, c, 0
-    t = next(t for t in ROW_THREADS if vectors <= chunks * t)
+    t = next(t for t in group_threads() if vectors <= chunks * t)
     return t, max(1, -(-vectors // t)), 0
 
 
@@ -148,21 +148,41 @@ log-softmax 83.3 / 89.4, softmax bf16 2048x98304 83.5 / 94.4, log-softmax
 94.7, fp32 2048x40960 78.4 / 97.2. Kernels that read the row twice keep the
 loop: rmsnorm bf16 1024x131072 82.3 / 81.6, layernorm 78.0 / 73.8."""
 
-SHIFTED_WEIGHTS = False
+SHIFTED_WEIGHTS = True
 """Rows off vector boundaries (launch_checks.shift_ok) read in shifted vectors
 also where every row reads a weight or a bias (an rmsnorm's, a layernorm's): the
 rows in vectors at their boundaries, the weight a point at a time (its vectors
 would sit off their own boundaries; the shifted printer drops it from its vector
-loads). Off: such rows are read a point at a time (H100 % of copy, rmsnorm bf16
-8192x4097 59.7, layernorm 8192x5121 48.0). Built without a GPU to run it on:
-not measured, so off until a run shows it faster and correct
-(`benchmarks/knobs.py --set rows.SHIFTED_WEIGHTS=False,True`, and
-test_rows_off_vector_boundaries on CUDA)."""
+loads). Off, such rows are read a point at a time. H100 % of copy, same run,
+off / on (torch.compile): rmsnorm bf16 16380x4097 62.4 / 99.1 (55.9), layernorm
+bf16 13104x5121 48.8 / 79.6 (42.2) (`benchmarks/knobs.py --set
+rows.SHIFTED_WEIGHTS=False,True`)."""
+
+
+SHORT_ROWS = True
+SHORT_ROW_THREADS = (1, 2, 4, 8, 16)
+SHORT_ROW_WORK = 4
+"""Rows shorter than a warp's work take part of a warp each (hir_warp_reduce
+over groups of 1 to 16 lanes): a one-pass reduction SHORT_ROW_WORK vectors
+(or points) a thread, a kept row its chunks (register_row). A warp a row left
+lanes idle: H100 % of copy (torch.compile), bf16 rows of 64 points: softmax
+34.8 (92.1), rmsnorm 45.8 (91.6); fp32 row sum 1048576x64 57.1 (98.4), bf16
+9586980x7 3.5 (87)."""
+
+
+def group_threads() -> tuple[int, ...]:
+    """The threads a row's group may have, fewest first."""
+    return (SHORT_ROW_THREADS if SHORT_ROWS else ()) + ROW_THREADS
 
 
 def row_threads(reduced: int) -> int:
-    """Threads that combine one row of `reduced` points: a warp for short rows,
-    more for long ones (about 8 or more points per thread)."""
+    """Threads that combine one row of `reduced` vectors (or points, unvectorized)
+    in one pass: part of a warp for short rows (SHORT_ROW_WORK a thread), a warp
+    up to 512, more for long ones (about 16 or more a thread)."""
+    if SHORT_ROWS:
+        t = next((t for t in SHORT_ROW_THREADS if reduced <= SHORT_ROW_WORK * t), 0)
+        if t:
+            return t
     for t in ROW_THREADS:
         if reduced <= 16 * t:
             return t

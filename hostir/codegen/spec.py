@@ -17,7 +17,9 @@ from functools import cached_property
 
 from .. import config
 from .cuda import NARROW, kernel_source, vector_width
-from .cuda_outer import outer_ok, outer_width
+from .cuda_combine import acc_bytes
+from . import cuda_outer
+from .cuda_outer import outer_lanes, outer_ok, outer_width
 from .row_loads import held_words, invariant_bytes, rest_words, row_cache_bytes
 from .launch_checks import launches_clusters, shift_ok, vector_ok, vector_slots
 from .cuda_tiles import STAGE_BYTES, STAGED, stage_block, staged_gather, tile_loads
@@ -250,9 +252,10 @@ class KernelSpec:
         idx = index_type(extents, ins, outs, params)
         if kernel.reduced and self._outer(kernel):
             vec = self._vec[id(kernel)]
-            var = self.variant(kernel, vec, idx, outer=True)
+            kept = math.prod(extents[d] for d in kernel.kept)
+            var = self.variant(kernel, vec, idx, self._lanes(kernel, kept, vec), outer=True)
             if vec > 1 and not vector_ok(vec, [ins[s] for s in var.vector_slots], extents):
-                var = self.variant(kernel, 1, idx, outer=True)
+                var = self.variant(kernel, 1, idx, self._lanes(kernel, kept, 1), outer=True)
             return var
         if kernel.reduced:
             vec = self._vec[id(kernel)]
@@ -307,6 +310,17 @@ class KernelSpec:
                     return t
         return -1
 
+    def _lanes(self, kernel: Kernel, kept: int, vec: int) -> int:
+        """An outer reduction's tile width in lanes (0: a warp's 32) over `kept`
+        kept points: narrower where the kept dims are (cuda_outer.outer_lanes)
+        and the block's combine arrays fit its shared memory."""
+        lanes = outer_lanes(kept, vec)
+        per_lane = sum(acc_bytes(n) for n in kernel.order if n.op == K.REDUCE)
+        block = self.options.block
+        if lanes >= 32 or (block // 32) * (lanes * vec + 1) * per_lane > cuda_outer.SHARED_BYTES - 64:
+            return 0
+        return lanes
+
     def _outer(self, kernel: Kernel) -> bool:
         key = (id(kernel), "outer")
         got = self._positions.get(key)
@@ -317,15 +331,17 @@ class KernelSpec:
     @staticmethod
     def split(variant: Variant, extents: list[int], sm_count: int) -> int:
         """Blocks that share a tile of an outer reduction: enough blocks for
-        about 8 per SM, each thread combining at least 32 points."""
+        about OUTER_BLOCKS_PER_SM per SM, each thread combining at least
+        OUTER_MIN_POINTS points, OUTER_MAX_SPLIT at most (cuda_outer's)."""
         if not variant.outer:
             return 1
-        k = variant.kernel
+        k, lanes = variant.kernel, variant.threads or 32
         nrows = math.prod(extents[d] for d in k.kept)
         per_row = math.prod(extents[d] for d in k.reduced)
-        tiles = max(1, -(-nrows // (32 * variant.vec)))
-        want = -(-8 * sm_count // tiles)
-        return max(1, min(want, per_row // (32 * (variant.block // 32)), 1024))
+        tiles = max(1, -(-nrows // (lanes * variant.vec)))
+        want = -(-cuda_outer.OUTER_BLOCKS_PER_SM * sm_count // tiles)
+        return max(1, min(want, per_row // (cuda_outer.OUTER_MIN_POINTS * (variant.block // lanes)),
+                          cuda_outer.OUTER_MAX_SPLIT))
 
     @staticmethod
     def scratch_size(kernel: Kernel, count: int, split: int) -> tuple[int, int]:
@@ -460,7 +476,7 @@ class KernelSpec:
         bandwidth, not DRAM's, bounds it (H100 layernorm bf16 1024x131072, its
         weight and bias reread each row: 77.7 % of copy resident against 81.1)."""
         if variant.outer:
-            blocks = -(-count // (32 * variant.vec)) * split
+            blocks = -(-count // ((variant.threads or 32) * variant.vec)) * split
         elif variant.tile >= 0:
             blocks = count
         elif variant.tile == STAGED:  # a block per row at a time
@@ -509,10 +525,13 @@ class KernelSpec:
             if k.reduced and self._outer(k):
                 out += [self.variant(k, 1, "long long", outer=True), self.variant(k, 1, "int", outer=True),
                         self.variant(k, self._vec[id(k)], "int", outer=True)]
+                narrow = self._lanes(k, 6 * self._vec[id(k)], self._vec[id(k)])
+                if narrow:  # a narrow kept dim's tile
+                    out.append(self.variant(k, self._vec[id(k)], "int", narrow, outer=True))
             elif k.reduced:
                 out += [self.variant(k, 1, "long long", rows.ROW_THREADS[0])]
                 out += [self.variant(k, self._vec[id(k)], "int", t) for t in rows.ROW_THREADS[::2]]
-                out += [self.variant(k, self._vec[id(k)], "int", *self._row_schedule(k, n)) for n in (256, 1000)]
+                out += [self.variant(k, self._vec[id(k)], "int", *self._row_schedule(k, n)) for n in (6, 256, 1000)]
                 if k is self.online:  # its rows are long: several vectors a thread kept
                     out.append(self.variant(k, self._vec[id(k)], "int", *self._row_schedule(k, 4096)))
                 elif self._row_schedule(k, 4096)[2]:  # a long row kept in shared memory
