@@ -495,7 +495,7 @@ def test_launch_rule_picks_the_schedule():
     assert rows.split(one, [1, 1 << 26], 132) == (1 << 26) // (256 * CHAIN_CHUNKS * 4)
     assert rows.grid(one, 1, 132, rows.split(one, [1, 1 << 26], 132)) == (1 << 26) // (256 * CHAIN_CHUNKS * 4)
     # the counter and a pad, then a 64-bit word per tile for its total and its prefix
-    assert rows.scratch_size(k, 1, 16384) == (0, 2 + 4 * 16384)
+    assert rows.scratch_size(one, 1, 16384) == (0, 2 + 4 * 16384)
     assert "hir_chain_put<1>(inc0" in one.source and "hir_chain_epoch(sem" in one.source
     assert "__stcs(" in one.source and "L1::no_allocate" in one.source  # tiles stream past the caches
     assert "hir_prefetch_l2(in0 + " in one.source     # a later block's tile, into L2

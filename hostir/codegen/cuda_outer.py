@@ -80,39 +80,25 @@ class _OuterPrinter(_ReductionPrinter):
         L.append("    }")
         self._block_combine(reduces, "    ")
         L.append("    if (split > 1) {")
+        # two levels: the last block of each group of OUTER_GROUP shares combines the
+        # group's partials into a group partial; the last group's, those (one level
+        # where split <= OUTER_GROUP). Fixed groups and orders: deterministic.
+        L.append(f"      const {idx} groups = (split + {OUTER_GROUP - 1}) / {OUTER_GROUP}, "
+                 f"grp = g / {OUTER_GROUP};")
+        L.append(f"      unsigned int* const tsem = sem + tile * (groups + 1);")
         for j, n in enumerate(reduces):
             L.append(f"      {acc_type(n)}* ws{j} = reinterpret_cast<{acc_type(n)}*>("
-                     f"ws + (size_t){j} * split * nslots * {ws_slot(k)});")
-        L.append("      if (ty == 0 && active) {")
-        for j in range(len(reduces)):
-            L.append(f"        #pragma unroll\n        for (int u = 0; u < {V}; ++u) ws{j}[g * nslots + row + u] = a{j}[u];")
+                     f"ws + (size_t){j} * (split + groups) * nslots * {ws_slot(k)});")
+        self._publish(reduces, "g", "tsem[grp]",
+                      f"(grp + 1) * {OUTER_GROUP} < split ? {OUTER_GROUP} : split - grp * {OUTER_GROUP}")
+        self._gather(reduces, f"grp * {OUTER_GROUP}",
+                     f"(grp + 1) * {OUTER_GROUP} < split ? (grp + 1) * {OUTER_GROUP} : split")
+        L.append("      if (threadIdx.x == 0) tsem[grp] = 0u;  // ready for the next launch")
+        L.append("      if (groups > 1) {")
+        self._publish(reduces, "split + grp", "tsem[groups]", "groups")
+        self._gather(reduces, "split", "split + groups")
+        L.append("        if (threadIdx.x == 0) tsem[groups] = 0u;")
         L.append("      }")
-        L.append("      __threadfence();")
-        L.append("      __syncthreads();")
-        L.append("      if (threadIdx.x == 0) last = atomicAdd(&sem[tile], 1u) == (unsigned int)(split - 1);")
-        L.append("      __syncthreads();")
-        L.append("      if (!last) continue;")
-        L.append("      __threadfence();")
-        # the last block combines the partials: lane ty takes shares ty, ty + ty_n, ...
-        # (loads in flight together), then the block combines the lanes in order
-        L.append("      #pragma unroll")
-        L.append(f"      for (int u = 0; u < {V}; ++u) {{")
-        for j, n in enumerate(reduces):
-            L.append(f"        a{j}[u] = {acc_init(n)};")
-        L.append("      }")
-        L.append("      if (active) {")
-        L.append(f"        #pragma unroll {OUTER_COMBINE_UNROLL}")
-        L.append(f"        for ({idx} w = ty; w < split; w += {ty_n}) {{")
-        L.append("          #pragma unroll")
-        L.append(f"          for (int u = 0; u < {V}; ++u) {{")
-        for j, n in enumerate(reduces):
-            L.append(f"            {{ const {acc_type(n)} x = a{j}[u], y = hir_ld_l2(ws{j} + w * nslots + row + u); "
-                     f"a{j}[u] = {_COMBINE[n.arg]}; }}")
-        L.append("          }")
-        L.append("        }")
-        L.append("      }")
-        self._block_combine(reduces, "      ")
-        L.append("      if (threadIdx.x == 0) sem[tile] = 0u;  // ready for the next launch")
         L.append("    }")
         if row_stores:
             L.append("    #pragma unroll")
@@ -126,6 +112,54 @@ class _OuterPrinter(_ReductionPrinter):
         L.append("  }")
         return self.wrap()
 
+
+    def _publish(self, reduces, at: str, counter: str, arrivals: str) -> None:
+        """Lane ty == 0 writes the block's values to partial slot `at`; the block
+        counts itself in `counter` and goes on only if it is the last of `arrivals`."""
+        L, V = self.lines, self.vec
+        L.append("      if (ty == 0 && active) {")
+        for j in range(len(reduces)):
+            L.append(f"        #pragma unroll\n        for (int u = 0; u < {V}; ++u) "
+                     f"ws{j}[({at}) * nslots + row + u] = a{j}[u];")
+        L.append("      }")
+        L.append("      __threadfence();")
+        L.append("      __syncthreads();")
+        L.append(f"      if (threadIdx.x == 0) last = atomicAdd(&{counter}, 1u) == (unsigned int)({arrivals}) - 1u;")
+        L.append("      __syncthreads();")
+        L.append("      if (!last) continue;")
+        L.append("      __threadfence();")
+
+    def _gather(self, reduces, lo: str, hi: str) -> None:
+        """The block combines partial slots [lo, hi): lane ty takes lo + ty,
+        lo + ty + ty_n, ... (loads in flight together), then the block combines
+        its lanes in order."""
+        L, V, idx, ty_n = self.lines, self.vec, self.idx, self.block // self.lanes
+        L.append("      #pragma unroll")
+        L.append(f"      for (int u = 0; u < {V}; ++u) {{")
+        for j, n in enumerate(reduces):
+            L.append(f"        a{j}[u] = {acc_init(n)};")
+        L.append("      }")
+        L.append("      if (active) {")
+        L.append(f"        #pragma unroll {OUTER_COMBINE_UNROLL}")
+        L.append(f"        for ({idx} w = ({lo}) + ty; w < ({hi}); w += {ty_n}) {{")
+        L.append("          #pragma unroll")
+        L.append(f"          for (int u = 0; u < {V}; ++u) {{")
+        for j, n in enumerate(reduces):
+            L.append(f"            {{ const {acc_type(n)} x = a{j}[u], y = hir_ld_l2(ws{j} + w * nslots + row + u); "
+                     f"a{j}[u] = {_COMBINE[n.arg]}; }}")
+        L.append("          }")
+        L.append("        }")
+        L.append("      }")
+        self._block_combine(reduces, "      ")
+
+    def bounds(self) -> str:
+        """Full occupancy (OUTER_FULL_OCCUPANCY: 32 registers a thread), which
+        the split's block count assumes (OUTER_BLOCKS_PER_SM): a bf16 column
+        sum's kernel took 43 registers, 5 blocks of 256 an SM, and its grid
+        ran in 1.6 waves."""
+        if OUTER_FULL_OCCUPANCY and self.block <= 1024:
+            return f"{self.block}, {2048 // self.block}"
+        return str(self.block)
 
     def _block_combine(self, reduces, indent: str) -> None:
         """Lane ty == 0 of each column takes in the other lanes' values: a
@@ -158,8 +192,10 @@ SHARED_BYTES = 48 * 1024  # the static shared memory a block may declare
 OUTER_UNROLL = 4           # reduced points a lane's loop unrolls (loads in flight)
 OUTER_COMBINE_UNROLL = 4   # partials the last block's lanes read at once
 OUTER_BLOCKS_PER_SM = 8    # blocks an SM the split aims at (spec.KernelSpec.split)
-OUTER_MIN_POINTS = 32      # ... each lane combining this many reduced points at least
+OUTER_MIN_POINTS = 64      # ... each lane combining this many reduced points at least
+OUTER_GROUP = 16           # shares whose partials a group's last block combines (two levels)
 OUTER_MAX_SPLIT = 1024     # ... and at most this many blocks a tile
+OUTER_FULL_OCCUPANCY = True  # __launch_bounds__ for 2048 threads an SM (bounds)
 OUTER_NARROW = True
 """Kept dims narrower than a warp's tile (32 lanes x vec points) take tiles of
 fewer lanes (outer_lanes: the fewest that cover them), the block's other

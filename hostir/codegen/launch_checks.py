@@ -56,6 +56,20 @@ def vector_ok(vec: int, tensors: list, extents: list[int]) -> bool:
     return True
 
 
+def shift_possible(kernel: Kernel, vec: int, extents: list[int], enabled: bool = True) -> bool:
+    """shift_ok's rules that the kernel and the extents decide (the tensors'
+    strides and alignment aside): one reduced dim, the innermost; rows not
+    empty (a vector before the start would be read); a vector load of the rows
+    to read the shift off; what every row reads alike read a point at a time."""
+    if not enabled or vec == 1 or list(kernel.reduced) != [len(kernel.extent_vals) - 1] or not extents[-1]:
+        return False
+    loads, invariant = vector_loads(kernel, vec), row_invariant_loads(kernel)
+    if not loads - invariant:
+        return False
+    return not (loads & invariant) or (rows.SHIFTED_WEIGHTS and
+                                       not invariant & {id(n) for n in cached_loads(kernel, vec)})
+
+
 def shift_ok(kernel: Kernel, vec: int, tensors: list, extents: list[int], enabled: bool = True) -> bool:
     """Can rows of one reduced (innermost) dim that start off a vector boundary,
     or whose length is no multiple of `vec`, be read in vectors at the
@@ -70,14 +84,7 @@ def shift_ok(kernel: Kernel, vec: int, tensors: list, extents: list[int], enable
     point of the row (never past a page). H100 % of copy, same run, a point at a time ->
     shifted: softmax bf16 4096x50257 55.3 -> 85.7, log-softmax 57.3 -> 91.0,
     softmax fp32 59.6 -> 78.3, softmax bf16 16384x1027 46.3 -> 55.1."""
-    if not enabled or vec == 1 or list(kernel.reduced) != [len(kernel.extent_vals) - 1] or not tensors \
-            or not extents[-1]:  # (empty rows: a vector before the start would be read)
-        return False
-    loads, invariant = vector_loads(kernel, vec), row_invariant_loads(kernel)
-    if not loads - invariant:  # (the shift is read off a row's vector load)
-        return False
-    if loads & invariant and not (rows.SHIFTED_WEIGHTS and
-                                  not invariant & {id(n) for n in cached_loads(kernel, vec)}):
+    if not tensors or not shift_possible(kernel, vec, extents, enabled):
         return False
     strides = None
     for t in tensors:

@@ -174,11 +174,11 @@ class ScanSpec(KernelSpec):
         return -(-extents[-1] // (variant.threads * variant.chunks * variant.vec))
 
     @staticmethod
-    def scratch_size(kernel: Kernel, count: int, split: int) -> tuple[int, int]:
+    def scratch_size(variant, count: int, split: int) -> tuple[int, int]:
         """A chained scan's counters (zeroed when allocated, never again): the
         64-bit ticket counter (hir_chain_epoch), then per scan the tiles' totals
         and inclusive prefixes as 64-bit words (chain_words each). No workspace."""
-        return 0, 2 + 4 * count * split * sum(chain_words(kernel))
+        return 0, 2 + 4 * count * split * sum(chain_words(variant.kernel))
 
     @staticmethod
     def count(kernel: Kernel, extents: list[int], vec: int, tile: int = -1) -> int:

@@ -21,7 +21,7 @@ from .cuda_combine import acc_bytes
 from . import cuda_outer
 from .cuda_outer import outer_lanes, outer_ok, outer_width
 from .row_loads import held_words, invariant_bytes, rest_words, row_cache_bytes
-from .launch_checks import launches_clusters, shift_ok, vector_ok, vector_slots
+from .launch_checks import launches_clusters, shift_ok, shift_possible, vector_ok, vector_slots
 from .cuda_tiles import STAGE_BYTES, STAGED, stage_block, staged_gather, tile_loads
 from . import rows
 from .kir import K, Kernel, Slot, kernel_text, layout, levels, passes, split_stores, verify_kernel, ws_slot
@@ -232,15 +232,23 @@ class KernelSpec:
         at most: 16384 points), the regime measured at 89 % of copy? Not for
         rows longer than that (it would keep more a thread, up to
         PERSISTENT_MAX_CHUNKS vectors, measured at 57 %), nor where the
-        innermost extent is no multiple of the vector width or the innermost
-        dim is kept (no vectors: a loop that reads the row every pass). A
+        innermost dim is kept, or its extent is no multiple of the vector width
+        and shifted vectors cannot read the rows (launch_checks.shift_possible;
+        H200 % of copy, online / plain shifted: softmax bf16 2097x32001 43.0 /
+        68.0, 1335x50257 56.8 / 77.9, 13104x5121 62.0 / 78.0). A
         launch whose tensors are not aligned for vectors (known on GPUs
         only) also loops; it keeps the plain kernel's passes."""
         k = self.plain
         vec = self._vec[id(k)]
-        if vec == 1 or not full or full[-1] % vec:
+        if vec == 1 or not full:
             return False
-        vectors = math.prod(full[d] for d in k.reduced) // vec
+        per_row = math.prod(full[d] for d in k.reduced)
+        if full[-1] % vec:  # rows off vector boundaries: shifted vectors where tensors allow
+            if not shift_possible(k, vec, full, self.options.shifted_rows):
+                return False
+            vectors = -(-(per_row + vec - 1) // vec)
+        else:
+            vectors = per_row // vec
         chunks = max(1, rows.PERSISTENT_POINTS // vec)
         return (vectors <= chunks * rows.ROW_THREADS[-1] or self._row_schedule(k, vectors)[2] > 0
                 or self._cluster(k, vectors) > 0)
@@ -344,11 +352,16 @@ class KernelSpec:
                           cuda_outer.OUTER_MAX_SPLIT))
 
     @staticmethod
-    def scratch_size(kernel: Kernel, count: int, split: int) -> tuple[int, int]:
+    def scratch_size(variant: Variant, count: int, split: int) -> tuple[int, int]:
         """(workspace bytes, zeroed counters) of a launch split `split` ways: a
-        split outer reduction's partial results (kir.ws_slot bytes each) and arrival counters."""
+        split outer reduction's partial results (kir.ws_slot bytes each: the
+        shares', then the groups' of cuda_outer.OUTER_GROUP shares) and each
+        tile's arrival counters (its groups', then the tile's)."""
+        kernel = variant.kernel
         reduces = sum(1 for n in kernel.order if n.op == K.REDUCE)
-        return ws_slot(kernel) * split * count * reduces, -(-count // 32)
+        groups = -(-split // cuda_outer.OUTER_GROUP)
+        tiles = -(-count // ((variant.threads or 32) * variant.vec))
+        return ws_slot(kernel) * (split + groups) * count * reduces, tiles * (groups + 1)
 
     def _passes(self, kernel: Kernel) -> tuple[bool, bool]:
         """(several: the kernel passes over a row more than once, two_reads: twice,

@@ -165,7 +165,7 @@ def start(spec: KernelSpec, kernel: Kernel, extents: list[int], ins: list, outs:
     scratch = None
     bufs = (None, None)
     if split > 1:
-        scratch = (*spec.scratch_size(kernel, count, split), device)
+        scratch = (*spec.scratch_size(variant, count, split), device)
         bufs = _scratch(*scratch)
     values = pack(slots, ins, outs, params, extents, count, pointer=lambda t: t.data_ptr(),
                   scratch=(*bufs, split))
