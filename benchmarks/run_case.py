@@ -1,0 +1,32 @@
+"""Run one reduction_shapes.py case (by regex) a few times: a target for a
+profiler (`ncu --kernel-name regex:hir_ python benchmarks/run_case.py REGEX`)."""
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import reduction_shapes  # noqa: E402
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    pattern, calls = argv[0], int(argv[1]) if len(argv) > 1 else 5
+    for name, fd, _, make_inputs, _ in reduction_shapes.cases(1 << 26, None):
+        if re.search(pattern, name):
+            inputs = make_inputs(torch.device("cuda"))
+            for _ in range(calls):
+                fd.execute(inputs)
+            torch.cuda.synchronize()
+            print(name, flush=True)
+            return
+    raise SystemExit(f"no case matches {pattern!r}")
+
+
+if __name__ == "__main__":
+    main()
