@@ -316,6 +316,18 @@ def build_random_fusion(data, in_shapes, layouts, tensors, max_ops=6):
 REF_TOL = 1e-6 if TEST_DEVICE == "cpu" else 1e-5
 
 
+def ref_tol(fd) -> float:
+    """REF_TOL, or 1e-5 where the fusion reduces or scans: a float sum of n
+    terms taken in another order differs by up to about n ulps, and torch's CPU
+    sum of a tensor's leading dims adds in another order than the interpreter's
+    rows (random fusion seed 0, sum over [0, 1] of [4, 8, 4] then times the
+    input: 2.6e-6 apart)."""
+    from hostir.ir.node import OPS, Family
+    if any(OPS[v.op].family in (Family.REDUCTION, Family.SCAN) for v in fd._fusion.exprs()):
+        return max(REF_TOL, 1e-5)
+    return REF_TOL
+
+
 def execute_on_test_device(fd, tensors) -> list[torch.Tensor]:
     if TEST_DEVICE == "cpu":
         return fd.execute(tensors)
@@ -344,14 +356,14 @@ def test_random_fusions_match_reference_and_torch(data, in_shapes, seed):
     for g, r, o in zip(got, ref, outs):
         assert g.shape == r.shape == o.t.shape, (g.shape, r.shape, o.t.shape, fd.fusion_ir())
         assert g.dtype == r.dtype == o.t.dtype
-        torch.testing.assert_close(g, r, rtol=REF_TOL, atol=REF_TOL, msg=lambda m: m + dumps(fd))
+        torch.testing.assert_close(g, r, rtol=ref_tol(fd), atol=ref_tol(fd), msg=lambda m: m + dumps(fd))
         torch.testing.assert_close(g, o.t, rtol=1e-5, atol=1e-5, msg=lambda m: m + dumps(fd))
     # a second call with fresh data of the same shapes hits the plan and is right too
     tensors2 = [make_input(s, layout, gen) for s, layout in zip(in_shapes, layouts)]
     got2 = execute_on_test_device(fd, tensors2)
     ref2 = evaluate(fd._fusion, tensors2, CPU)
     for g, r in zip(got2, ref2):
-        torch.testing.assert_close(g, r, rtol=REF_TOL, atol=REF_TOL, msg=lambda m: m + dumps(fd))
+        torch.testing.assert_close(g, r, rtol=ref_tol(fd), atol=ref_tol(fd), msg=lambda m: m + dumps(fd))
     assert fd.cache_info().hits >= 1
     for s in fd.last_segments():
         assert s.launches == (s.scheduler != "alias")
@@ -388,7 +400,7 @@ def test_random_fusions_across_changing_shapes(data, in_shapes, seed):
         got = execute_on_test_device(fd, xs)
         for g, r in zip(got, ref):
             assert g.shape == r.shape, (g.shape, r.shape, new_shapes, dumps(fd))
-            torch.testing.assert_close(g, r, rtol=REF_TOL, atol=REF_TOL,
+            torch.testing.assert_close(g, r, rtol=ref_tol(fd), atol=ref_tol(fd),
                                        msg=lambda m: m + f"\nsizes {new_shapes}" + dumps(fd))
         compared += 1
     info = fd.cache_info()

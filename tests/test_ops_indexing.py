@@ -424,6 +424,59 @@ def test_scatter_fuses_its_prologue_and_cuts_before_its_readers():
     assert code.count("__global__") == 3 and "if (" in code
 
 
+def run_fd(fd, args):
+    """fd.execute on the test device (outputs back on the CPU)."""
+    from ops_util import to_device_exact
+    if TEST_DEVICE != "cpu":
+        args = [to_device_exact(a, TEST_DEVICE) for a in args]
+    return [o.cpu() for o in fd.execute(args)]
+
+
+@pytest.mark.parametrize("shape,k", [((6, 9), 5), ((3, 4, 33), 20), ((2, 1, 7), 7), ((5, 1), 1)], ids=str)
+def test_scatter_along_rows_runs_one_kernel_on_gpus(shape, k):
+    """A scatter along the innermost dim whose result rows fit in shared
+    memory: on GPUs one kernel a row (fill, write, store the row once:
+    codegen/scatter.py RowScatterSpec), on CPU the fill and write kernels; the
+    index may have fewer rows than the input. Later calls of the signature (the
+    direct runner) launch the one kernel and skip the write."""
+    from hostir import FusionDefinition
+    from hostir.codegen import spec as S
+    made = []
+    S.observers.append(made.append)
+    try:
+        x = rand(shape, D.Float)
+        ishape = (max(1, shape[0] - 1), *shape[1:-1], k)
+        src = rand(ishape, D.Float)
+        with FusionDefinition() as fd:
+            t, i, sv = declare(fd, x), declare(fd, _unique(ishape, shape[-1], len(shape) - 1)), declare(fd, src)
+            fd.add_output(fd.ops.scatter(fd.ops.mul(t, 3.0), i, fd.ops.neg(sv), len(shape) - 1))
+        for _ in range(3):
+            idx = _unique(ishape, shape[-1], len(shape) - 1)
+            (out,) = run_fd(fd, [x, idx, src])
+            check(out, torch.scatter(x * 3, len(shape) - 1, idx, -src))
+    finally:
+        S.observers.remove(made.append)
+    rows = [sp for sp in made if sp.name.endswith("_rows")]
+    assert len(rows) == 1 and rows[0].fits([*shape, *ishape])
+    assert "srow[" in rows[0].typical_variants()[0].source
+
+
+def test_scatter_along_a_leading_dim_keeps_two_kernels():
+    from hostir.codegen import spec as S
+    made = []
+    S.observers.append(made.append)
+    try:
+        x, src, idx = rand((6, 9), D.Float), rand((4, 9), D.Float), _unique((4, 9), 6, 0)
+        from hostir import FusionDefinition
+        with FusionDefinition() as fd:
+            fd.add_output(fd.ops.scatter(declare(fd, x), declare(fd, idx), declare(fd, src), 0))
+        (out,) = run_fd(fd, [x, idx, src])
+    finally:
+        S.observers.remove(made.append)
+    check(out, torch.scatter(x, 0, idx, src))
+    assert not [sp for sp in made if sp.name.endswith("_rows")]
+
+
 def test_scatter_chains_and_reductions():
     """A scatter of a scatter (each a segment), reduced afterwards."""
     x, a, b = rand((5, 8), D.Float), rand((5, 3), D.Float), rand((2, 8), D.Float)

@@ -13,12 +13,17 @@ write kernel stores one point a thread (its store positions are data) and
 always takes the plain schedule."""
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
 from ..ir.errors import UnsupportedError
 from ..ir.node import OPS, Family
 from ..segment import Segment
-from .kir import K, Kernel, TensorParam
+from .cuda import CTYPE, _offset, _Printer
+from .kir import K, Kernel, KNode, TensorParam
 from .lower import INT, PointwiseLowering, _reachable
-from .spec import KernelOptions, KernelSpec, Variant, _made, index_type
+from .spec import KernelOptions, KernelSpec, Variant, _made, defines, index_type
 
 
 class ScatterLowering(PointwiseLowering):
@@ -74,3 +79,192 @@ def scatter_specs(seg: Segment, name: str, options: KernelOptions) -> tuple[Kern
     fill = KernelSpec(f"{name}_fill", ScatterLowering(seg, f"{name}_fill").fill(), None, options)
     kern = ScatterLowering(seg, f"{name}_write").write()
     return _made(fill), _made(ScatterSpec(f"{name}_write", kern, None, options))
+
+
+# ---------------------------------------------------------------- rows kept in shared memory
+
+ROW_SCATTER = True
+ROW_SCATTER_BYTES = 96 * 1024  # a result row's bytes at most (two blocks an SM)
+ROW_SCATTER_BLOCK = 512
+"""A scatter along the innermost dim whose result rows fit in shared memory
+runs as one kernel on GPUs (RowScatterSpec): a block a row fills the row in
+shared memory, writes the row's src values where its index says, then stores
+the row once. The fill and write launches wrote each result sector twice, the
+second time a few bytes at a time after the first had left L2 (a read, a
+merge and a write again in DRAM): H100 scatter fp32 [8192, 8192], 4096
+positions a row, 30.7 % of copy (torch 29.3). CPU runs keep the two kernels
+(the same values)."""
+
+
+def _rebased(write: Kernel, inputs: int, params: int, dims: int) -> tuple[dict, list]:
+    """The write kernel's nodes with its tensor, parameter and extent numbers
+    moved past the fill kernel's (`inputs`, `params`, `dims` of them): {id(old): new}, new order."""
+    new: dict[int, KNode] = {}
+    order = []
+    shift = {K.LOAD: inputs, K.PARAM: params, K.INDEX: dims, K.EXTENT: dims}
+    for n in write.order:
+        arg = n.arg + shift[n.op] if n.op in shift else n.arg
+        m = KNode(n.op, n.dtype, tuple(new[id(s)] for s in n.src), arg)
+        new[id(n)] = m
+        order.append(m)
+    return new, order
+
+
+def row_scatter_kernel(fill: Kernel, write: Kernel, name: str) -> Kernel | None:
+    """One kernel of a scatter's fill and write (their parameters side by side:
+    the fill's tensors, scalars and dims, then the write's), where the scatter
+    runs along the result's innermost dim and each point of the index writes
+    into the result row of its own leading coordinates; None elsewhere. Its
+    stores: the fill's (slot 0: at every point of the row), then the write's
+    (at its index value, where the write's guard holds)."""
+    n = len(fill.extent_vals)
+    if not ROW_SCATTER or n == 0 or len(write.extent_vals) != n or len(fill.stores) != 1 \
+            or len(write.stores) != 1 or any(x.op == K.RNG for x in fill.order + write.order):
+        return None
+    (_, _, fix), (_, _, wix) = fill.stores[0], write.stores[0]
+    if any(i.op != K.INDEX or i.arg != d for d, i in enumerate(fix)):
+        return None
+    if any(wix[d].op != K.INDEX or wix[d].arg != d for d in range(n - 1)):
+        return None  # (a write into another row than its own: along a leading dim)
+    new, order = _rebased(write, len(fill.inputs), len(fill.params), n)
+    s, value, at = write.stores[0]
+    fused = Kernel(name, inputs=fill.inputs + write.inputs, outputs=list(fill.outputs),
+                   params=fill.params + write.params, extent_vals=fill.extent_vals + write.extent_vals)
+    fused.order = list(fill.order) + order
+    fused.stores = [fill.stores[0], (s, new[id(value)], tuple(new[id(i)] for i in at))]
+    fused.guard = new[id(write.guard)] if write.guard is not None else None
+    return fused
+
+
+def _under(roots) -> set[int]:
+    """ids of `roots` and every node they are computed from."""
+    seen: set[int] = set()
+    stack = list(roots)
+    while stack:
+        x = stack.pop()
+        if id(x) not in seen:
+            seen.add(id(x))
+            stack.extend(x.src)
+    return seen
+
+
+class _RowScatterPrinter(_Printer):
+    """A block a result row (grid-stride over rows): the fill's values into
+    the row in shared memory, then the write's at its index values, then the
+    row to the result, with barriers between. The write's dims alias the
+    row's leading coordinates; its innermost runs over the index's row."""
+
+    def __init__(self, kern: Kernel, name: str, idx: str, block: int, pdl: bool):
+        super().__init__(kern, name, 1, idx, block, False, pdl)
+        self.n = len(kern.extent_vals) // 2
+        self.inner = -1  # every index is named i<d>
+
+    def source(self) -> str:
+        k, idx, L, n = self.k, self.idx, self.lines, self.n
+        ct = CTYPE[k.outputs[0].dtype]
+        (_, fv, fix), (_, wv, wix) = k.stores
+        fill_nodes = _under([fv, *fix])
+        write_nodes = _under([wv, *wix] + ([k.guard] if k.guard is not None else [])) - fill_nodes
+        self.pdl_wait()
+        L.append(f"  extern __shared__ __align__(16) unsigned char hir_dsmem[];")
+        L.append(f"  {ct}* const srow = reinterpret_cast<{ct}*>(hir_dsmem);")
+        L.append(f"  for ({idx} row = blockIdx.x; row < nslots; row += gridDim.x) {{")
+        L.append(f"    {idx} rest = row;")
+        for d in reversed(range(n - 1)):
+            L.append(f"    const {idx} i{d} = rest % e{d}; rest /= e{d};" if d else f"    const {idx} i0 = rest;")
+        # the fill: every point of the row
+        L.append(f"    for ({idx} i{n - 1} = threadIdx.x; i{n - 1} < e{n - 1}; i{n - 1} += blockDim.x) {{")
+        names: dict[int, str] = {}
+        self.emit_all([x for x in k.order if id(x) in fill_nodes], names, "", "      ")
+        L.append(f"      srow[i{n - 1}] = {names[id(fv)]};")
+        L.append("    }")
+        L.append("    __syncthreads();")
+        # the write: the index's row of the same leading coordinates, if the index has it
+        inside = " && ".join(f"i{d} < e{n + d}" for d in range(n - 1)) or "true"
+        L.append(f"    if ({inside}) {{")
+        for d in range(n - 1):
+            L.append(f"      const {idx} i{n + d} = i{d};")
+        L.append(f"      for ({idx} i{2 * n - 1} = threadIdx.x; i{2 * n - 1} < e{2 * n - 1}; "
+                 f"i{2 * n - 1} += blockDim.x) {{")
+        wnames: dict[int, str] = {}
+        self.emit_all([x for x in k.order if id(x) in write_nodes], wnames, "", "        ")
+        when = f"if ({wnames[id(k.guard)]}) " if k.guard is not None else ""
+        L.append(f"        {when}srow[{wnames[id(wix[-1])]}] = {wnames[id(wv)]};")
+        L.append("      }")
+        L.append("    }")
+        L.append("    __syncthreads();")
+        # the row, once
+        L.append(f"    for ({idx} i{n - 1} = threadIdx.x; i{n - 1} < e{n - 1}; i{n - 1} += blockDim.x) {{")
+        off = _offset([f"i{d}" for d in range(n)], "out0")
+        L.append(f"      out0[{off}] = srow[i{n - 1}];")
+        L.append("    }")
+        L.append("    __syncthreads();  // the row's slots are free for the next row")
+        L.append("  }")
+        return self.wrap()
+
+
+@dataclass(eq=False)
+class RowScatterVariant(Variant):
+    """The fused scatter's one form: its source, and the row's shared memory."""
+
+    row_bytes: int = 0
+
+    @property
+    def block(self) -> int:
+        return ROW_SCATTER_BLOCK
+
+    @cached_property
+    def smem(self) -> int:
+        return self.row_bytes
+
+    @cached_property
+    def source(self) -> str:
+        o = self.options
+        return defines(o, self.kernel) + _RowScatterPrinter(self.kernel, self.name, self.idx, self.block,
+                                                           o.pdl).source()
+
+
+class RowScatterSpec(KernelSpec):
+    """The launch rule of the fused scatter (row_scatter_kernel): a block a
+    result row, at most 32 an SM's worth at once; the row's bytes of shared memory."""
+
+    def fits(self, extents: list[int]) -> bool:
+        """Does a result row of these extents (the fill's then the write's) fit
+        in shared memory?"""
+        n = len(extents) // 2
+        row = extents[n - 1] * self.plain.outputs[0].dtype.itemsize
+        return 0 < row <= ROW_SCATTER_BYTES
+
+    def choose(self, kernel: Kernel, extents: list[int], ins: list, outs, params: list) -> Variant:
+        n = len(extents) // 2
+        idx = index_type(extents[:n], ins, outs, params)
+        row_bytes = -(-extents[n - 1] * kernel.outputs[0].dtype.itemsize // 16) * 16
+        return self._row_variant(idx, row_bytes)
+
+    def _row_variant(self, idx: str, row_bytes: int) -> Variant:
+        key = ("row", idx, row_bytes)
+        got = self._variants.get(key)
+        if got is None:
+            name = f"{self.plain.name}_{'i32' if idx == 'int' else 'i64'}_rows{'_pdl' if self.options.pdl else ''}"
+            got = self._variants[key] = RowScatterVariant(self.plain, 1, idx, self.options, name,
+                                                          row_bytes=row_bytes)
+        return got
+
+    @staticmethod
+    def count(kernel: Kernel, extents: list[int], vec: int, tile: int = -1) -> int:
+        """The result's rows (none where it is empty)."""
+        n = len(extents) // 2
+        return math.prod(extents[:n - 1]) if math.prod(extents[:n]) else 0
+
+    def grid(self, variant: Variant, count: int, sm_count: int, split: int = 1,
+             extents: list[int] | None = None) -> int:
+        return max(1, min(count, sm_count * 32))
+
+    def typical_variants(self) -> list[Variant]:
+        return [self._row_variant("int", 4096), self._row_variant("long long", 4096)]
+
+
+def row_scatter_spec(fill: KernelSpec, write: KernelSpec, name: str, options: KernelOptions) -> RowScatterSpec | None:
+    """The fused spec of a scatter's (fill, write) specs, where one applies."""
+    kern = row_scatter_kernel(fill.plain, write.plain, name)
+    return None if kern is None else _made(RowScatterSpec(name, kern, None, options))

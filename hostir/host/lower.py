@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from .. import config
 from ..codegen.scan import scan_spec
-from ..codegen.scatter import scatter_specs
+from ..codegen.scatter import row_scatter_spec, scatter_specs
 from ..codegen.spec import KernelOptions, pointwise_spec, reduction_spec
 from ..ir.env import Env
 from ..ir.errors import ExecutionError, UnsupportedError
 from ..ir.node import Op
 from ..segment import Segment, SegmentedFusion
 from . import ir as H
-from .steps import AliasStep, KernelStep, TorchStep
+from .steps import AliasStep, KernelStep, ScatterFillStep, ScatterWriteStep, TorchStep
 
 
 def make_step(seg: Segment, sf: SegmentedFusion, env: Env | None, options: KernelOptions,
@@ -62,13 +62,17 @@ def segment_launches(seg: Segment, sf: SegmentedFusion, env: Env | None,
             fill, write = scatter_specs(seg, f"hir_seg{seg.id}_scatter", options)
         except UnsupportedError:
             return [H.LaunchKernel(TorchStep(seg), seg.inputs, seg.outputs)]
-        launches = []
-        for spec, part in ((fill, "fill"), (write, "write")):
-            used = {id(t.val) for t in spec.plain.inputs} | {id(p) for p in spec.plain.params}
-            inputs = tuple(v for v in seg.inputs if id(v) in used)
-            launches.append(H.LaunchKernel(KernelStep(seg, spec, inputs, part), inputs, seg.outputs,
-                                           into=part == "write"))
-        return launches
+        rows = row_scatter_spec(fill, write, f"hir_seg{seg.id}_scatter_rows", options)
+
+        def used(spec):
+            names = {id(t.val) for t in spec.plain.inputs} | {id(p) for p in spec.plain.params}
+            return tuple(v for v in seg.inputs if id(v) in names)
+        fill_in = tuple(seg.inputs) if rows is not None else used(fill)
+        fill_step = ScatterFillStep(seg, fill, fill_in, rows)
+        write_in = used(write)
+        return [H.LaunchKernel(fill_step, fill_in, seg.outputs),
+                H.LaunchKernel(ScatterWriteStep(seg, write, write_in, fill_step), write_in, seg.outputs,
+                               into=True)]
     return [H.LaunchKernel(make_step(seg, sf, env, options, specialized), seg.inputs, seg.outputs)]
 
 

@@ -102,6 +102,84 @@ class KernelStep:
         backend.prefetch(self.spec, kernel, extents, ins, params, env.device)
 
 
+class ScatterFillStep(KernelStep):
+    """A scatter's fill kernel; on GPUs, where the fused row kernel applies
+    (codegen/scatter.py, RowScatterSpec: the scatter along the innermost dim,
+    a result row in shared memory), that kernel instead, which also does the
+    write (its ScatterWriteStep then launches nothing). The launch passes every
+    input of the segment where the fused kernel exists."""
+
+    def __init__(self, seg: Segment, spec: KernelSpec, inputs: tuple, rows=None):
+        super().__init__(seg, spec, inputs, "fill")
+        self.rows = None if rows is None else _RowsStep(seg, rows, inputs)
+
+    def launch(self, ctx, args: list, out=None) -> list:
+        if self.rows is not None and self.rows.applies(ctx):
+            got = self.rows.launch(ctx, args)
+            if ctx.bound is not None:  # (the direct runner finds it under this step)
+                ctx.bound.prepared[self] = ctx.bound.prepared[self.rows]
+            return got
+        return super().launch(ctx, args, out)
+
+    def prefetch(self, env, args: list) -> None:
+        if self.rows is not None and env.device.type == "cuda":
+            self.rows.prefetch(env, args)
+        else:
+            super().prefetch(env, args)
+
+
+class _RowsStep(KernelStep):
+    """The fused scatter kernel's launches: its iteration extents are the
+    fill's then the write's, its output the result (the fill's extents)."""
+
+    def __init__(self, seg: Segment, spec: KernelSpec, inputs: tuple):
+        super().__init__(seg, spec, inputs, "rows")
+
+    def applies(self, env) -> bool:
+        if env.device.type != "cuda":
+            return False
+        try:
+            return self.spec.fits([env.scalar(e) for e in self.spec.plain.extent_vals])
+        except ExecutionError:
+            return False
+
+    def _output(self, ctx, val, shapes: list, full: list[int]):
+        return super()._output(ctx, val, [full[:len(full) // 2]], full[:len(full) // 2])
+
+
+class ScatterWriteStep(KernelStep):
+    """A scatter's write kernel into its fill's result; nothing where its
+    ScatterFillStep ran the fused kernel, which wrote the values already."""
+
+    def __init__(self, seg: Segment, spec: KernelSpec, inputs: tuple, fill: ScatterFillStep):
+        super().__init__(seg, spec, inputs, "write")
+        self.fill = fill
+
+    def launch(self, ctx, args: list, out=None) -> list:
+        if self.fill.rows is not None and self.fill.rows.applies(ctx):
+            if ctx.bound is not None:
+                ctx.bound.prepared[self] = (_DONE, [])
+            return out
+        return super().launch(ctx, args, out)
+
+    def prefetch(self, env, args: list) -> None:
+        if self.fill.rows is None or env.device.type != "cuda":
+            super().prefetch(env, args)
+
+
+class _Done:
+    """The prepared launch of a step with nothing to launch."""
+
+    dyn = ()
+    outs = ()
+
+    def run(self, ins, outs, scalars, stream) -> None:
+        pass
+
+
+_DONE = _Done()
+
+
 def _fresh(val, env):
     """A stand-in for an intermediate not computed yet: a new contiguous tensor
     of its shape (what its producer will allocate), without memory."""
