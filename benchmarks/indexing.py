@@ -88,6 +88,11 @@ def scatter_case(r, c, k):
 
 
 def cases(small: bool):
+    return [make() for make in makers(small)]
+
+
+def makers(small: bool):
+    """The cases' makers (each call a fresh FusionDefinition)."""
     if small:
         makers = [lambda: embedding_case(256, 512, 64), lambda: index_select_case(512, 64, 256),
                   lambda: gather_case(64, 256), lambda: take_case(64, 256, 128),
@@ -97,7 +102,7 @@ def cases(small: bool):
                   lambda: index_select_case(1 << 16, 1024, 1 << 16),
                   lambda: gather_case(8192, 8192), lambda: take_case(8192, 8192, 8192),
                   lambda: scatter_case(8192, 8192, 4096)]
-    return [make() for make in makers]
+    return makers
 
 
 def main(argv=None):

@@ -75,13 +75,19 @@ def main(argv=None):
     ap.add_argument("--elements", type=int, default=1 << 26)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--suite", default="shapes", choices=["shapes", "indexing"],
+                    help="the cases: reduction_shapes.py's sweep, or indexing.py's")
     args = ap.parse_args(argv)
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     elements = args.elements if dev.type == "cuda" else 1 << 14
     grid = [parse_setting(s) for s in args.set]
     combos = [dict(zip([n for n, _ in grid], vals)) for vals in itertools.product(*[v for _, v in grid])]
-    makers = [lambda make=make, c=c, dt=dt: make(max(1, elements // c), c, dt)
-              for make, dt, lengths in reduction_shapes.SWEEP for c in lengths]
+    if args.suite == "indexing":
+        import indexing
+        makers = indexing.makers(dev.type != "cuda")
+    else:
+        makers = [lambda make=make, c=c, dt=dt: make(max(1, elements // c), c, dt)
+                  for make, dt, lengths in reduction_shapes.SWEEP for c in lengths]
     bw = copy_bandwidth(dev)
     rows, seen = [], set()
     for make in makers:

@@ -432,11 +432,12 @@ def run_fd(fd, args):
     return [o.cpu() for o in fd.execute(args)]
 
 
-@pytest.mark.parametrize("shape,k", [((6, 9), 5), ((3, 4, 33), 20), ((2, 1, 7), 7), ((5, 1), 1)], ids=str)
+@pytest.mark.parametrize("shape,k", [((6, 9), 5), ((3, 4, 33), 20), ((2, 1, 7), 7), ((5, 1), 1),
+                                     ((4, 16), 10), ((3, 2, 24), 24)], ids=str)
 def test_scatter_along_rows_runs_one_kernel_on_gpus(shape, k):
     """A scatter along the innermost dim whose result rows fit in shared
-    memory: on GPUs one kernel a row (fill, write, store the row once:
-    codegen/scatter.py RowScatterSpec), on CPU the fill and write kernels; the
+    memory: on GPUs one kernel a row (fill, write, store the row once, in
+    vectors where rows are aligned: codegen/scatter.py RowScatterSpec), on CPU the fill and write kernels; the
     index may have fewer rows than the input. Later calls of the signature (the
     direct runner) launch the one kernel and skip the write."""
     from hostir import FusionDefinition

@@ -86,6 +86,7 @@ def scatter_specs(seg: Segment, name: str, options: KernelOptions) -> tuple[Kern
 ROW_SCATTER = True
 ROW_SCATTER_BYTES = 96 * 1024  # a result row's bytes at most (two blocks an SM)
 ROW_SCATTER_BLOCK = 512
+ROW_SCATTER_UNROLL = 4  # iterations of the row's loops unrolled (loads in flight)
 """A scatter along the innermost dim whose result rows fit in shared memory
 runs as one kernel on GPUs (RowScatterSpec): a block a row fills the row in
 shared memory, writes the row's src values where its index says, then stores
@@ -168,11 +169,17 @@ class _RowScatterPrinter(_Printer):
         self.pdl_wait()
         L.append(f"  extern __shared__ __align__(16) unsigned char hir_dsmem[];")
         L.append(f"  {ct}* const srow = reinterpret_cast<{ct}*>(hir_dsmem);")
+        per = max(1, 16 // k.outputs[0].dtype.itemsize)
+        if per > 1:  # every row of the result starts at a 16-byte boundary, contiguous along it
+            lead = " && ".join(f"(e{d} == 1 || out0_s{d} % {per} == 0)" for d in range(n - 1)) or "true"
+            L.append(f"  const bool vec_rows = out0_s{n - 1} == 1 && e{n - 1} % {per} == 0 && {lead} && "
+                     f"reinterpret_cast<unsigned long long>(out0) % 16 == 0;")
         L.append(f"  for ({idx} row = blockIdx.x; row < nslots; row += gridDim.x) {{")
         L.append(f"    {idx} rest = row;")
         for d in reversed(range(n - 1)):
             L.append(f"    const {idx} i{d} = rest % e{d}; rest /= e{d};" if d else f"    const {idx} i0 = rest;")
         # the fill: every point of the row
+        L.append(f"    #pragma unroll {ROW_SCATTER_UNROLL}")
         L.append(f"    for ({idx} i{n - 1} = threadIdx.x; i{n - 1} < e{n - 1}; i{n - 1} += blockDim.x) {{")
         names: dict[int, str] = {}
         self.emit_all([x for x in k.order if id(x) in fill_nodes], names, "", "      ")
@@ -184,6 +191,7 @@ class _RowScatterPrinter(_Printer):
         L.append(f"    if ({inside}) {{")
         for d in range(n - 1):
             L.append(f"      const {idx} i{n + d} = i{d};")
+        L.append(f"      #pragma unroll {ROW_SCATTER_UNROLL}")
         L.append(f"      for ({idx} i{2 * n - 1} = threadIdx.x; i{2 * n - 1} < e{2 * n - 1}; "
                  f"i{2 * n - 1} += blockDim.x) {{")
         wnames: dict[int, str] = {}
@@ -193,11 +201,24 @@ class _RowScatterPrinter(_Printer):
         L.append("      }")
         L.append("    }")
         L.append("    __syncthreads();")
-        # the row, once
-        L.append(f"    for ({idx} i{n - 1} = threadIdx.x; i{n - 1} < e{n - 1}; i{n - 1} += blockDim.x) {{")
+        # the row, once: in 16-byte vectors where the result's rows are contiguous and aligned
         off = _offset([f"i{d}" for d in range(n)], "out0")
+        per = max(1, 16 // k.outputs[0].dtype.itemsize)
+        if per > 1:
+            L.append(f"    if (vec_rows) {{")
+            L.append(f"      #pragma unroll {ROW_SCATTER_UNROLL}")
+            L.append(f"      for ({idx} i{n - 1} = threadIdx.x * {per}; i{n - 1} < e{n - 1}; "
+                     f"i{n - 1} += blockDim.x * {per}) {{")
+            L.append(f"        *reinterpret_cast<uint4*>(out0 + {off}) = "
+                     f"*reinterpret_cast<const uint4*>(srow + i{n - 1});")
+            L.append("      }")
+            L.append("    } else {")
+        L.append(f"    #pragma unroll {ROW_SCATTER_UNROLL}")
+        L.append(f"    for ({idx} i{n - 1} = threadIdx.x; i{n - 1} < e{n - 1}; i{n - 1} += blockDim.x) {{")
         L.append(f"      out0[{off}] = srow[i{n - 1}];")
         L.append("    }")
+        if per > 1:
+            L.append("    }")
         L.append("    __syncthreads();  // the row's slots are free for the next row")
         L.append("  }")
         return self.wrap()
@@ -208,10 +229,11 @@ class RowScatterVariant(Variant):
     """The fused scatter's one form: its source, and the row's shared memory."""
 
     row_bytes: int = 0
+    row_block: int = ROW_SCATTER_BLOCK
 
     @property
     def block(self) -> int:
-        return ROW_SCATTER_BLOCK
+        return self.row_block
 
     @cached_property
     def smem(self) -> int:
@@ -247,7 +269,7 @@ class RowScatterSpec(KernelSpec):
         if got is None:
             name = f"{self.plain.name}_{'i32' if idx == 'int' else 'i64'}_rows{'_pdl' if self.options.pdl else ''}"
             got = self._variants[key] = RowScatterVariant(self.plain, 1, idx, self.options, name,
-                                                          row_bytes=row_bytes)
+                                                          row_bytes=row_bytes, row_block=ROW_SCATTER_BLOCK)
         return got
 
     @staticmethod
