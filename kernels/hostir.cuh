@@ -373,6 +373,27 @@ __device__ __forceinline__ V hir_warp_reduce(V v, F f) {
   return v;
 }
 
+// The 16 bytes of the 32-byte concatenation (lo, hi) that start at byte b
+// (0 to 16): a vector read off its boundary from the two aligned vectors
+// around it, the offset known at run time (word selects and a funnel shift,
+// no local memory).
+__device__ __forceinline__ uint4 hir_funnel16(uint4 lo, uint4 hi, int b) {
+  const unsigned w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+  const int q = b >> 2;
+  const unsigned r = (unsigned)(b & 3) * 8u;
+  unsigned o[4];
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    unsigned x = w[t], y = w[t + 1];
+#pragma unroll
+    for (int s = 1; s <= 4; ++s) {
+      if (q == s) { x = w[t + s]; y = w[t + s + 1 < 8 ? t + s + 1 : 7]; }
+    }
+    o[t] = __funnelshift_r(x, y, r);
+  }
+  return make_uint4(o[0], o[1], o[2], o[3]);
+}
+
 // Inclusive scan of v over each group of T consecutive lanes of a warp (T a power
 // of two, at most 32): lane i gets f(...f(f(v_0, v_1), v_2)..., v_i) in a fixed
 // order of combines (earlier lanes' part first), so results are deterministic.

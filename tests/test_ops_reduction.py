@@ -1366,8 +1366,9 @@ def test_rows_off_vector_boundaries(kind, dtype, n):
 def _shifted_rows_with_a_weight(x, dtype, n, vec):
     """Rows off vector boundaries with a weight and a bias: a point at a time,
     or (rows.SHIFTED_WEIGHTS) the rows in shifted vectors and the weight and
-    bias a point at a time; results against torch either way (on CUDA, the
-    variant the knob picks runs)."""
+    bias a point at a time, or (rows.FUNNEL_WEIGHTS too) funnel-shifted from
+    their aligned vectors; results against torch each way (on CUDA, the
+    variant the knobs pick runs)."""
     import conftest
     from hostir.codegen import rows as row_rules
     w, b = rand((n,), dtype), rand((n,), dtype)
@@ -1380,20 +1381,22 @@ def _shifted_rows_with_a_weight(x, dtype, n, vec):
         fd.add_output(fd.ops.cast(y, dtype))
     t = x.double()
     want = t * torch.rsqrt(t.square().mean(1, keepdim=True) + 1e-6) * w.double() + b.double()
-    saved = row_rules.SHIFTED_WEIGHTS
+    saved = row_rules.SHIFTED_WEIGHTS, row_rules.FUNNEL_WEIGHTS
     try:
-        for on in (False, True):
-            row_rules.SHIFTED_WEIGHTS = on
+        for on, funnel in ((False, False), (True, False), (True, True)):
+            row_rules.SHIFTED_WEIGHTS, row_rules.FUNNEL_WEIGHTS = on, funnel
             (out,), fd = _run_keeping_fd(weighted, [x, w, b])
             check(out, want.to(out.dtype), kind="reduction")
             (spec,) = _reduction_specs(fd)
             var = spec.choose(spec.kernels[0], [5, n], [x, w, b], None, [])
             assert (var.vec, var.shift) == ((vec, True) if on else (1, False)), var.name
-            if on:  # the weight and bias a point at a time: no vector load of them
-                assert "m_ = (int)" in var.source and "const uint4*>(in1" not in var.source
+            if on:  # the weight and bias a point at a time, or funnel-shifted from 16-byte vectors
+                assert "m_ = (int)" in var.source
+                assert ("hir_funnel16(" in var.source) == (funnel and vec * x.element_size() == 16)
+                assert "const uint4*>(in1" not in var.source  # (never a vector off its boundary)
                 conftest._KERNEL_SOURCES.setdefault(var.source, var.name)
     finally:
-        row_rules.SHIFTED_WEIGHTS = saved
+        row_rules.SHIFTED_WEIGHTS, row_rules.FUNNEL_WEIGHTS = saved
 
 
 @pytest.mark.parametrize("kind", ["softmax", "log_softmax", "rmsnorm", "layernorm", "stored"])

@@ -11,6 +11,7 @@ from .cuda_combine import _COMBINE, acc_init, acc_point, acc_type, acc_value
 from .kir import K, Kernel, KNode, levels, row_nodes, split_stores
 from . import rows
 from .online import shifted_exp
+from .launch_checks import funnel_load
 from .row_loads import (cached_loads, held_words, invariant_bytes, rest_words, row_cache_bytes, row_invariant_loads,
                         row_work)
 
@@ -44,8 +45,15 @@ class _ReductionPrinter(_Printer):
                  shift: bool = False):
         super().__init__(kern, name, vec, idx, block, False, pdl)
         self.shift = shift and vec > 1
-        if self.shift:  # what every row reads (a weight: rows.SHIFTED_WEIGHTS) a point at a time
-            self.vloads = self.vloads - row_invariant_loads(kern)
+        # what every row reads (a weight: rows.SHIFTED_WEIGHTS), read off its vector
+        # boundaries: funnel-shifted from its two aligned vectors around each shifted one
+        # (rows.FUNNEL_WEIGHTS, 16-byte vectors), else a point at a time
+        self.funnel: set[int] = set()
+        if self.shift:
+            invariant = self.vloads & row_invariant_loads(kern)
+            if rows.FUNNEL_WEIGHTS:
+                self.funnel = {i for i in invariant if funnel_load(kern, i, vec)}
+            self.vloads = self.vloads - invariant
         if vec == 1:
             self.inner = -1  # every index is named i<d>
         self.threads = threads
@@ -394,10 +402,13 @@ class _ReductionPrinter(_Printer):
         self.emit_all([n for n in body if id(n) not in self.dep], local, i, "      ")
         base = dict(local)  # names at u = 0: vector addresses and store offsets only
         loads = [n for n in body if id(n) in self.vloads]
+        funnel = [n for n in body if id(n) in self.funnel] if phase != "loads" else []
         store_ix = [x for _, _, ix in stores for x in ix if id(x) in self.dep]
-        pre = _closure(loads, self.dep) + _closure(store_ix, self.dep) + store_ix
+        pre = _closure(loads + funnel, self.dep) + _closure(store_ix, self.dep) + store_ix
         self.emit_all([n for n in pre if n.op != K.LOAD], base, i, "      ")
         inner = dict(local)
+        for n in funnel:
+            inner[id(n)] = self._funnel_load(n, base)
         partial = self.smem_row and self.smem_chunks < self.chunks and not self.rest_regs
         for n in loads:
             if batch is not None:
@@ -472,6 +483,27 @@ class _ReductionPrinter(_Printer):
             else:
                 L.append("      if (active)")
                 self.vector_store(s, arr, off)
+
+    def _funnel_load(self, n: KNode, base: dict) -> str:
+        """The shifted vector of a load every row reads alike (a weight), at
+        the row's points i .. i + vec - 1 (i = the vector's start, m_ points
+        before a boundary of the weight's vectors): the aligned vectors before
+        and at i + m_ (each only where a point of the row needs it: never
+        before the weight's start or past its end), funnel-shifted by m_ points
+        (hir_funnel16). The launch checked the weight's alignment (launch_checks.shift_ok)."""
+        L, v, i = self.lines, self.vec, f"i{self.inner}"
+        t = self.k.inputs[n.arg]
+        a = [base[id(s)] for s in n.src]
+        off = _offset(a[1:], f"in{n.arg}")
+        arr = self.fresh()
+        L.append(f"      alignas(16) {CTYPE[t.dtype]} {arr}[{v}];")
+        L.append(f"      {{ const {CTYPE[t.dtype]}* const wp_ = in{n.arg} + {off} + m_;")
+        L.append("        uint4 lo_ = make_uint4(0u, 0u, 0u, 0u), hi_ = lo_;")
+        L.append(f"        if ({a[0]} && {i} + m_ >= {v}) lo_ = *reinterpret_cast<const uint4*>(wp_ - {v});")
+        L.append(f"        if ({a[0]} && {i} + m_ < R) hi_ = *reinterpret_cast<const uint4*>(wp_);")
+        L.append(f"        *reinterpret_cast<uint4*>({arr}) = hir_funnel16(lo_, hi_, ({v} - m_) * "
+                 f"{t.dtype.itemsize}); }}")
+        return f"({arr})[u]"
 
     def _async_row(self) -> bool:
         """Is the row kept whole in shared memory by a block of SMEM_ASYNC_THREADS

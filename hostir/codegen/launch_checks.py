@@ -56,6 +56,23 @@ def vector_ok(vec: int, tensors: list, extents: list[int]) -> bool:
     return True
 
 
+def funnel_load(kernel: Kernel, node_id: int, vec: int) -> bool:
+    """Is this load every row reads alike read in 16-byte vectors of `vec`
+    points (so a shifted row can take it funnel-shifted from two aligned ones:
+    cuda_schedules, rows.FUNNEL_WEIGHTS)?"""
+    node = next(n for n in kernel.order if id(n) == node_id)
+    return kernel.inputs[node.arg].dtype.itemsize * vec == 16
+
+
+def funnel_slots(kernel: Kernel, vec: int) -> frozenset:
+    """The inputs a shifted variant reads funnel-shifted (rows.FUNNEL_WEIGHTS):
+    their vectors must start at boundaries (shift_ok's `weights`)."""
+    if not rows.FUNNEL_WEIGHTS:
+        return frozenset()
+    loads = vector_loads(kernel, vec) & row_invariant_loads(kernel)
+    return frozenset(n.arg for n in kernel.order if id(n) in loads and funnel_load(kernel, id(n), vec))
+
+
 def shift_possible(kernel: Kernel, vec: int, extents: list[int], enabled: bool = True) -> bool:
     """shift_ok's rules that the kernel and the extents decide (the tensors'
     strides and alignment aside): one reduced dim, the innermost; rows not
@@ -70,7 +87,8 @@ def shift_possible(kernel: Kernel, vec: int, extents: list[int], enabled: bool =
                                        not invariant & {id(n) for n in cached_loads(kernel, vec)})
 
 
-def shift_ok(kernel: Kernel, vec: int, tensors: list, extents: list[int], enabled: bool = True) -> bool:
+def shift_ok(kernel: Kernel, vec: int, tensors: list, extents: list[int], enabled: bool = True,
+             weights: list = ()) -> bool:
     """Can rows of one reduced (innermost) dim that start off a vector boundary,
     or whose length is no multiple of `vec`, be read in vectors at the
     boundaries (a shifted variant: cuda_schedules, `shift`)? Every row-moving
@@ -85,6 +103,8 @@ def shift_ok(kernel: Kernel, vec: int, tensors: list, extents: list[int], enable
     shifted: softmax bf16 4096x50257 55.3 -> 85.7, log-softmax 57.3 -> 91.0,
     softmax fp32 59.6 -> 78.3, softmax bf16 16384x1027 46.3 -> 55.1."""
     if not tensors or not shift_possible(kernel, vec, extents, enabled):
+        return False
+    if not vector_ok(vec, list(weights), [vec]):  # (funnel-shifted: their vectors at boundaries)
         return False
     strides = None
     for t in tensors:

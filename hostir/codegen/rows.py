@@ -169,6 +169,17 @@ lanes idle: H100 % of copy (torch.compile), bf16 rows of 64 points: softmax
 34.8 (92.1), rmsnorm 45.8 (91.6); fp32 row sum 1048576x64 57.1 (98.4), bf16
 9586980x7 3.5 (87)."""
 
+FUNNEL_WEIGHTS = False
+"""... and, where that weight is read in 16-byte vectors, its shifted vector
+funnel-shifted from the two aligned vectors around it (cuda_schedules
+_funnel_load, hir_funnel16; the weight's start must lie on a boundary), not
+read a point at a time. Built because ncu on an H200 found layernorm bf16
+13104x5121 with point loads at 83 % memory throughput (L1) against 36 % DRAM
+(16 scalar loads a vector of 8 points); measured on an H100, off / on, % of
+copy: layernorm bf16 13104x5121 79.7 / 77.9 (its kernel took 52 registers
+against 48: four blocks of 256 an SM instead of five), rmsnorm bf16 16380x4097
+99.1 / 99.3. Off; correct on CUDA both ways (test_rows_off_vector_boundaries)."""
+
 
 def group_threads() -> tuple[int, ...]:
     """The threads a row's group may have, fewest first."""

@@ -21,7 +21,7 @@ from .cuda_combine import acc_bytes
 from . import cuda_outer
 from .cuda_outer import outer_lanes, outer_ok, outer_width
 from .row_loads import held_words, invariant_bytes, rest_words, row_cache_bytes
-from .launch_checks import launches_clusters, shift_ok, shift_possible, vector_ok, vector_slots
+from .launch_checks import funnel_slots, launches_clusters, shift_ok, shift_possible, vector_ok, vector_slots
 from .cuda_tiles import STAGE_BYTES, STAGED, stage_block, staged_gather, tile_loads
 from . import rows
 from .kir import K, Kernel, Slot, kernel_text, layout, levels, passes, split_stores, verify_kernel, ws_slot
@@ -271,7 +271,8 @@ class KernelSpec:
             stored = [outs[s] for s in self._full_outs(kernel)] if outs is not None else []
             shift = vec > 1 and not vector_ok(vec, [ins[s] for s in vector_slots(kernel, vec)] + stored, extents)
             if shift and not shift_ok(kernel, vec, [ins[s] for s in vector_slots(kernel, vec, moving=True)] + stored,
-                                      extents, self.options.shifted_rows):
+                                      extents, self.options.shifted_rows,
+                                      [ins[s] for s in funnel_slots(kernel, vec)]):
                 return self.variant(kernel, 1, idx, rows.row_threads(per_row))
             vectors = -(-(per_row + vec - 1) // vec) if shift else per_row // vec  # (shifted: a head)
             q = self._cluster(kernel, vectors) if vec > 1 and launches_clusters(ins) else 0
