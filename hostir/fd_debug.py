@@ -10,15 +10,42 @@ import torch
 from . import repro
 from .host.ir import program_text
 from .host.steps import KernelStep
-from .ir.errors import DefinitionError, InputError, UnsupportedError
+from .ir.errors import DefinitionError, InputError, UnsupportedAttribute, UnsupportedError
 from .ir.printer import fusion_text
 from .ir.reference import evaluate
 from .runtime.nvrtc import HEADER_DIR
 from .segment import Segment, segmented_text
 
 
+# nvFuser FusionDefinition members hostir does not have, and why (docs/ops_parity.md)
+NOT_PROVIDED = {
+    "inputs": "the fusion's input handles: hostir's are the define_tensor/define_scalar results, "
+              "in definition order",
+    "outputs": "the fusion's output handles: hostir's are the add_output arguments, in order",
+    "extents": "the symbolic extents: fd.fusion_ir() prints them",
+    "id": "nvFuser's fusion-cache id: hostir keeps a plan cache per FusionDefinition (fd.cache_info())",
+    "getValTolerances": "nvFuser's tolerance table: fd.validate uses per-dtype tolerances",
+    "segment": "segmenting by hand: hostir segments every fusion (fd.last_segmented_fusion_ir())",
+    "debug_output": "captured debug output: HOSTIR_DUMP and fd.last_cuda_code() give it",
+    "profile": "nvFuser's profiler: hostir traces with HOSTIR_TRACE (hostir trace)",
+    "schedule": "user schedules of a single-GPU fusion: hostir schedules its kernels itself "
+                "(multidevice_schedule and fd.sched serve sharding)",
+    "manual_execute": "nvFuser's direct frontend: use fd.execute",
+    "manual_validate": "nvFuser's direct frontend: use fd.validate",
+    "validate_definition": "nvFuser's direct frontend: hostir verifies every definition as it is made",
+}
+
+
 class Inspection:
     """The debugging and validation forms of a FusionDefinition."""
+
+    def __getattr__(self, name: str):
+        """A member of nvFuser's FusionDefinition that hostir does not have: an
+        UnsupportedError (also an AttributeError) that says so and what to use."""
+        why = NOT_PROVIDED.get(name)
+        if why is None:
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+        raise UnsupportedAttribute(f"FusionDefinition.{name} (nvFuser's) is not provided by hostir: {why}")
 
     # tolerances of validate, by output dtype (torch.testing's defaults, loosened for
     # the low-precision types whose rounding order may differ from the reference's)

@@ -91,6 +91,10 @@ class FusionDefinition(Inspection):
             with self:
                 self.definition()
             self.multidevice_schedule()
+            if any("schedule" in vars(c) for c in type(self).__mro__ if c.__module__.split(".")[0] != "hostir"):
+                config.note_once(f"schedule {type(self).__name__}",
+                                 f"{type(self).__name__}.schedule() is not called: hostir schedules its "
+                                 f"kernels itself (multidevice_schedule() and fd.sched shard tensors)")
         return self._fusion
 
     def multidevice_schedule(self) -> None:

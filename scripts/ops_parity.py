@@ -69,6 +69,10 @@ def table() -> str:
         lines.append(f"| `fd.{n}` | {'yes' if ok else '**no**'} | {'' if ok else WHY.get(n, 'not built yet')} |")
     extra = sorted(have - set(NVFUSER_OPS))
     lines += ["", f"hostir's own names beyond the list: {', '.join(f'`{e}`' for e in extra)}.", ""]
+    from hostir.fd_debug import NOT_PROVIDED
+    lines += ["Other nvFuser `FusionDefinition` members hostir does not provide (each raises an",
+              "UnsupportedError that says so and what to use):", "", "| member | instead |", "|---|---|"]
+    lines += [f"| `fd.{n}` | {why} |" for n, why in NOT_PROVIDED.items()] + [""]
     return "\n".join(lines)
 
 

@@ -522,3 +522,38 @@ def test_repro_scripts_run_the_fusion_again():
         exec(compile(text, "<repro>", "exec"), scope)
         torch.testing.assert_close(scope["fd"].execute(scope["inputs"])[0], a.sum(1) * 2)
     assert "fd.execute" not in fd.repro_script_for()
+
+
+def test_nvfuser_members_hostir_lacks_say_so_and_what_to_use():
+    """FusionDefinition members of nvFuser's that hostir does not provide raise
+    an UnsupportedError naming the member and the alternative (an
+    AttributeError too, so hasattr answers False); other names are plain
+    AttributeErrors."""
+    from hostir import FusionDefinition, UnsupportedError
+    from hostir.fd_debug import NOT_PROVIDED
+    with FusionDefinition() as fd:
+        fd.add_output(fd.ops.neg(fd.define_tensor([-1])))
+    for name in NOT_PROVIDED:
+        assert not hasattr(fd, name)
+        with pytest.raises(UnsupportedError, match=rf"FusionDefinition\.{name} \(nvFuser's\) is not provided"):
+            getattr(fd, name)
+    with pytest.raises(AttributeError, match="no attribute 'no_such_member'") as info:
+        fd.no_such_member
+    assert not isinstance(info.value, UnsupportedError)
+
+
+def test_a_class_style_schedule_is_noted_once_as_not_called(capfd):
+    class Scheduled(FusionDefinition):
+        def definition(self):
+            self.x = self.define_tensor([-1], dtype=DataType.Float)
+            self.add_output(self.ops.exp(self.x))
+
+        def schedule(self):
+            raise AssertionError("hostir does not call nvFuser's schedule()")
+
+    a = torch.randn(7)
+    for _ in range(2):
+        (out,) = Scheduled().execute([a])
+        torch.testing.assert_close(out, torch.exp(a))
+    err = capfd.readouterr().err
+    assert err.count("Scheduled.schedule() is not called") == 1, err

@@ -22,5 +22,9 @@ class UnsupportedError(HostirError, NotImplementedError):
     """A valid request that hostir does not implement (yet)."""
 
 
+class UnsupportedAttribute(UnsupportedError, AttributeError):
+    """An attribute nvFuser's API has and hostir does not (hasattr says False)."""
+
+
 class VerificationError(HostirError, AssertionError):
     """The IR verifier found a malformed fusion (a bug in hostir or a pass)."""
