@@ -460,6 +460,9 @@ def test_scatter_along_rows_runs_one_kernel_on_gpus(shape, k):
     rows = [sp for sp in made if sp.name.endswith("_rows")]
     assert len(rows) == 1 and rows[0].fits([*shape, *ishape])
     assert "srow[" in rows[0].typical_variants()[0].source
+    # rows stored in 16-byte vectors where their length allows (new contiguous results)
+    var = rows[0].choose(rows[0].plain, [*shape, *ishape], [x, idx, src], None, [])
+    assert var.vec == (4 if shape[-1] % 4 == 0 else 1)
 
 
 def test_scatter_along_a_leading_dim_keeps_two_kernels():

@@ -3,6 +3,8 @@ innermost dim: tiles of kept points, their reduced points split over blocks),
 and the rules of when and how wide it runs (spec.py)."""
 from __future__ import annotations
 
+import math
+
 from .cuda import _closure, vector_loads
 from .cuda_combine import _COMBINE, acc_bytes, acc_init, acc_type, acc_value
 from .cuda_schedules import _ReductionPrinter
@@ -55,7 +57,7 @@ class _OuterPrinter(_ReductionPrinter):
             L.append(f"    #pragma unroll\n    for (int u = 0; u < {V}; ++u) a{j}[u] = {acc_init(n)};")
         acc = {id(n): f"a{j}[u]" for j, n in enumerate(reduces)}
         L.append(f"    const {idx} hi = (g + 1) * per < R ? (g + 1) * per : R;")
-        L.append(f"    #pragma unroll {OUTER_UNROLL if V < 8 else OUTER_UNROLL_NARROW}")
+        L.append(f"    #pragma unroll {OUTER_UNROLL if V < 8 else OUTER_UNROLL_V8}")
         L.append(f"    for ({idx} r = g * per + ty; r < hi; r += {ty_n}) {{")
         self._split("r", k.reduced, "      ")
         roots = [s for n in reduces for s in n.src] + [x for st in full_stores for x in (st[1], *st[2])]
@@ -85,7 +87,7 @@ class _OuterPrinter(_ReductionPrinter):
         # where split <= OUTER_GROUP). Fixed groups and orders: deterministic.
         L.append(f"      const {idx} groups = (split + {OUTER_GROUP - 1}) / {OUTER_GROUP}, "
                  f"grp = g / {OUTER_GROUP};")
-        L.append(f"      unsigned int* const tsem = sem + tile * (groups + 1);")
+        L.append("      unsigned int* const tsem = sem + tile * (groups + 1);")
         for j, n in enumerate(reduces):
             L.append(f"      {acc_type(n)}* ws{j} = reinterpret_cast<{acc_type(n)}*>("
                      f"ws + (size_t){j} * (split + groups) * nslots * {ws_slot(k)});")
@@ -190,7 +192,7 @@ class _OuterPrinter(_ReductionPrinter):
 
 SHARED_BYTES = 48 * 1024  # the static shared memory a block may declare
 OUTER_UNROLL = 4           # reduced points a lane's loop unrolls (loads in flight)
-OUTER_UNROLL_NARROW = 8
+OUTER_UNROLL_V8 = 8
 """... of 8 points a lane (2-byte floats). H200 % of copy, same run, 4 / 8
 (64 points a lane at least): column sum bf16 699050x96 64.0 / 63.7, 87381x768
 72.7 / 75.8, 13421x5000 73.8 / 76.0; fp32 (4 a lane) gained nothing clear."""
@@ -208,14 +210,36 @@ fp32 1048576x64 (H100 76.7 % of copy, torch.compile 95)."""
 
 
 def outer_lanes(kept: int, vec: int) -> int:
-    """Lanes across a tile of an outer reduction over `kept` kept points (a
-    power of two, 1 to 32)."""
-    if not OUTER_NARROW:
-        return 32
+    """Lanes across a tile of an outer reduction over `kept` kept points: the
+    fewest (a power of two) that cover them, or 0 for a warp's 32 (the
+    variant's `threads`; the block's combine arrays hold a row of a warp's
+    width, so a narrower one fits wherever outer_width's does)."""
     lanes = 1
-    while lanes < 32 and lanes * vec < kept:
+    while OUTER_NARROW and lanes < 32 and lanes * vec < kept:
         lanes *= 2
-    return lanes
+    return lanes if OUTER_NARROW and lanes < 32 else 0
+
+
+def outer_split(kern: Kernel, lanes: int, vec: int, block: int, extents: list[int], sm_count: int) -> int:
+    """Blocks that share a tile of an outer reduction: about
+    OUTER_BLOCKS_PER_SM blocks an SM, each lane combining OUTER_MIN_POINTS
+    reduced points at least, OUTER_MAX_SPLIT at most."""
+    nrows = math.prod(extents[d] for d in kern.kept)
+    per_row = math.prod(extents[d] for d in kern.reduced)
+    tiles = max(1, -(-nrows // (lanes * vec)))
+    want = -(-OUTER_BLOCKS_PER_SM * sm_count // tiles)
+    return max(1, min(want, per_row // (OUTER_MIN_POINTS * (block // lanes)), OUTER_MAX_SPLIT))
+
+
+def outer_scratch(kern: Kernel, lanes: int, vec: int, count: int, split: int) -> tuple[int, int]:
+    """(workspace bytes, zeroed counters) of an outer reduction split `split`
+    ways over `count` kept points: the partial results (kir.ws_slot bytes
+    each: the shares', then the groups' of OUTER_GROUP shares) and each tile's
+    arrival counters (its groups', then the tile's)."""
+    reduces = sum(1 for n in kern.order if n.op == K.REDUCE)
+    groups = -(-split // OUTER_GROUP)
+    tiles = -(-count // (lanes * vec))
+    return ws_slot(kern) * (split + groups) * count * reduces, tiles * (groups + 1)
 
 
 def outer_width(kern: Kernel, block: int = 256) -> int:

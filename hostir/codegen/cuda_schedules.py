@@ -52,7 +52,7 @@ class _ReductionPrinter(_Printer):
         if self.shift:
             invariant = self.vloads & row_invariant_loads(kern)
             if rows.FUNNEL_WEIGHTS:
-                self.funnel = {i for i in invariant if funnel_load(kern, i, vec)}
+                self.funnel = {id(n) for n in kern.order if id(n) in invariant and funnel_load(kern, n, vec)}
             self.vloads = self.vloads - invariant
         if vec == 1:
             self.inner = -1  # every index is named i<d>

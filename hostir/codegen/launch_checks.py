@@ -56,11 +56,10 @@ def vector_ok(vec: int, tensors: list, extents: list[int]) -> bool:
     return True
 
 
-def funnel_load(kernel: Kernel, node_id: int, vec: int) -> bool:
+def funnel_load(kernel: Kernel, node, vec: int) -> bool:
     """Is this load every row reads alike read in 16-byte vectors of `vec`
     points (so a shifted row can take it funnel-shifted from two aligned ones:
     cuda_schedules, rows.FUNNEL_WEIGHTS)?"""
-    node = next(n for n in kernel.order if id(n) == node_id)
     return kernel.inputs[node.arg].dtype.itemsize * vec == 16
 
 
@@ -70,7 +69,7 @@ def funnel_slots(kernel: Kernel, vec: int) -> frozenset:
     if not rows.FUNNEL_WEIGHTS:
         return frozenset()
     loads = vector_loads(kernel, vec) & row_invariant_loads(kernel)
-    return frozenset(n.arg for n in kernel.order if id(n) in loads and funnel_load(kernel, id(n), vec))
+    return frozenset(n.arg for n in kernel.order if id(n) in loads and funnel_load(kernel, n, vec))
 
 
 def shift_possible(kernel: Kernel, vec: int, extents: list[int], enabled: bool = True) -> bool:

@@ -23,6 +23,7 @@ from ..segment import Segment
 from .cuda import CTYPE, _offset, _Printer
 from .kir import K, Kernel, KNode, TensorParam
 from .lower import INT, PointwiseLowering, _reachable
+from .launch_checks import vector_ok
 from .spec import KernelOptions, KernelSpec, Variant, _made, defines, index_type
 
 
@@ -84,6 +85,19 @@ def scatter_specs(seg: Segment, name: str, options: KernelOptions) -> tuple[Kern
 # ---------------------------------------------------------------- rows kept in shared memory
 
 ROW_SCATTER = True
+"""A scatter along the innermost dim whose result rows fit in shared memory
+runs as one kernel on GPUs (RowScatterSpec): a block a row fills the row in
+shared memory, writes the row's src values where its index says, then stores
+the row once. The fill and write launches wrote each result sector twice, the
+second time a few bytes at a time after the first had left L2 (a read, a
+merge and a write again in DRAM): H100 scatter fp32 [8192, 8192], 4096
+positions a row, 30.7 % of copy before, 76.2 % in one kernel (torch eager 19.5,
+torch.compile 28.8, same run), 79.5 % with ROW_SCATTER_AHEAD, 91.7 % with the
+fill of a copied input in 16-byte vectors too (torch.compile 29.2, 3.14x).
+Blocks of 512 threads: 256 gave 60.5 %, 1024 71.3; unrolling the row's loops
+1, 4 or 8 times, or storing the row in 16-byte vectors, changed nothing
+measurable; an L2 prefetch of the index's and src's rows before the fill lost
+(75.9 -> 71.3). CPU runs keep the two kernels (the same values)."""
 ROW_SCATTER_BYTES = 96 * 1024  # a result row's bytes at most (two blocks an SM)
 ROW_SCATTER_BLOCK = 512
 ROW_SCATTER_UNROLL = 4  # iterations of the row's loops unrolled (loads in flight)
@@ -93,22 +107,6 @@ ROW_SCATTER_AHEAD = 4
 fp32 [8192, 8192], 4096 positions a row, % of copy, same run: 0: 75.8, 2:
 78.6, 4: 79.5, 6: 70.8, 8: 59.7 (40 registers and spills); at 1024 threads a
 block 73.5 / 75.1 / 51.6 for 2 / 4 / 6."""
-ROW_SCATTER_PREFETCH = False
-"""Ask L2 for the write's rows before the fill (_prefetch_write_rows): measured
-slower (H100 scatter fp32 [8192, 8192], 4096 positions a row, % of copy, off /
-on: 75.9 / 71.3 at 512 threads a block, 60.5 / 55.5 at 256)."""
-"""A scatter along the innermost dim whose result rows fit in shared memory
-runs as one kernel on GPUs (RowScatterSpec): a block a row fills the row in
-shared memory, writes the row's src values where its index says, then stores
-the row once. The fill and write launches wrote each result sector twice, the
-second time a few bytes at a time after the first had left L2 (a read, a
-merge and a write again in DRAM): H100 scatter fp32 [8192, 8192], 4096
-positions a row, 30.7 % of copy before, 76.2 % in one kernel (torch eager 19.5,
-torch.compile 28.8, same run), 79.5 % with ROW_SCATTER_AHEAD, 91.7 % with the
-fill of a copied input in 16-byte vectors too (torch.compile 29.2, 3.14x). Blocks of 512 threads: 256 gave 60.5 %, 1024
-71.3; unrolling the row's loops 1, 4 or 8 times, or storing the row in 16-byte
-vectors, changed nothing measurable. CPU runs keep the two kernels (the same
-values)."""
 
 
 def _rebased(write: Kernel, inputs: int, params: int, dims: int) -> tuple[dict, list]:
@@ -151,6 +149,17 @@ def row_scatter_kernel(fill: Kernel, write: Kernel, name: str) -> Kernel | None:
     return fused
 
 
+def copied_input(kern: Kernel) -> int | None:
+    """The input a fused scatter's fill copies unchanged (its value a load at
+    the row's point, always read, of the result's dtype), or None."""
+    fv, n = kern.stores[0][1], len(kern.extent_vals) // 2
+    if fv.op != K.LOAD or len(fv.src) != n + 1 or not (fv.src[0].op == K.CONST and fv.src[0].arg is True):
+        return None
+    if any(x.op != K.INDEX or x.arg != d for d, x in enumerate(fv.src[1:])):
+        return None
+    return fv.arg
+
+
 def _under(roots) -> set[int]:
     """ids of `roots` and every node they are computed from."""
     seen: set[int] = set()
@@ -169,10 +178,11 @@ class _RowScatterPrinter(_Printer):
     row to the result, with barriers between. The write's dims alias the
     row's leading coordinates; its innermost runs over the index's row."""
 
-    def __init__(self, kern: Kernel, name: str, idx: str, block: int, pdl: bool):
+    def __init__(self, kern: Kernel, name: str, idx: str, block: int, pdl: bool, vec: int = 1):
         super().__init__(kern, name, 1, idx, block, False, pdl)
         self.n = len(kern.extent_vals) // 2
         self.inner = -1  # every index is named i<d>
+        self.rvec = vec  # >1: the row stored (and a copied input filled) in vectors of this many points
 
     def source(self) -> str:
         k, idx, L, n = self.k, self.idx, self.lines, self.n
@@ -181,19 +191,12 @@ class _RowScatterPrinter(_Printer):
         fill_nodes = _under([fv, *fix])
         write_nodes = _under([wv, *wix] + ([k.guard] if k.guard is not None else [])) - fill_nodes
         self.pdl_wait()
-        L.append(f"  extern __shared__ __align__(16) unsigned char hir_dsmem[];")
+        L.append("  extern __shared__ __align__(16) unsigned char hir_dsmem[];")
         L.append(f"  {ct}* const srow = reinterpret_cast<{ct}*>(hir_dsmem);")
-        per = max(1, 16 // k.outputs[0].dtype.itemsize)
-        if per > 1:  # every row of the result starts at a 16-byte boundary, contiguous along it
-            lead = " && ".join(f"(e{d} == 1 || out0_s{d} % {per} == 0)" for d in range(n - 1)) or "true"
-            L.append(f"  const bool vec_rows = out0_s{n - 1} == 1 && e{n - 1} % {per} == 0 && {lead} && "
-                     f"reinterpret_cast<unsigned long long>(out0) % 16 == 0;")
         L.append(f"  for ({idx} row = blockIdx.x; row < nslots; row += gridDim.x) {{")
         L.append(f"    {idx} rest = row;")
         for d in reversed(range(n - 1)):
             L.append(f"    const {idx} i{d} = rest % e{d}; rest /= e{d};" if d else f"    const {idx} i0 = rest;")
-        if ROW_SCATTER_PREFETCH:
-            self._prefetch_write_rows(write_nodes)
         inside = " && ".join(f"i{d} < e{n + d}" for d in range(n - 1)) or "true"
         ahead = ROW_SCATTER_AHEAD
         if ahead:  # the write's first iterations read before the fill (their loads in flight with its)
@@ -212,26 +215,16 @@ class _RowScatterPrinter(_Printer):
                      f"pk_[c] = {pnames[id(k.guard)] if k.guard is not None else 'true'};")
             L.append("      }")
             L.append("    }")
-        # the fill: every point of the row (a copy of an input: in 16-byte vectors where it is aligned)
-        copied = self._copied_input(fv, n)
+        # the fill: every point of the row (a copied input in vectors where the launch allows)
+        copied, per = copied_input(k), self.rvec
         if copied is not None and per > 1:
-            lead = " && ".join(f"(e{d} == 1 || in{copied}_s{d} % {per} == 0)" for d in range(n - 1)) or "true"
             src = f"in{copied} + " + _offset([f"i{d}" for d in range(n)], f"in{copied}")
-            L.append(f"    if (in{copied}_s{n - 1} == 1 && e{n - 1} % {per} == 0 && {lead} && "
-                     f"reinterpret_cast<unsigned long long>(in{copied}) % 16 == 0) {{")
-            L.append(f"      #pragma unroll {ROW_SCATTER_UNROLL}")
-            L.append(f"      for ({idx} i{n - 1} = threadIdx.x * {per}; i{n - 1} < e{n - 1}; "
-                     f"i{n - 1} += blockDim.x * {per}) {{")
-            L.append(f"        *reinterpret_cast<uint4*>(srow + i{n - 1}) = *reinterpret_cast<const uint4*>({src});")
-            L.append("      }")
-            L.append("    } else {")
-        L.append(f"    #pragma unroll {ROW_SCATTER_UNROLL}")
-        L.append(f"    for ({idx} i{n - 1} = threadIdx.x; i{n - 1} < e{n - 1}; i{n - 1} += blockDim.x) {{")
-        names: dict[int, str] = {}
-        self.emit_all([x for x in k.order if id(x) in fill_nodes], names, "", "      ")
-        L.append(f"      srow[i{n - 1}] = {names[id(fv)]};")
-        L.append("    }")
-        if copied is not None and per > 1:
+            self._row_loop(per, f"*reinterpret_cast<uint4*>(srow + i{n - 1}) = *reinterpret_cast<const uint4*>({src});")
+        else:
+            self._row_loop(1, None)
+            names: dict[int, str] = {}
+            self.emit_all([x for x in k.order if id(x) in fill_nodes], names, "", "      ")
+            L.append(f"      srow[i{n - 1}] = {names[id(fv)]};")
             L.append("    }")
         L.append("    __syncthreads();")
         # the write: the index's row of the same leading coordinates, if the index has it
@@ -251,65 +244,26 @@ class _RowScatterPrinter(_Printer):
         L.append("      }")
         L.append("    }")
         L.append("    __syncthreads();")
-        # the row, once: in 16-byte vectors where the result's rows are contiguous and aligned
+        # the row, once (in vectors where the launch allows)
         off = _offset([f"i{d}" for d in range(n)], "out0")
-        per = max(1, 16 // k.outputs[0].dtype.itemsize)
         if per > 1:
-            L.append(f"    if (vec_rows) {{")
-            L.append(f"      #pragma unroll {ROW_SCATTER_UNROLL}")
-            L.append(f"      for ({idx} i{n - 1} = threadIdx.x * {per}; i{n - 1} < e{n - 1}; "
-                     f"i{n - 1} += blockDim.x * {per}) {{")
-            L.append(f"        *reinterpret_cast<uint4*>(out0 + {off}) = "
-                     f"*reinterpret_cast<const uint4*>(srow + i{n - 1});")
-            L.append("      }")
-            L.append("    } else {")
-        L.append(f"    #pragma unroll {ROW_SCATTER_UNROLL}")
-        L.append(f"    for ({idx} i{n - 1} = threadIdx.x; i{n - 1} < e{n - 1}; i{n - 1} += blockDim.x) {{")
-        L.append(f"      out0[{off}] = srow[i{n - 1}];")
-        L.append("    }")
-        if per > 1:
-            L.append("    }")
+            self._row_loop(per, f"*reinterpret_cast<uint4*>(out0 + {off}) = *reinterpret_cast<const uint4*>(srow + i{n - 1});")
+        else:
+            self._row_loop(1, f"out0[{off}] = srow[i{n - 1}];")
         L.append("    __syncthreads();  // the row's slots are free for the next row")
         L.append("  }")
         return self.wrap()
 
 
-    @staticmethod
-    def _copied_input(fv: KNode, n: int) -> int | None:
-        """The input the fill copies unchanged (its value a load at the row's
-        point, always read, of the result's dtype), or None."""
-        if fv.op != K.LOAD or len(fv.src) != n + 1 or not (fv.src[0].op == K.CONST and fv.src[0].arg is True):
-            return None
-        if any(x.op != K.INDEX or x.arg != d for d, x in enumerate(fv.src[1:])):
-            return None
-        return fv.arg
-
-    def _prefetch_write_rows(self, write_nodes: set[int]) -> None:
-        """Ask L2 for the rows the write loop will read (the index's, src's:
-        each contiguous along the row), so that its loads after the fill's
-        barrier find them there."""
-        k, idx, L, n = self.k, self.idx, self.lines, self.n
-        loads = [x for x in k.order if x.op == K.LOAD and id(x) in write_nodes]
-        if not loads:
-            return
-        inside = " && ".join(f"i{d} < e{n + d}" for d in range(n - 1)) or "true"
-        L.append(f"    if ({inside}) {{  // the write's rows, into L2 while the fill reads")
-        for d in range(n - 1):
-            L.append(f"      const {idx} i{n + d} = i{d};")
-        L.append(f"      const {idx} i{2 * n - 1} = 0;")
-        names: dict[int, str] = {}
-        for ld in loads:
-            ix = [x for x in k.order if id(x) in _under(ld.src[1:])]
-            self.emit_all(ix, names, "", "      ")
-            t = k.inputs[ld.arg]
-            off = _offset([names[id(x)] for x in ld.src[1:]], f"in{ld.arg}")
-            size = t.dtype.itemsize
-            L.append(f"      if (in{ld.arg}_s{t.ndim - 1} == 1) {{")
-            L.append(f"        const char* p = reinterpret_cast<const char*>(in{ld.arg} + {off});")
-            L.append(f"        for (long long b = threadIdx.x * 128; b < (long long)e{2 * n - 1} * {size}; "
-                     f"b += blockDim.x * 128) asm volatile(\"prefetch.global.L2 [%0];\" :: \"l\"(p + b));")
-            L.append("      }")
-        L.append("    }")
+    def _row_loop(self, per: int, body: str | None) -> None:
+        """A loop of the block's threads over the row's points, `per` a thread
+        at a time (`body`: its one statement, the loop closed; None: left open)."""
+        n, idx = self.n, self.idx
+        self.lines.append(f"    #pragma unroll {ROW_SCATTER_UNROLL}")
+        self.lines.append(f"    for ({idx} i{n - 1} = threadIdx.x * {per}; i{n - 1} < e{n - 1}; "
+                          f"i{n - 1} += blockDim.x * {per}) {{")
+        if body is not None:
+            self.lines += [f"      {body}", "    }"]
 
 
 @dataclass(eq=False)
@@ -331,7 +285,7 @@ class RowScatterVariant(Variant):
     def source(self) -> str:
         o = self.options
         return defines(o, self.kernel) + _RowScatterPrinter(self.kernel, self.name, self.idx, self.block,
-                                                           o.pdl).source()
+                                                           o.pdl, self.vec).source()
 
 
 class RowScatterSpec(KernelSpec):
@@ -346,17 +300,24 @@ class RowScatterSpec(KernelSpec):
         return 0 < row <= ROW_SCATTER_BYTES
 
     def choose(self, kernel: Kernel, extents: list[int], ins: list, outs, params: list) -> Variant:
+        """16-byte vectors along the rows where the result (and the input the
+        fill copies) allow them (vector_ok; `outs` None: new contiguous ones)."""
         n = len(extents) // 2
         idx = index_type(extents[:n], ins, outs, params)
-        row_bytes = -(-extents[n - 1] * kernel.outputs[0].dtype.itemsize // 16) * 16
-        return self._row_variant(idx, row_bytes)
+        size = kernel.outputs[0].dtype.itemsize
+        row_bytes = -(-extents[n - 1] * size // 16) * 16
+        per, copied = 16 // size if size < 16 else 1, copied_input(kernel)
+        tensors = ([ins[copied]] if copied is not None else []) + list(outs or ())
+        vec = per if per > 1 and vector_ok(per, tensors, extents[:n]) else 1
+        return self._row_variant(idx, row_bytes, vec)
 
-    def _row_variant(self, idx: str, row_bytes: int) -> Variant:
-        key = ("row", idx, row_bytes)
+    def _row_variant(self, idx: str, row_bytes: int, vec: int = 1) -> Variant:
+        key = ("row", idx, row_bytes, vec)
         got = self._variants.get(key)
         if got is None:
-            name = f"{self.plain.name}_{'i32' if idx == 'int' else 'i64'}_rows{'_pdl' if self.options.pdl else ''}"
-            got = self._variants[key] = RowScatterVariant(self.plain, 1, idx, self.options, name,
+            name = (f"{self.plain.name}_v{vec}_{'i32' if idx == 'int' else 'i64'}_rows"
+                    f"{'_pdl' if self.options.pdl else ''}")
+            got = self._variants[key] = RowScatterVariant(self.plain, vec, idx, self.options, name,
                                                           row_bytes=row_bytes, row_block=ROW_SCATTER_BLOCK)
         return got
 
@@ -371,7 +332,9 @@ class RowScatterSpec(KernelSpec):
         return max(1, min(count, sm_count * 32))
 
     def typical_variants(self) -> list[Variant]:
-        return [self._row_variant("int", 4096), self._row_variant("long long", 4096)]
+        size = self.plain.outputs[0].dtype.itemsize
+        wide = [self._row_variant("int", 4096, 16 // size)] if size < 16 else []
+        return [self._row_variant("int", 4096), self._row_variant("long long", 4096)] + wide
 
 
 def row_scatter_spec(fill: KernelSpec, write: KernelSpec, name: str, options: KernelOptions) -> RowScatterSpec | None:

@@ -17,14 +17,12 @@ from functools import cached_property
 
 from .. import config
 from .cuda import NARROW, kernel_source, vector_width
-from .cuda_combine import acc_bytes
-from . import cuda_outer
-from .cuda_outer import outer_lanes, outer_ok, outer_width
+from .cuda_outer import outer_lanes, outer_ok, outer_scratch, outer_split, outer_width
 from .row_loads import held_words, invariant_bytes, rest_words, row_cache_bytes
 from .launch_checks import funnel_slots, launches_clusters, shift_ok, shift_possible, vector_ok, vector_slots
 from .cuda_tiles import STAGE_BYTES, STAGED, stage_block, staged_gather, tile_loads
 from . import rows
-from .kir import K, Kernel, Slot, kernel_text, layout, levels, passes, split_stores, verify_kernel, ws_slot
+from .kir import K, Kernel, Slot, kernel_text, layout, levels, passes, split_stores, verify_kernel
 from .lower import ReductionLowering, lower_pointwise
 from .online import online_softmax
 
@@ -261,9 +259,9 @@ class KernelSpec:
         if kernel.reduced and self._outer(kernel):
             vec = self._vec[id(kernel)]
             kept = math.prod(extents[d] for d in kernel.kept)
-            var = self.variant(kernel, vec, idx, self._lanes(kernel, kept, vec), outer=True)
+            var = self.variant(kernel, vec, idx, outer_lanes(kept, vec), outer=True)
             if vec > 1 and not vector_ok(vec, [ins[s] for s in var.vector_slots], extents):
-                var = self.variant(kernel, 1, idx, self._lanes(kernel, kept, 1), outer=True)
+                var = self.variant(kernel, 1, idx, outer_lanes(kept, 1), outer=True)
             return var
         if kernel.reduced:
             vec = self._vec[id(kernel)]
@@ -319,17 +317,6 @@ class KernelSpec:
                     return t
         return -1
 
-    def _lanes(self, kernel: Kernel, kept: int, vec: int) -> int:
-        """An outer reduction's tile width in lanes (0: a warp's 32) over `kept`
-        kept points: narrower where the kept dims are (cuda_outer.outer_lanes)
-        and the block's combine arrays fit its shared memory."""
-        lanes = outer_lanes(kept, vec)
-        per_lane = sum(acc_bytes(n) for n in kernel.order if n.op == K.REDUCE)
-        block = self.options.block
-        if lanes >= 32 or (block // 32) * (lanes * vec + 1) * per_lane > cuda_outer.SHARED_BYTES - 64:
-            return 0
-        return lanes
-
     def _outer(self, kernel: Kernel) -> bool:
         key = (id(kernel), "outer")
         got = self._positions.get(key)
@@ -339,30 +326,16 @@ class KernelSpec:
 
     @staticmethod
     def split(variant: Variant, extents: list[int], sm_count: int) -> int:
-        """Blocks that share a tile of an outer reduction: enough blocks for
-        about OUTER_BLOCKS_PER_SM per SM, each thread combining at least
-        OUTER_MIN_POINTS points, OUTER_MAX_SPLIT at most (cuda_outer's)."""
+        """Blocks that share a tile of an outer reduction (cuda_outer.outer_split); 1 elsewhere."""
         if not variant.outer:
             return 1
-        k, lanes = variant.kernel, variant.threads or 32
-        nrows = math.prod(extents[d] for d in k.kept)
-        per_row = math.prod(extents[d] for d in k.reduced)
-        tiles = max(1, -(-nrows // (lanes * variant.vec)))
-        want = -(-cuda_outer.OUTER_BLOCKS_PER_SM * sm_count // tiles)
-        return max(1, min(want, per_row // (cuda_outer.OUTER_MIN_POINTS * (variant.block // lanes)),
-                          cuda_outer.OUTER_MAX_SPLIT))
+        return outer_split(variant.kernel, variant.threads or 32, variant.vec, variant.block, extents, sm_count)
 
     @staticmethod
     def scratch_size(variant: Variant, count: int, split: int) -> tuple[int, int]:
-        """(workspace bytes, zeroed counters) of a launch split `split` ways: a
-        split outer reduction's partial results (kir.ws_slot bytes each: the
-        shares', then the groups' of cuda_outer.OUTER_GROUP shares) and each
-        tile's arrival counters (its groups', then the tile's)."""
-        kernel = variant.kernel
-        reduces = sum(1 for n in kernel.order if n.op == K.REDUCE)
-        groups = -(-split // cuda_outer.OUTER_GROUP)
-        tiles = -(-count // ((variant.threads or 32) * variant.vec))
-        return ws_slot(kernel) * (split + groups) * count * reduces, tiles * (groups + 1)
+        """(workspace bytes, zeroed counters) of a launch split `split` ways
+        (an outer reduction's: cuda_outer.outer_scratch)."""
+        return outer_scratch(variant.kernel, variant.threads or 32, variant.vec, count, split)
 
     def _passes(self, kernel: Kernel) -> tuple[bool, bool]:
         """(several: the kernel passes over a row more than once, two_reads: twice,
@@ -539,7 +512,7 @@ class KernelSpec:
             if k.reduced and self._outer(k):
                 out += [self.variant(k, 1, "long long", outer=True), self.variant(k, 1, "int", outer=True),
                         self.variant(k, self._vec[id(k)], "int", outer=True)]
-                narrow = self._lanes(k, 6 * self._vec[id(k)], self._vec[id(k)])
+                narrow = outer_lanes(6 * self._vec[id(k)], self._vec[id(k)])
                 if narrow:  # a narrow kept dim's tile
                     out.append(self.variant(k, self._vec[id(k)], "int", narrow, outer=True))
             elif k.reduced:
