@@ -32,10 +32,10 @@ BF16, F16, F32 = DataType.BFloat16, DataType.Half, DataType.Float
 
 # (case maker, dtype, row lengths): rows of each length, as many as --elements allows
 SWEEP = [
-    (softmax_case, BF16, [64, 1000, 5121, 32001, 50257, 131072, 262144]),
-    (softmax_case, F32, [48, 1000, 4097, 100000]),
+    (softmax_case, BF16, [64, 1000, 5121, 32001, 49152, 50257, 131072, 262144]),
+    (softmax_case, F32, [48, 1000, 4097, 20001, 100000]),
     (softmax_case, F16, [768, 150000]),
-    (log_softmax_case, BF16, [32001, 151935]),
+    (log_softmax_case, BF16, [32001, 131072, 151935]),
     (rmsnorm_case, BF16, [64, 1000, 4097, 24576, 131072, 262144]),
     (layernorm_case, BF16, [96, 512, 5121, 12288, 131072]),
     (layernorm_case, F32, [1000, 65536]),

@@ -106,6 +106,27 @@ template <int N> __device__ __forceinline__ void hir_cp_async(void* smem, const 
   else asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" :: "r"(s), "l"(g), "n"(N) : "memory");
 }
 __device__ __forceinline__ void hir_cp_async_wait() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+// The same copy issued only once `dep` (a word the thread read from the slot it
+// overwrites) is in a register: the slot's last read is done before the copy may land.
+template <int N> __device__ __forceinline__ void hir_cp_async_after(void* smem, const void* g, unsigned dep) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+  if (N == 16) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(s), "l"(g), "r"(dep) : "memory");
+  else asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" :: "r"(s), "l"(g), "n"(N), "r"(dep) : "memory");
+}
+// Groups of copies: a chunk's copies committed as one group, and a wait until at most
+// `n` of this thread's groups are pending (n a constant in each unrolled copy of a loop).
+__device__ __forceinline__ void hir_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void hir_cp_async_wait_pending(int n) {
+  switch (n) {
+#define HIR_WAIT_GROUP(k) case k: asm volatile("cp.async.wait_group " #k ";" ::: "memory"); break;
+    HIR_WAIT_GROUP(0) HIR_WAIT_GROUP(1) HIR_WAIT_GROUP(2) HIR_WAIT_GROUP(3) HIR_WAIT_GROUP(4)
+    HIR_WAIT_GROUP(5) HIR_WAIT_GROUP(6) HIR_WAIT_GROUP(7) HIR_WAIT_GROUP(8) HIR_WAIT_GROUP(9)
+    HIR_WAIT_GROUP(10) HIR_WAIT_GROUP(11) HIR_WAIT_GROUP(12) HIR_WAIT_GROUP(13) HIR_WAIT_GROUP(14)
+    HIR_WAIT_GROUP(15)
+#undef HIR_WAIT_GROUP
+    default: asm volatile("cp.async.wait_all;" ::: "memory");
+  }
+}
 
 // ---------------------------------------------------------------- thread-block clusters
 // A row split over the CTAs of a cluster (sm_90): each CTA combines its part,

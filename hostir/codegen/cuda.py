@@ -339,10 +339,12 @@ class _Printer:
         for (s, node, ix), arr in zip(k.stores, outs):
             self.vector_store(s, arr, _offset([base[id(i)] for i in ix], f"out{s}"))
 
-    def vector_load(self, node: KNode, base: dict, into: str | None = None, copy: bool = False) -> str:
+    def vector_load(self, node: KNode, base: dict, into: str | None = None, copy: bool = False,
+                    after: str | None = None) -> str:
         """A vector load into a new array, or into `into` (an array expression:
         a slice of a register cache); returns the element at `u`. `copy`: into
-        shared memory at `into` by cp.async (hir_cp_async), no register holding it."""
+        shared memory at `into` by cp.async (hir_cp_async), no register holding it;
+        `after`: ... issued once that word (the slot's last read) is in a register."""
         t, v = self.k.inputs[node.arg], self.vec
         size = t.dtype.itemsize * v
         a = [base[id(s)] for s in node.src]
@@ -359,7 +361,9 @@ class _Printer:
             return (f"*reinterpret_cast<{VEC_TYPE[size]}*>({arr}) = "
                     f"*reinterpret_cast<const {VEC_TYPE[size]}*>(in{node.arg} + {off});")
         hint = self.load_hint(node) if size == 16 and not copy else None
-        if copy:
+        if copy and after:
+            load = f"hir_cp_async_after<{size}>({arr}, in{node.arg} + {off}, {after});"
+        elif copy:
             load = f"hir_cp_async<{size}>({arr}, in{node.arg} + {off});"
         elif isinstance(hint, tuple):  # (condition, its hint, the other hint): chosen at run time
             load = f"{{ if ({hint[0]}) {text(hint[1])} else {text(hint[2])} }}"

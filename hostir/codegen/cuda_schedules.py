@@ -97,6 +97,10 @@ class _ReductionPrinter(_Printer):
                 L.append(f"  __shared__ {acc_type(n)} cta{j}[2];")
         count = " * ".join(f"e{d}" for d in k.reduced)
         L.append(f"  const {idx} R = {count};")
+        work = row_work(k, rows, full_stores)
+        self._plan_ahead(work)
+        if self.ahead:
+            L.append("  bool ahead_ = false;  // this row's kept chunks were copied in the last row's last pass")
         if Q > 1:  # a cluster's blocks are consecutive: cluster b takes rows b, b + clusters, ...
             L.append(f"  for ({idx} base = ({idx})blockIdx.x / {Q}; base < nslots; "
                      f"base += ({idx})gridDim.x / {Q}) {{")
@@ -108,12 +112,16 @@ class _ReductionPrinter(_Printer):
         L.append(f"    const bool active = base + threadIdx.x / {T} < nslots;")
         L.append(f"    const {idx} row = active ? base + threadIdx.x / {T} : 0;")
         self._split("row", k.kept, "    ")
+        if self.ahead:  # the block's next row: its kept dims n<d>
+            step = f"({idx})gridDim.x / {Q}" if Q > 1 else f"({idx})gridDim.x * {groups}"
+            L.append(f"    const bool nactive_ = base + {step} + threadIdx.x / {T} < nslots;")
+            L.append(f"    const {idx} nrow_ = nactive_ ? base + {step} + threadIdx.x / {T} : 0;")
+            self._split("nrow_", k.kept, "    ", prefix="n")
         names: dict[int, str] = {}
         self.emit_all([n for n in k.order if id(n) in rows and level[id(n)] == 0], names, "", "    ")
         acc = {id(n): f"a{j}" for j, n in enumerate(reduces)}
         if self.shift:
             self._row_shift(names)
-        work = row_work(k, rows, full_stores)
         if self.chunks:  # vectors read in several passes stay in registers from the first
             offset = []
             for n in cached_loads(k, self.vec):
@@ -153,6 +161,8 @@ class _ReductionPrinter(_Printer):
                            and n.op != K.REDUCE], names, "", "    ")
         if row_stores:
             self._epilogue(rows, row_stores, names, "    ", "lane == 0 && active")
+        if self.ahead:
+            L.append("    ahead_ = nactive_;")
         if Q > 1:
             L.append("    parity ^= 1;")
         L.append("  }")
@@ -337,11 +347,17 @@ class _ReductionPrinter(_Printer):
             self._chunk_loop(self.chunks if self.rest_regs else (self.smem_chunks or self.chunks))
             self._split("r", k.reduced, "      ")
             self._vector_step(mine, stores, body, names, acc, phase="loads")
-            L.append("    }}")
-            if self.smem_row:
+            L.append("    }")
+            if self.waits:
+                L.append(f"      if (c < {self.smem_chunks}{' && !ahead_' if self.ahead else ''}) hir_cp_async_commit();")
+            L.append("    }")
+            if self.smem_row and not self.waits:
                 L.append("    hir_cp_async_wait();")
+            first = self.smem_row
+        else:
+            first = False
         if self.chunks:  # persistent: the row's vectors are this thread's C vectors
-            self._chunk_loop(self.chunks)
+            self._chunk_loop(self.chunks, wait=first and self.waits)
         elif B > 1:  # every load of a batch of vectors, then their uses
             L.append(f"    for ({idx} r0 = {self._start()}; r0 < R; r0 += {self.span * v * B}) {{")
             batch = {}
@@ -364,14 +380,22 @@ class _ReductionPrinter(_Printer):
             L.append(f"    for ({idx} r = {self._start()}; r < R; r += {self.span * v}) {{")
         self._split("r", k.reduced, "      ")
         self._vector_step(mine, stores, body, names, acc)
+        if self.chunks and self.ahead and self._last_pass and self.waits:
+            L.append("    }")  # (the next row's chunk: one group)
+            L.append(f"      if (c < {self.smem_chunks} && nactive_) hir_cp_async_commit();")
+            L.append("    }")
+            return
         L.append("    }" if not self.chunks else "    }}")
 
-    def _chunk_loop(self, count: int) -> None:
+    def _chunk_loop(self, count: int, wait: bool = False) -> None:
         """The head of a loop over this thread's first `count` vectors of the
-        row (c), each at r where it is in the row (closed by "}}")."""
+        row (c), each at r where it is in the row (closed by "}}"); `wait`:
+        each chunk kept in shared memory waits for its own copy (ROW_WAITS)."""
         L = self.lines
         L.append("    #pragma unroll")
         L.append(f"    for (int c = 0; c < {count}; ++c) {{")
+        if wait:
+            L.append(f"      if (c < {self.smem_chunks}) hir_cp_async_wait_pending({self.smem_chunks - 1} - c);")
         L.append(f"      const {self.idx} r = (lane + c * {self.span}) * {self.vec}{' - m_' if self.shift else ''};")
         L.append("      if (r < R) {")
 
@@ -424,12 +448,16 @@ class _ReductionPrinter(_Printer):
                     inner[id(n)] = self.vector_load(n, base)
                 continue
             if phase == "loads" and self.smem_row:  # (c < smem_chunks: its shared-memory slot)
+                if self.ahead:
+                    L.append("      if (!ahead_) {")
                 if self.rest_regs:
                     L.append(f"      if (c < {self.smem_chunks}) {{")
                 self.vector_load(n, base, f"{cache} + (c * {self.block} + threadIdx.x) * {v}", copy=True)
                 if self.rest_regs:
                     L.append("      } else {")
                     self.vector_load(n, base, self._slot(cache))
+                    L.append("      }")
+                if self.ahead:
                     L.append("      }")
                 continue
             if partial:  # chunks past shared memory: a register vector, loaded each pass
@@ -440,6 +468,8 @@ class _ReductionPrinter(_Printer):
                     self.vector_load(n, base, f"{cache}_t")
                     L.append("      }")
                 inner[id(n)] = self._reread(n, cache)
+                if self.ahead and self._last_pass:
+                    self._prefetch(n, cache, inner[id(n)][:-len("[u]")], base)
             elif partial and SMEM_HINTS and self._passes <= 2:  # the chunks kept in shared memory
                 L.append(f"      if (c < {self.smem_chunks}) {{")
                 self._kept_load = True
@@ -505,6 +535,45 @@ class _ReductionPrinter(_Printer):
                  f"{t.dtype.itemsize}); }}")
         return f"({arr})[u]"
 
+    def _plan_ahead(self, work) -> None:
+        """Does each chunk of an async row wait for its own copy (rows.ROW_WAITS),
+        and does the last pass copy the block's next row into each slot it has
+        just read (rows.ROW_AHEAD, copies_ahead)?"""
+        self.waits = rows.ROW_WAITS and self.chunks > 0 and self.smem_row and self._async_row()
+        self.ahead = copies_ahead(self.k, self.vec, self.chunks, self.smem_chunks, self.block, self.shift,
+                                  self.cluster)
+        if self.ahead:
+            kept = {d for d in self.k.kept}
+            self._kept_index = [n for n in self.k.order if n.op == K.INDEX and n.arg in kept]
+            dep: set[int] = set()
+            for n in self.k.order:
+                if (n.op == K.INDEX and n.arg in kept) or any(id(s) in dep for s in n.src):
+                    dep.add(id(n))
+            self._kept_dep = dep
+
+    def _prefetch(self, n: KNode, cache: str, read: str, base: dict) -> None:
+        """The block's next row's vector c of cached load `n`, into this thread's
+        slot of it, which this pass has just read into `read` (the copy is issued
+        after that read's first word is in a register): the next row's chunks fly
+        while this row's last pass computes and stores (ROW_AHEAD)."""
+        L, v, S = self.lines, self.vec, self.smem_chunks
+        nxt = {i: x for i, x in base.items() if i not in self._kept_dep}
+        for x in self._kept_index:
+            nxt[id(x)] = f"n{x.arg}"
+        L.append("      if (nactive_) {")
+        self.emit_all([x for x in _closure([n], set()) if x.op != K.LOAD], nxt, f"i{self.inner}", "        ")
+        slot = f"{cache} + (c * {self.block} + threadIdx.x) * {v}"
+        dep = f"reinterpret_cast<const unsigned*>({read})[0]"
+        if self.rest_regs:
+            L.append(f"      if (c < {S}) {{")
+            self.vector_load(n, nxt, slot, copy=True, after=dep)
+            L.append("      } else {")
+            self.vector_load(n, nxt, f"{cache}_r + (c - {S}) * {v}")
+            L.append("      }")
+        else:
+            self.vector_load(n, nxt, slot, copy=True, after=dep)
+        L.append("      }")
+
     def _async_row(self) -> bool:
         """Is the row kept whole in shared memory by a block of SMEM_ASYNC_THREADS
         threads (two an SM): its first pass copies it there by cp.async, every
@@ -512,7 +581,7 @@ class _ReductionPrinter(_Printer):
         2048x49152 84.4 -> 98.2; but rows kept in part (softmax 4096x65536 89.5
         -> 65.6, layernorm 2048x65536 90.3 -> 80.3) and in blocks of 512
         threads (softmax 4096x32768 91.8 -> 88.5) lost, and keep their loads."""
-        return (self.smem_chunks >= self.chunks or self.rest_regs) and self.block == SMEM_ASYNC_THREADS
+        return async_row(self.k, self.vec, self.chunks, self.smem_chunks, self.block)
 
     def _reread(self, n: KNode, cache: str) -> str:
         """This thread's vector `c` of a cached load, read again in a later pass:
@@ -539,8 +608,8 @@ class _ReductionPrinter(_Printer):
             return at
         return f"{cache} + c * {self.vec}"
 
-    def _split(self, flat: str, dims, indent: str) -> None:
-        """Declare i<d> for `dims` (row-major) from the flat index `flat`."""
+    def _split(self, flat: str, dims, indent: str, prefix: str = "i") -> None:
+        """Declare i<d> (<prefix><d>) for `dims` (row-major) from the flat index `flat`."""
         dims = list(dims)
         if not dims:
             return
@@ -549,9 +618,9 @@ class _ReductionPrinter(_Printer):
         for pos in reversed(range(len(dims))):
             d = dims[pos]
             if pos == 0:
-                self.lines.append(f"{indent}const {self.idx} i{d} = {rest};")
+                self.lines.append(f"{indent}const {self.idx} {prefix}{d} = {rest};")
             else:
-                self.lines.append(f"{indent}const {self.idx} i{d} = {rest} % e{d}; {rest} /= e{d};")
+                self.lines.append(f"{indent}const {self.idx} {prefix}{d} = {rest} % e{d}; {rest} /= e{d};")
 
 
 FULL_OCCUPANCY = True  # persistent kernels ask for 2048 threads an SM (tune_reduction toggles it)
@@ -565,6 +634,33 @@ SMEM_HINTS = True  # cache hints on rows kept in shared memory (_smem_hint)
 INVARIANT_KEEP_BYTES = 64 * 1024  # a looped row's last pass: what every row reads, evict-first past this
 SMEM_REST_BOUNDS = True  # rows kept in shared memory and registers ask for the blocks their shared memory allows (bounds)
 LOAD_HINTS = False  # cache-eviction hints on persistent kernels' loads: measured slower (tune_reduction)
+
+
+def async_row(k: Kernel, vec: int, chunks: int, smem_chunks: int, block: int) -> bool:
+    """Is a row of `chunks` vectors a thread, `smem_chunks` of them in shared
+    memory, kept whole (the rest in registers) by a block of SMEM_ASYNC_THREADS
+    (_ReductionPrinter._async_row)?"""
+    if not (vec > 1 and chunks and smem_chunks) or block != SMEM_ASYNC_THREADS:
+        return False
+    return smem_chunks >= chunks or rest_words(k, vec, chunks - smem_chunks) <= rows.SMEM_REST_WORDS
+
+
+def copies_ahead(k: Kernel, vec: int, chunks: int, smem_chunks: int, block: int, shift: bool,
+                 cluster: int = 0) -> bool:
+    """Does an async row's last pass copy the block's next row into the
+    slots it has read (rows.ROW_AHEAD)? Where each chunk waits for its own copy
+    (rows.ROW_WAITS), every cached load is read again in the last pass in
+    16-byte vectors, and the rows start on vector boundaries (a shifted row's
+    start moves by row). (spec.KernelSpec.grid then launches the blocks, or the
+    clusters, the device runs at once, each taking several rows.)"""
+    if not (rows.ROW_AHEAD and rows.ROW_WAITS and not shift
+            and async_row(k, vec, chunks, smem_chunks, block)):
+        return False
+    work = row_work(k, row_nodes(k), split_stores(k, row_nodes(k))[0])
+    cached = cached_loads(k, vec)
+    last = {id(n) for n in work[-1][3]} if work else set()
+    return len(work) > 1 and bool(cached) and all(
+        id(n) in last and k.inputs[n.arg].dtype.itemsize * vec == 16 for n in cached)
 
 
 def shifted_exps(reduces, stores, body) -> dict[int, str]:

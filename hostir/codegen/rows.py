@@ -158,7 +158,29 @@ off / on (torch.compile): rmsnorm bf16 16380x4097 62.4 / 99.1 (55.9), layernorm
 bf16 13104x5121 48.8 / 79.6 (42.2) (`benchmarks/knobs.py --set
 rows.SHIFTED_WEIGHTS=False,True`)."""
 
-
+ROW_WAITS = True
+"""A row a block copies into shared memory by cp.async (cuda_schedules.async_row)
+commits each chunk's copies as a group, and its first pass waits for each
+chunk's own group before it reads it, not for the whole row: the row's first
+pass runs while its later chunks arrive. H100 % of copy, same run, off / on
+(ROW_AHEAD off): softmax bf16 512x131072 77.5 / 80.2, 256x262144 77.6 / 78.2,
+fp16 447x150000 72.1 / 72.9, rmsnorm bf16 256x262144 81.9 / 82.6; others
+within 0.5."""
+ROW_AHEAD = True
+"""... and where a block takes several rows (spec.KernelSpec.grid caps such a
+kernel's grid at the blocks its SMs hold), the last pass copies the block's next
+row into each slot as soon as it has read it (cuda_schedules.copies_ahead): the
+next row's reads fly while this row's last pass computes and stores. H100 %
+of copy, same run, off / on (ROW_WAITS on): rmsnorm bf16 512x131072 86.7 /
+89.4, 256x262144 82.6 / 85.7, layernorm bf16 512x131072 79.6 / 81.3, softmax
+fp16 447x150000 72.9 / 75.7, fp32 671x100000 79.6 / 80.8; but softmax bf16
+256x262144 78.2 / 73.3, layernorm fp32 1024x65536 87.9 / 83.7, softmax bf16
+512x131072 80.2 / 80.0. (H200: softmax fp32 671x100000 60.0 / 69.6, bf16
+256x262144 64.0 / 60.9.) Tried with it: a softmax's kept rows in the online
+kernel (max and sum folded in the first pass, exps computed while the row
+arrives): H200 softmax fp32 3355x20001 91.1 -> 57.1, bf16 512x131072 64.9 ->
+60.3, fp16 447x150000 61.2 -> 38.9 (a pair combine a point costs more issue
+slots than the pass it saves: ncu, ALU 59 %, issue 71 %); not kept."""
 SHORT_ROWS = True
 SHORT_ROW_THREADS = (1, 2, 4, 8, 16)
 SHORT_ROW_WORK = 4

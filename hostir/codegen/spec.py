@@ -17,6 +17,7 @@ from functools import cached_property
 
 from .. import config
 from .cuda import NARROW, kernel_source, vector_width
+from .cuda_schedules import copies_ahead
 from .cuda_outer import outer_lanes, outer_ok, outer_scratch, outer_split, outer_width
 from .row_loads import held_words, invariant_bytes, rest_words, row_cache_bytes
 from .launch_checks import funnel_slots, launches_clusters, shift_ok, shift_possible, vector_ok, vector_slots
@@ -238,18 +239,26 @@ class KernelSpec:
         only) also loops; it keeps the plain kernel's passes."""
         k = self.plain
         vec = self._vec[id(k)]
-        if vec == 1 or not full:
+        vectors = self._row_vectors(full)
+        if not vectors:
             return False
-        per_row = math.prod(full[d] for d in k.reduced)
-        if full[-1] % vec:  # rows off vector boundaries: shifted vectors where tensors allow
-            if not shift_possible(k, vec, full, self.options.shifted_rows):
-                return False
-            vectors = -(-(per_row + vec - 1) // vec)
-        else:
-            vectors = per_row // vec
         chunks = max(1, rows.PERSISTENT_POINTS // vec)
         return (vectors <= chunks * rows.ROW_THREADS[-1] or self._row_schedule(k, vectors)[2] > 0
                 or self._cluster(k, vectors) > 0)
+
+    def _row_vectors(self, full: list[int]) -> int:
+        """The vectors a row of the plain kernel over extents `full` takes (a
+        shifted row: one more, its head); 0 where rows are not read in vectors."""
+        k = self.plain
+        vec = self._vec[id(k)]
+        if vec == 1 or not full:
+            return 0
+        per_row = math.prod(full[d] for d in k.reduced)
+        if full[-1] % vec:  # rows off vector boundaries: shifted vectors where tensors allow
+            if not shift_possible(k, vec, full, self.options.shifted_rows):
+                return 0
+            return -(-(per_row + vec - 1) // vec)
+        return per_row // vec
 
     def choose(self, kernel: Kernel, extents: list[int], ins: list, outs, params: list) -> Variant:
         """The variant a launch uses: 32-bit indices when every offset and index
@@ -451,7 +460,7 @@ class KernelSpec:
         return math.prod(extents) // vec
 
     def grid(self, variant: Variant, count: int, sm_count: int, split: int = 1,
-             extents: list[int] | None = None) -> int:
+             extents: list[int] | None = None, clusters: int = 0) -> int:
         """One thread per slot (a group of `threads` per row of a reduction; a
         block per tile of 32 rows and share of an outer reduction);
         options.grid_stride caps the grid at 32 blocks per SM, as does a
@@ -468,11 +477,22 @@ class KernelSpec:
             blocks = count
         elif variant.tile == STAGED:  # a block per row at a time
             blocks = min(count, sm_count * 8)
-        elif variant.cluster:  # a cluster a row
-            blocks = count * variant.cluster
+        elif variant.cluster:  # a cluster a row; where `clusters` (those the device runs at once) are
+            blocks = count * variant.cluster  # known, as many, each copying its next row ahead
+            if clusters and copies_ahead(variant.kernel, variant.vec, variant.chunks,
+                                         min(variant.smem_row, variant.chunks), variant.block,
+                                         variant.shift, variant.cluster):
+                blocks = min(count, clusters) * variant.cluster
         else:
             per_block = variant.block // variant.threads if variant.threads else variant.block
             blocks = -(-count // per_block)
+            k, smem = variant.kernel, min(variant.smem_row, variant.chunks)
+            if variant.chunks and smem and copies_ahead(k, variant.vec, variant.chunks, smem, variant.block,
+                                                        variant.shift):
+                # the blocks its SMs hold, each copying its next row while it ends one (rows.ROW_AHEAD)
+                per_sm = min(2048 // variant.block,
+                             rows.SMEM_PER_SM // max(1, row_cache_bytes(k, variant.vec, smem * variant.vec * variant.block)))
+                blocks = min(blocks, max(1, per_sm) * sm_count)
             if variant.generates:  # threads loop (grid stride), each setting up its draws
                 # once: H100 2^26 rand_like fp32 129 -> 97.1 us, randn_like bf16 155 -> 147 (torch
                 # eager 109, 156); not where it reads a tensor (dropout fp32 178 -> 187 us)

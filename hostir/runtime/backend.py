@@ -171,7 +171,8 @@ def start(spec: KernelSpec, kernel: Kernel, extents: list[int], ins: list, outs:
                   scratch=(*bufs, split))
     packed = PackedArgs(values, _types(slots, kernel, variant.idx))
     launcher = None
-    grid = spec.grid(variant, count, sms, split, extents)
+    resident = compiled(variant).resident_clusters(device, variant.block) if variant.cluster and count else 0
+    grid = spec.grid(variant, count, sms, split, extents, resident)
     if count:
         launcher = compiled(variant).launcher(device, grid, variant.block)
         launcher(stream, packed)

@@ -96,6 +96,7 @@ class CompiledKernel:
         self._funcs: dict[int, object] = {}
         self._modules: dict[int, object] = {}
         self._launchers: dict[tuple, DirectLauncher] = {}
+        self._resident: dict[tuple, int] = {}  # (device, block) -> clusters run at once
         self._lock = threading.Lock()
 
     def function(self, device: torch.device):
@@ -116,6 +117,27 @@ class CompiledKernel:
                 self._funcs[idx] = f
                 self._modules[idx] = module
         return f
+
+    def resident_clusters(self, device: torch.device, block: int) -> int:
+        """How many of this kernel's thread-block clusters the device runs at
+        once in blocks of `block` threads (cuOccupancyMaxActiveClusters; 0 where
+        the driver does not say)."""
+        key = (device.index, block)
+        got = self._resident.get(key)
+        if got is None:
+            cu = _driver()
+            cfg = cu.CUlaunchConfig()
+            cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = self.cluster, 1, 1
+            cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = block, 1, 1
+            cfg.sharedMemBytes = self.smem
+            attr = cu.CUlaunchAttribute()
+            attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+            attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = self.cluster, 1, 1
+            cfg.attrs = [attr]
+            cfg.numAttrs = 1
+            err, n = cu.cuOccupancyMaxActiveClusters(self.function(device), cfg)
+            got = self._resident[key] = int(n) if err == cu.CUresult.CUDA_SUCCESS else 0
+        return got
 
     def launch(self, device: torch.device, grid: int, block: int, values, types,
                stream: int) -> None:
