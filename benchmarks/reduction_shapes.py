@@ -32,7 +32,7 @@ BF16, F16, F32 = DataType.BFloat16, DataType.Half, DataType.Float
 
 # (case maker, dtype, row lengths): rows of each length, as many as --elements allows
 SWEEP = [
-    (softmax_case, BF16, [64, 1000, 5121, 32001, 49152, 50257, 131072, 262144]),
+    (softmax_case, BF16, [64, 1000, 5121, 32001, 32768, 49152, 50257, 131072, 262144]),
     (softmax_case, F32, [48, 1000, 4097, 20001, 100000]),
     (softmax_case, F16, [768, 150000]),
     (log_softmax_case, BF16, [32001, 131072, 151935]),

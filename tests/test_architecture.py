@@ -334,3 +334,24 @@ def test_every_op_says_where_its_operands_dims_go():
                     assert s.logical[sd].extent.arg == v.logical[od].extent.arg, (v.op, k, sd, od)
     mm = next(o.val for o in fusion.outputs if o.val.op is Op.MATMUL)
     assert OPS[Op.MATMUL].dims(mm, 0) == (0, 1, REDUCED) and OPS[Op.MATMUL].dims(mm, 1) == (REDUCED, 2)
+
+
+def test_kernel_spec_kinds_keep_the_launch_interface():
+    """The runtime calls every spec's launch methods alike (backend.start): a
+    kind of KernelSpec that overrides one keeps its parameters (a grid that
+    dropped the clusters argument failed only on GPUs)."""
+    import inspect
+    from hostir.codegen import scan, scatter  # noqa: F401  (the kinds register as subclasses)
+    from hostir.codegen.spec import KernelSpec
+
+    def kinds(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from kinds(sub)
+    found = list(kinds(KernelSpec))
+    assert len(found) >= 3
+    for name in ("grid", "count", "split", "scratch_size", "choose", "kernel_for"):
+        want = list(inspect.signature(getattr(KernelSpec, name)).parameters)
+        for sub in found:
+            got = list(inspect.signature(getattr(sub, name)).parameters)
+            assert got == want, f"{sub.__name__}.{name}{got} differs from KernelSpec.{name}{want}"

@@ -576,11 +576,14 @@ class _ReductionPrinter(_Printer):
 
     def _async_row(self) -> bool:
         """Is the row kept whole in shared memory by a block of SMEM_ASYNC_THREADS
-        threads (two an SM): its first pass copies it there by cp.async, every
+        threads or more: its first pass copies it there by cp.async, every
         chunk at once, then reads it. H100 bf16 % of copy, same run: softmax
         2048x49152 84.4 -> 98.2; but rows kept in part (softmax 4096x65536 89.5
-        -> 65.6, layernorm 2048x65536 90.3 -> 80.3) and in blocks of 512
-        threads (softmax 4096x32768 91.8 -> 88.5) lost, and keep their loads."""
+        -> 65.6, layernorm 2048x65536 90.3 -> 80.3) lost, and keep their loads.
+        Blocks of 512 threads lost too (softmax 4096x32768 91.8 -> 88.5) until
+        each chunk waited for its own copy (rows.ROW_WAITS); since then, H100,
+        same run, 1024 / 512 threads or more: softmax bf16 2097x32001 81.2 /
+        92.3, 2048x32768 89.9 / 91.4, log-softmax 2097x32001 79.8 / 91.6."""
         return async_row(self.k, self.vec, self.chunks, self.smem_chunks, self.block)
 
     def _reread(self, n: KNode, cache: str) -> str:
@@ -626,7 +629,7 @@ class _ReductionPrinter(_Printer):
 FULL_OCCUPANCY = True  # persistent kernels ask for 2048 threads an SM (tune_reduction toggles it)
 FULL_OCCUPANCY_WORDS = 20  # ... where the vectors a thread holds take this many registers at most
 FIRST_LOADS_AHEAD = True  # a persistent row's first pass loads every kept vector before using them
-SMEM_ASYNC_THREADS = 1024  # ... a row kept whole in shared memory by cp.async, in blocks this large (_async_row)
+SMEM_ASYNC_THREADS = 512  # ... a row kept whole in shared memory by cp.async, in blocks this large or larger (_async_row)
 LOOP_BATCH_THREADS = 1024  # looped rows of this many threads load batches of vectors (_batch)
 LOOP_BATCH_VECTORS = 6     # ... about this many vectors a thread at once
 LOOP_HINTS = True  # a long row's loop: its last pass's loads and the stores evict first (.cs)
@@ -639,8 +642,8 @@ LOAD_HINTS = False  # cache-eviction hints on persistent kernels' loads: measure
 def async_row(k: Kernel, vec: int, chunks: int, smem_chunks: int, block: int) -> bool:
     """Is a row of `chunks` vectors a thread, `smem_chunks` of them in shared
     memory, kept whole (the rest in registers) by a block of SMEM_ASYNC_THREADS
-    (_ReductionPrinter._async_row)?"""
-    if not (vec > 1 and chunks and smem_chunks) or block != SMEM_ASYNC_THREADS:
+    threads or more (_ReductionPrinter._async_row)?"""
+    if not (vec > 1 and chunks and smem_chunks) or block < SMEM_ASYNC_THREADS:
         return False
     return smem_chunks >= chunks or rest_words(k, vec, chunks - smem_chunks) <= rows.SMEM_REST_WORDS
 
