@@ -155,12 +155,12 @@ class _OuterPrinter(_ReductionPrinter):
         self._block_combine(reduces, "      ")
 
     def bounds(self) -> str:
-        """Full occupancy (OUTER_FULL_OCCUPANCY: 32 registers a thread), which
-        the split's block count assumes (OUTER_BLOCKS_PER_SM): a bf16 column
-        sum's kernel took 43 registers, 5 blocks of 256 an SM, and its grid
-        ran in 1.6 waves."""
+        """The blocks an SM the split's block count assumes (outer_blocks): full
+        occupancy (OUTER_FULL_OCCUPANCY: 32 registers a thread) but for
+        2-byte floats: without bounds a bf16 column sum's kernel took 43
+        registers, 5 blocks of 256 an SM, and its grid ran in 1.6 waves."""
         if OUTER_FULL_OCCUPANCY and self.block <= 1024:
-            return f"{self.block}, {2048 // self.block}"
+            return f"{self.block}, {outer_blocks(self.vec, self.block)}"
         return str(self.block)
 
     def _block_combine(self, reduces, indent: str) -> None:
@@ -199,6 +199,11 @@ OUTER_UNROLL_V8 = 8
 OUTER_COMBINE_UNROLL = 4   # partials the last block's lanes read at once
 OUTER_BLOCKS_PER_SM = 8    # blocks an SM the split aims at (spec.KernelSpec.split)
 OUTER_MIN_POINTS = 64      # ... each lane combining this many reduced points at least
+OUTER_BLOCKS_V8 = 4
+"""... but where a lane takes 8 points (2-byte floats), this many blocks of 256
+an SM (64 registers a thread), which the split aims at too: at 32 registers
+its 8 accumulators and unrolled loads spilled (87381x768: 28 bytes), and the
+loads in flight fell."""
 OUTER_GROUP = 16           # shares whose partials a group's last block combines (two levels)
 OUTER_MAX_SPLIT = 1024     # ... and at most this many blocks a tile
 OUTER_FULL_OCCUPANCY = True  # __launch_bounds__ for 2048 threads an SM (bounds)
@@ -207,6 +212,14 @@ OUTER_NARROW = True
 fewer lanes (outer_lanes: the fewest that cover them), the block's other
 lanes more reduced points: a warp's tile of 32 lanes left half a warp idle on
 fp32 1048576x64 (H100 76.7 % of copy, torch.compile 95)."""
+
+
+def outer_blocks(vec: int, block: int) -> int:
+    """Blocks of `block` threads an SM an outer reduction's kernel asks for
+    (its __launch_bounds__): 2048 threads, or OUTER_BLOCKS_V8 blocks where a
+    lane takes 8 points."""
+    full = max(1, 2048 // block)
+    return min(full, OUTER_BLOCKS_V8) if vec >= 8 and OUTER_BLOCKS_V8 else full
 
 
 def outer_lanes(kept: int, vec: int) -> int:
@@ -227,7 +240,7 @@ def outer_split(kern: Kernel, lanes: int, vec: int, block: int, extents: list[in
     nrows = math.prod(extents[d] for d in kern.kept)
     per_row = math.prod(extents[d] for d in kern.reduced)
     tiles = max(1, -(-nrows // (lanes * vec)))
-    want = -(-OUTER_BLOCKS_PER_SM * sm_count // tiles)
+    want = -(-min(OUTER_BLOCKS_PER_SM, outer_blocks(vec, block)) * sm_count // tiles)
     return max(1, min(want, per_row // (OUTER_MIN_POINTS * (block // lanes)), OUTER_MAX_SPLIT))
 
 
