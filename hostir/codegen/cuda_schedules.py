@@ -653,10 +653,11 @@ def copies_ahead(k: Kernel, vec: int, chunks: int, smem_chunks: int, block: int,
     """Does an async row's last pass copy the block's next row into the
     slots it has read (rows.ROW_AHEAD)? Where each chunk waits for its own copy
     (rows.ROW_WAITS), every cached load is read again in the last pass in
-    16-byte vectors, and the rows start on vector boundaries (a shifted row's
-    start moves by row). (spec.KernelSpec.grid then launches the blocks, or the
-    clusters, the device runs at once, each taking several rows.)"""
-    if not (rows.ROW_AHEAD and rows.ROW_WAITS and not shift
+    16-byte vectors, the rows start on vector boundaries (a shifted row's
+    start moves by row), and the row is split over a cluster's CTAs (blocks
+    that each keep a whole row lost: rows.ROW_AHEAD). (spec.KernelSpec.grid then
+    launches the clusters the device runs at once, each taking several rows.)"""
+    if not (rows.ROW_AHEAD and rows.ROW_WAITS and not shift and cluster > 1
             and async_row(k, vec, chunks, smem_chunks, block)):
         return False
     work = row_work(k, row_nodes(k), split_stores(k, row_nodes(k))[0])

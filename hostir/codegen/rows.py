@@ -167,10 +167,13 @@ pass runs while its later chunks arrive. H100 % of copy, same run, off / on
 fp16 447x150000 72.1 / 72.9, rmsnorm bf16 256x262144 81.9 / 82.6; others
 within 0.5."""
 ROW_AHEAD = True
-"""... and where a block takes several rows (spec.KernelSpec.grid caps such a
-kernel's grid at the blocks its SMs hold), the last pass copies the block's next
-row into each slot as soon as it has read it (cuda_schedules.copies_ahead): the
-next row's reads fly while this row's last pass computes and stores. H100 %
+"""... and where a row is split over a cluster's CTAs, the clusters the device
+runs at once (spec.KernelSpec.grid) each take several rows, the last pass
+copying the cluster's next row into each slot as soon as it has read it
+(cuda_schedules.copies_ahead): the next row's reads fly while this row's last
+pass computes and stores. Blocks that each keep a whole row lost with it (H100,
+same run, off / on: softmax bf16 3072x32768 99.8 / 90.9, 2048x49152 99.3 /
+86.3; 512x131072, one block an SM, 80.2 / 80.0): they take a block a row. H100 %
 of copy, same run, off / on (ROW_WAITS on): rmsnorm bf16 512x131072 86.7 /
 89.4, 256x262144 82.6 / 85.7, layernorm bf16 512x131072 79.6 / 81.3, softmax
 fp16 447x150000 72.9 / 75.7, fp32 671x100000 79.6 / 80.8; but softmax bf16

@@ -486,13 +486,6 @@ class KernelSpec:
         else:
             per_block = variant.block // variant.threads if variant.threads else variant.block
             blocks = -(-count // per_block)
-            k, smem = variant.kernel, min(variant.smem_row, variant.chunks)
-            if variant.chunks and smem and copies_ahead(k, variant.vec, variant.chunks, smem, variant.block,
-                                                        variant.shift):
-                # the blocks its SMs hold, each copying its next row while it ends one (rows.ROW_AHEAD)
-                per_sm = min(2048 // variant.block,
-                             rows.SMEM_PER_SM // max(1, row_cache_bytes(k, variant.vec, smem * variant.vec * variant.block)))
-                blocks = min(blocks, max(1, per_sm) * sm_count)
             if variant.generates:  # threads loop (grid stride), each setting up its draws
                 # once: H100 2^26 rand_like fp32 129 -> 97.1 us, randn_like bf16 155 -> 147 (torch
                 # eager 109, 156); not where it reads a tensor (dropout fp32 178 -> 187 us)
