@@ -9,7 +9,13 @@ kernel variants, so one process compares them.
 
 `--set MODULE.NAME=V1,V2,...` sets a constant of hostir.codegen.MODULE (Python
 literals); `--set disable=F1,...` HOSTIR_DISABLE features (an empty value: none
-disabled). Contenders are every combination of the settings given.
+disabled). Contenders are every combination of the settings given. `--try
+"A=1 B=2"` adds one contender of exactly those settings instead (repeatable;
+"default" for none), where every combination would time settings that cannot
+differ:
+
+    python benchmarks/knobs.py --only "softmax bf16 .*x131072" \
+        --try default --try "rows.ROW_AHEAD=False" --try "rows.ROW_AHEAD=False rows.ROW_WAITS=False"
 """
 from __future__ import annotations
 
@@ -57,6 +63,19 @@ def setting(name: str, value):
         setattr(mod, attr, saved)
 
 
+def parse_try(text: str) -> dict:
+    """`"rows.X=1 disable=a"` -> {"rows.X": 1, "disable": "a"}; "default" -> {}."""
+    out = {}
+    for part in text.split():
+        if part == "default":
+            continue
+        name, values = parse_setting(part)
+        if len(values) != 1:
+            raise SystemExit(f"--try {text!r}: one value a setting ({part!r} gives {len(values)})")
+        out[name] = values[0]
+    return out
+
+
 def planned(make, settings: dict, inputs):
     """A fresh FusionDefinition of case maker `make`, its first call made under `settings`."""
     fd = make()[1]
@@ -72,6 +91,8 @@ def main(argv=None):
     ap.add_argument("--out", default="benchmarks/out")
     ap.add_argument("--only", required=True, help="a regex: the cases whose name matches")
     ap.add_argument("--set", action="append", default=[], help="MODULE.NAME=V1,V2 or disable=F1,F2")
+    ap.add_argument("--try", dest="tries", action="append", default=[],
+                    help='one contender: "MODULE.NAME=V disable=F ..." or "default"')
     ap.add_argument("--elements", type=int, default=1 << 26)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--no-compile", action="store_true")
@@ -82,6 +103,10 @@ def main(argv=None):
     elements = args.elements if dev.type == "cuda" else 1 << 14
     grid = [parse_setting(s) for s in args.set]
     combos = [dict(zip([n for n, _ in grid], vals)) for vals in itertools.product(*[v for _, v in grid])]
+    if args.tries:
+        if args.set:
+            raise SystemExit("--try and --set: give the contenders one way")
+        combos = [parse_try(t) for t in args.tries]
     if args.suite == "indexing":
         import indexing
         makers = indexing.makers(dev.type != "cuda")

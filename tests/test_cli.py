@@ -302,3 +302,23 @@ def test_background_compiles_advance_a_bar(tmp_path, logs, monkeypatch):
     text = stream.getvalue()
     assert "hostir: compiling kernels" in text and ("2/2" in text or text.count("1/1") == 2), text
     assert nvrtc._bar is None  # closed when the last compile finished
+
+
+def test_knobs_times_the_contenders_it_is_given(tmp_path):
+    """benchmarks/knobs.py on CPU (tiny cases): `--try` contenders side by side,
+    each a column of the table; `--try` and `--set` together are refused."""
+    bench = ROOT / "benchmarks"
+    sys.path.insert(0, str(bench))
+    try:
+        import knobs
+        knobs.main(["--only", "^row sum fp32 .*x20$", "--try", "default", "--try", "rows.SHORT_ROWS=False",
+                    "--no-compile", "--rounds", "1", "--out", str(tmp_path)])
+        (row,) = json.loads((tmp_path / "knobs.json").read_text())["rows"]
+        assert set(row) == {"case", "default", "rows.SHORT_ROWS=False", "eager"}
+        assert row["default"] > 0 and row["rows.SHORT_ROWS=False"] > 0
+        with pytest.raises(SystemExit):
+            knobs.main(["--only", "x", "--try", "default", "--set", "rows.SHORT_ROWS=False,True"])
+        with pytest.raises(SystemExit, match="one value"):
+            knobs.main(["--only", "x", "--try", "rows.SHORT_ROWS=False,True"])
+    finally:
+        sys.path.remove(str(bench))
