@@ -1448,6 +1448,44 @@ def test_blocks_that_take_several_long_rows(kind, dtype, n, monkeypatch):
         assert "hir_cp_async_after<" in var.source and f"base + (int)gridDim.x / {q}" in var.source
 
 
+@pytest.mark.parametrize("kind", ["softmax", "log_softmax", "rmsnorm", "layernorm"])
+@pytest.mark.parametrize("dtype,n,q", [(D.BFloat16, 131072, 4), (D.Half, 150000, 4), (D.BFloat16, 262144, 8),
+                                       (D.Float, 65536, 4)], ids=lambda v: getattr(v, "name", str(v)))
+def test_rows_in_two_buffers(kind, dtype, n, q, monkeypatch):
+    """rows.ROW_DOUBLE: rows past what two blocks an SM keep split over a
+    cluster of q CTAs, one block of 1024 threads an SM, each keeping its share
+    whole in one of two buffers and copying the cluster's next row into the
+    other at the start of each row (its groups committed after this row's, so
+    the first pass's waits count both). Results against torch (on GPUs: two
+    clusters at once take all 7 rows); the variant's source, shared memory,
+    launch bounds and grid."""
+    from hostir.codegen import rows as row_rules
+    from hostir.runtime import launch
+    monkeypatch.setattr(row_rules, "ROW_DOUBLE", True)
+    monkeypatch.setattr(launch.CompiledKernel, "resident_clusters", lambda self, device, block: 2)
+    x = rand((7, n), dtype)
+    outs, fd = _run_keeping_fd(lambda fd: _norm_build(kind)(fd, declare(fd, x)), [x])
+    for o, w in zip(outs, _norm_expected(kind, x)):
+        check(o, w.to(o.dtype), kind="reduction")
+    (spec,) = _reduction_specs(fd)
+    k = spec.kernel_for([7, n])[0]
+    vec = spec._vec[id(k)]
+    assert spec._double(k, n // vec) == q
+    c = -(-n // (vec * q * 1024))
+    var = spec.variant(k, vec, "int", 1024, c, c, cluster=q, double=True)
+    src = var.source
+    import conftest  # (the nvrtc check compiles it with the session's other kernels)
+    conftest._KERNEL_SOURCES.setdefault(src, var.name)
+    share = c * 1024 * vec * x.element_size()
+    assert var.smem == 2 * share <= row_rules.SMEM_PER_SM and var.name.endswith("_db_b256_pdl")
+    assert f"(buf_ ^ 1) * {share}" in src and "buf_ ^= 1;" in src and "__launch_bounds__(1024, 1)" in src
+    assert f"if (nactive_) hir_cp_async_wait_pending({2 * c - 1} - c); else hir_cp_async_wait_pending({c - 1} - c);" in src
+    assert "hir_cp_async_after" not in src  # (no copy into a slot just read: the other buffer)
+    assert spec.grid(var, 7, 132, 1, [7, n]) == 7 * q and spec.grid(var, 7, 132, 1, [7, n], 2) == 2 * q
+    monkeypatch.setattr(row_rules, "ROW_DOUBLE", False)
+    assert spec._double(k, n // vec) == 0
+
+
 @pytest.mark.parametrize("kind", ["softmax", "log_softmax", "rmsnorm", "layernorm", "stored"])
 @pytest.mark.parametrize("dtype,n", [(D.BFloat16, 262144), (D.BFloat16, 524288), (D.Float, 131072),
                                      (D.Float, 65536 + 8), (D.BFloat16, 140000), (D.BFloat16, 98304),

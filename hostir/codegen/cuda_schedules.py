@@ -42,7 +42,7 @@ class _ReductionPrinter(_Printer):
 
     def __init__(self, kern: Kernel, name: str, idx: str, block: int, threads: int, pdl: bool,
                  vec: int = 1, chunks: int = 0, smem_row: int = 0, cluster: int = 0,
-                 shift: bool = False):
+                 shift: bool = False, double: bool = False):
         super().__init__(kern, name, vec, idx, block, False, pdl)
         self.shift = shift and vec > 1
         # what every row reads (a weight: rows.SHIFTED_WEIGHTS), read off its vector
@@ -74,6 +74,10 @@ class _ReductionPrinter(_Printer):
         self._invariant: set[int] | None = None  # row-invariant loads (load_hint)
         self._kept_load = False                  # emitting a load into shared memory (load_hint)
         self._passes = 0                         # passes over the row (source)
+        # the row kept whole in one of two buffers, the next row copied into the other
+        # at the start of each row (rows.ROW_DOUBLE; spec.KernelSpec._double)
+        self.double = double and self.smem_row and self.smem_chunks >= self.chunks and not self.shift
+        assert self.double == double or not self.chunks, "a double buffer keeps whole, unshifted rows"
 
     def source(self) -> str:
         k, idx, L, T = self.k, self.idx, self.lines, self.threads
@@ -99,8 +103,10 @@ class _ReductionPrinter(_Printer):
         L.append(f"  const {idx} R = {count};")
         work = row_work(k, rows, full_stores)
         self._plan_ahead(work)
-        if self.ahead:
-            L.append("  bool ahead_ = false;  // this row's kept chunks were copied in the last row's last pass")
+        if self.ahead or self.double:
+            L.append("  bool ahead_ = false;  // this row's kept chunks were copied during the last row")
+        if self.double:
+            L.append("  int buf_ = 0;  // the buffer this row is kept in (the next row's: the other)")
         if Q > 1:  # a cluster's blocks are consecutive: cluster b takes rows b, b + clusters, ...
             L.append(f"  for ({idx} base = ({idx})blockIdx.x / {Q}; base < nslots; "
                      f"base += ({idx})gridDim.x / {Q}) {{")
@@ -112,7 +118,7 @@ class _ReductionPrinter(_Printer):
         L.append(f"    const bool active = base + threadIdx.x / {T} < nslots;")
         L.append(f"    const {idx} row = active ? base + threadIdx.x / {T} : 0;")
         self._split("row", k.kept, "    ")
-        if self.ahead:  # the block's next row: its kept dims n<d>
+        if self.ahead or self.double:  # the block's next row: its kept dims n<d>
             step = f"({idx})gridDim.x / {Q}" if Q > 1 else f"({idx})gridDim.x * {groups}"
             L.append(f"    const bool nactive_ = base + {step} + threadIdx.x / {T} < nslots;")
             L.append(f"    const {idx} nrow_ = nactive_ ? base + {step} + threadIdx.x / {T} : 0;")
@@ -129,6 +135,10 @@ class _ReductionPrinter(_Printer):
                 ct = CTYPE[n.dtype]
                 if self.smem_row:  # (each array's bytes a multiple of 16: vectors of 16 bytes)
                     at = " + ".join(offset) or "0"
+                    if self.double:
+                        size = row_cache_bytes(k, self.vec, self.smem_chunks * self.vec * self.block)
+                        L.append(f"    {ct}* const {name}_o = reinterpret_cast<{ct}*>(hir_dsmem + (buf_ ^ 1) * {size} + {at});")
+                        at = f"buf_ * {size} + {at}"
                     L.append(f"    {ct}* const {name} = reinterpret_cast<{ct}*>(hir_dsmem + {at});")
                     offset.append(f"{self.smem_chunks * self.vec * self.block} * sizeof({ct})")
                     if self.rest_regs:
@@ -161,8 +171,10 @@ class _ReductionPrinter(_Printer):
                            and n.op != K.REDUCE], names, "", "    ")
         if row_stores:
             self._epilogue(rows, row_stores, names, "    ", "lane == 0 && active")
-        if self.ahead:
+        if self.ahead or self.double:
             L.append("    ahead_ = nactive_;")
+        if self.double:
+            L.append("    buf_ ^= 1;")
         if Q > 1:
             L.append("    parity ^= 1;")
         L.append("  }")
@@ -184,6 +196,8 @@ class _ReductionPrinter(_Printer):
         asks for the blocks its shared memory leaves room for (SMEM_REST_BOUNDS;
         H100 % of copy, without / with: softmax bf16 4096x65536 96.9 / 98.6,
         fp16 2048x65536 96.4 / 100.1, layernorm bf16 2048x65536 90.6 / 95.4)."""
+        if self.double:  # (two buffers of the row's share: one block an SM)
+            return f"{self.block}, 1"
         if (self.rest_regs or (self.smem_row and self.cluster > 1)) and SMEM_REST_BOUNDS:
             per_sm = min(2048 // self.block, rows.SMEM_PER_SM // max(1, row_cache_bytes(
                 self.k, self.vec, self.smem_chunks * self.vec * self.block)))
@@ -349,10 +363,13 @@ class _ReductionPrinter(_Printer):
             self._vector_step(mine, stores, body, names, acc, phase="loads")
             L.append("    }")
             if self.waits:
-                L.append(f"      if (c < {self.smem_chunks}{' && !ahead_' if self.ahead else ''}) hir_cp_async_commit();")
+                skip = " && !ahead_" if self.ahead or self.double else ""
+                L.append(f"      if (c < {self.smem_chunks}{skip}) hir_cp_async_commit();")
             L.append("    }")
             if self.smem_row and not self.waits:
                 L.append("    hir_cp_async_wait();")
+            if self.double:
+                self._copy_next_row(names)
             first = self.smem_row
         else:
             first = False
@@ -394,7 +411,11 @@ class _ReductionPrinter(_Printer):
         L = self.lines
         L.append("    #pragma unroll")
         L.append(f"    for (int c = 0; c < {count}; ++c) {{")
-        if wait:
+        if wait and self.double:  # (the next row's groups were committed after this row's)
+            S = self.smem_chunks
+            L.append(f"      if (c < {S}) {{ if (nactive_) hir_cp_async_wait_pending({2 * S - 1} - c); "
+                     f"else hir_cp_async_wait_pending({S - 1} - c); }}")
+        elif wait:
             L.append(f"      if (c < {self.smem_chunks}) hir_cp_async_wait_pending({self.smem_chunks - 1} - c);")
         L.append(f"      const {self.idx} r = (lane + c * {self.span}) * {self.vec}{' - m_' if self.shift else ''};")
         L.append("      if (r < R) {")
@@ -448,7 +469,7 @@ class _ReductionPrinter(_Printer):
                     inner[id(n)] = self.vector_load(n, base)
                 continue
             if phase == "loads" and self.smem_row:  # (c < smem_chunks: its shared-memory slot)
-                if self.ahead:
+                if self.ahead or self.double:
                     L.append("      if (!ahead_) {")
                 if self.rest_regs:
                     L.append(f"      if (c < {self.smem_chunks}) {{")
@@ -457,7 +478,7 @@ class _ReductionPrinter(_Printer):
                     L.append("      } else {")
                     self.vector_load(n, base, self._slot(cache))
                     L.append("      }")
-                if self.ahead:
+                if self.ahead or self.double:
                     L.append("      }")
                 continue
             if partial:  # chunks past shared memory: a register vector, loaded each pass
@@ -540,9 +561,12 @@ class _ReductionPrinter(_Printer):
         and does the last pass copy the block's next row into each slot it has
         just read (rows.ROW_AHEAD, copies_ahead)?"""
         self.waits = rows.ROW_WAITS and self.chunks > 0 and self.smem_row and self._async_row()
-        self.ahead = copies_ahead(self.k, self.vec, self.chunks, self.smem_chunks, self.block, self.shift,
-                                  self.cluster)
-        if self.ahead:
+        if self.double:
+            assert self._async_row(), "a double buffer is copied by cp.async (blocks of SMEM_ASYNC_THREADS)"
+            self.waits = True
+        self.ahead = not self.double and copies_ahead(self.k, self.vec, self.chunks, self.smem_chunks, self.block,
+                                                      self.shift, self.cluster)
+        if self.ahead or self.double:
             kept = {d for d in self.k.kept}
             self._kept_index = [n for n in self.k.order if n.op == K.INDEX and n.arg in kept]
             dep: set[int] = set()
@@ -550,6 +574,26 @@ class _ReductionPrinter(_Printer):
                 if (n.op == K.INDEX and n.arg in kept) or any(id(s) in dep for s in n.src):
                     dep.add(id(n))
             self._kept_dep = dep
+
+    def _copy_next_row(self, names: dict) -> None:
+        """The block's next row, copied into the other buffer (rows.ROW_DOUBLE)
+        right after this row's copies: a group a chunk, in the chunks' order
+        (the first pass's waits count them)."""
+        L, v, k = self.lines, self.vec, self.k
+        nxt = {i: x for i, x in names.items() if i not in self._kept_dep}
+        for x in self._kept_index:
+            nxt[id(x)] = f"n{x.arg}"
+        L.append("    if (nactive_) {  // the next row, into the other buffer")
+        self._chunk_loop(self.smem_chunks)
+        self._split("r", k.reduced, "      ")
+        at = dict(nxt)
+        for n in [n for n in k.order if id(n) in self.cache]:
+            self.emit_all([x for x in _closure([n], set()) if x.op != K.LOAD], at, f"i{self.inner}", "      ")
+            self.vector_load(n, at, f"{self.cache[id(n)]}_o + (c * {self.block} + threadIdx.x) * {v}", copy=True)
+        L.append("      }")
+        L.append("      hir_cp_async_commit();")
+        L.append("    }")
+        L.append("    }")
 
     def _prefetch(self, n: KNode, cache: str, read: str, base: dict) -> None:
         """The block's next row's vector c of cached load `n`, into this thread's

@@ -184,6 +184,18 @@ kernel (max and sum folded in the first pass, exps computed while the row
 arrives): H200 softmax fp32 3355x20001 91.1 -> 57.1, bf16 512x131072 64.9 ->
 60.3, fp16 447x150000 61.2 -> 38.9 (a pair combine a point costs more issue
 slots than the pass it saves: ncu, ALU 59 %, issue 71 %); not kept."""
+ROW_DOUBLE = False
+"""Rows past what two blocks an SM keep (one block an SM, or clusters) split
+over a cluster whose CTAs, one of 1024 threads an SM, each keep their share
+whole in one of two buffers of shared memory and copy the cluster's next row
+into the other at the start of each row (spec.KernelSpec._double;
+cuda_schedules' double buffer): the next row's reads fly through all of this
+row's passes, where one buffer left an SM's reads idle while it computed (at
+2^26 points, rows of 131072 bf16 points ran at 81 % of copy, 1024 such rows at
+91.6: the first rounds, every SM computing at once, weigh less). Built without
+a GPU run: off until one times it (softmax bf16 512x131072, 256x262144,
+rmsnorm and layernorm of such rows)."""
+
 SHORT_ROWS = True
 SHORT_ROW_THREADS = (1, 2, 4, 8, 16)
 SHORT_ROW_WORK = 4

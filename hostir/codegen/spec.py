@@ -75,6 +75,7 @@ class Variant:
     smem_row: int = 0    # ... that many of them in shared memory, not registers (the rest re-read)
     cluster: int = 0     # ... each row split over this many CTAs of a thread-block cluster
     shift: bool = False  # ... rows that start off a vector boundary: vectors at the boundaries (launch_checks.shift_ok)
+    double: bool = False  # ... the row kept in one of two buffers, the next row copied into the other (rows.ROW_DOUBLE)
 
     @property
     def block(self) -> int:
@@ -104,7 +105,7 @@ class Variant:
         o = self.options
         src = kernel_source(self.kernel, self.vec, self.idx, self.block, o.streaming, o.pdl,
                             self.name, self.threads, self.chunks, self.outer, self.tile, self.smem_row,
-                            self.cluster, self.shift)
+                            self.cluster, self.shift, self.double)
         return defines(o, self.kernel) + src
 
     @cached_property
@@ -113,7 +114,8 @@ class Variant:
         smem_row variant)."""
         if not self.smem_row:
             return 0
-        return row_cache_bytes(self.kernel, self.vec, min(self.smem_row, self.chunks) * self.vec * self.block)
+        one = row_cache_bytes(self.kernel, self.vec, min(self.smem_row, self.chunks) * self.vec * self.block)
+        return 2 * one if self.double else one
 
     def __str__(self) -> str:
         return self.source
@@ -282,6 +284,10 @@ class KernelSpec:
                                       [ins[s] for s in funnel_slots(kernel, vec)]):
                 return self.variant(kernel, 1, idx, rows.row_threads(per_row))
             vectors = -(-(per_row + vec - 1) // vec) if shift else per_row // vec  # (shifted: a head)
+            d = self._double(kernel, vectors) if vec > 1 and not shift and launches_clusters(ins) else 0
+            if d:
+                c = -(-(-(-vectors // d)) // rows.ROW_THREADS[-1])
+                return self.variant(kernel, vec, idx, rows.ROW_THREADS[-1], c, c, cluster=d, double=True)
             q = self._cluster(kernel, vectors) if vec > 1 and launches_clusters(ins) else 0
             return self.variant(kernel, vec, idx, *self._row_schedule(kernel, -(-vectors // max(1, q))),
                                 cluster=q, shift=shift)
@@ -435,6 +441,39 @@ class KernelSpec:
                     break
         return 0
 
+    def _double(self, kernel: Kernel, vectors: int) -> int:
+        """CTAs of a cluster that share each row of `vectors` vectors, each
+        keeping its share whole in one of two buffers of shared memory (one
+        block of 1024 threads an SM) while the next row is copied into the
+        other (rows.ROW_DOUBLE): the fewest (2, 4 or 8) whose share's two
+        buffers fit SMEM_PER_SM and whose threads' vectors fill
+        CLUSTER_MIN_FILL of their chunks; only for rows the plain rules keep
+        one block an SM or split over a cluster (past two blocks an SM); 0
+        elsewhere."""
+        if not (rows.ROW_DOUBLE and self.options.clusters and self.options.smem_rows) \
+                or self._vec[id(kernel)] == 1 or not self._passes(kernel)[0]:
+            return 0
+        t, _, kept = self._row_schedule(kernel, vectors)
+        if not ((kept and t == rows.ROW_THREADS[-1] and self._blocks_per_sm(kernel, vectors) == 1)
+                or self._cluster(kernel, vectors)):
+            return 0
+        T, vec = rows.ROW_THREADS[-1], self._vec[id(kernel)]
+        for q in (2, 4, 8):
+            c = -(-(-(-vectors // q)) // T)
+            span = q * T
+            if 2 * row_cache_bytes(kernel, vec, c * vec * T) <= rows.SMEM_PER_SM and \
+                    vectors >= rows.CLUSTER_MIN_FILL * span * -(-vectors // span):
+                return q
+        return 0
+
+    def _blocks_per_sm(self, kernel: Kernel, vectors: int) -> int:
+        """Blocks of 1024 threads an SM holds by shared memory at the plain
+        schedule of rows of `vectors` vectors kept in shared memory."""
+        t, c, kept = self._row_schedule(kernel, vectors)
+        vec = self._vec[id(kernel)]
+        used = row_cache_bytes(kernel, vec, min(kept, c) * vec * t) if kept else 0
+        return min(2048 // t, rows.SMEM_PER_SM // used) if used else 2048 // max(1, t)
+
     def _full_outs(self, kernel: Kernel) -> list[int]:
         """Outputs a reduction kernel stores at every point of its space."""
         got = self._positions.get((id(kernel), "full_outs"))
@@ -479,9 +518,9 @@ class KernelSpec:
             blocks = min(count, sm_count * 8)
         elif variant.cluster:  # a cluster a row; where `clusters` (those the device runs at once) are
             blocks = count * variant.cluster  # known, as many, each copying its next row ahead
-            if clusters and copies_ahead(variant.kernel, variant.vec, variant.chunks,
-                                         min(variant.smem_row, variant.chunks), variant.block,
-                                         variant.shift, variant.cluster):
+            if clusters and (variant.double or copies_ahead(variant.kernel, variant.vec, variant.chunks,
+                                                            min(variant.smem_row, variant.chunks), variant.block,
+                                                            variant.shift, variant.cluster)):
                 blocks = min(count, clusters) * variant.cluster
         else:
             per_block = variant.block // variant.threads if variant.threads else variant.block
@@ -501,8 +540,8 @@ class KernelSpec:
 
     def variant(self, kernel: Kernel, vec: int, idx: str, threads: int = 0, chunks: int = 0,
                 smem_row: int = 0, outer: bool = False, tile: int = -1, cluster: int = 0,
-                shift: bool = False) -> Variant:
-        key = (id(kernel), vec, idx, threads, chunks, smem_row, outer, tile, cluster, shift)
+                shift: bool = False, double: bool = False) -> Variant:
+        key = (id(kernel), vec, idx, threads, chunks, smem_row, outer, tile, cluster, shift, double)
         got = self._variants.get(key)
         if got is None:
             o = self.options
@@ -511,10 +550,10 @@ class KernelSpec:
             name = (f"{kernel.name}{'_pair' * len(kernel.pairs)}_v{vec}_"
                     f"{'i32' if idx == 'int' else 'i64'}{f'_t{threads}' if threads else ''}"
                     f"{f'_c{chunks}' if chunks else ''}{('_smem' if smem_row >= chunks else f'_smem{smem_row}') if smem_row else ''}{'_outer' if outer else ''}"
-                    f"{f'_q{cluster}' if cluster else ''}{'_sh' if shift else ''}"
+                    f"{f'_q{cluster}' if cluster else ''}{'_db' if double else ''}{'_sh' if shift else ''}"
                     f"{f'_tile{tile}' if tile >= 0 else ''}{'_staged' if tile == STAGED else ''}{tune}")
             got = self._variants[key] = Variant(kernel, vec, idx, o, name, vector_slots(kernel, vec),
-                                                threads, chunks, outer, tile, smem_row, cluster, shift)
+                                                threads, chunks, outer, tile, smem_row, cluster, shift, double)
         return got
 
     def typical_variants(self) -> list[Variant]:
