@@ -1422,7 +1422,7 @@ def test_blocks_that_take_several_long_rows(kind, dtype, n, monkeypatch):
     chunk waiting for its copy. On GPUs the launch sees one SM and two clusters
     at once here, so two clusters take all 7 rows (the last row has no next
     one). Results against torch."""
-    from hostir.codegen import cuda_schedules
+    from hostir.codegen import cuda_row_copies
     from hostir.runtime import backend, launch
     monkeypatch.setattr(backend, "sm_count", lambda device: 1)
     monkeypatch.setattr(launch.CompiledKernel, "resident_clusters", lambda self, device, block: 2)
@@ -1436,7 +1436,7 @@ def test_blocks_that_take_several_long_rows(kind, dtype, n, monkeypatch):
     vec = spec._vec[id(k)]
     t, c, kept = spec._row_schedule(k, n // vec)
     if (dtype, n) == (D.BFloat16, 49152) or (n == 131072 and kind in ("softmax", "log_softmax")):
-        assert t == 1024 and kept and not cuda_schedules.copies_ahead(k, vec, c, min(kept, c), t, False)
+        assert t == 1024 and kept and not cuda_row_copies.copies_ahead(k, vec, c, min(kept, c), t, False)
         var = spec.variant(k, vec, "int", t, c, kept)
         assert spec.grid(var, 7, 1, 1, [7, n]) == 7
         assert "hir_cp_async_after<" not in var.source and "hir_cp_async_wait_pending(" in var.source

@@ -1,7 +1,8 @@
 """The CUDA printer of rows of a reduction or normalization, each combined by a
 group of threads (cuda.py holds the shared printing and the pointwise one;
 outer reductions are in cuda_outer.py; transposes and staged gathers,
-pointwise kernels through shared memory, in cuda_tiles.py). Each prints the
+pointwise kernels through shared memory, in cuda_tiles.py; how a kept row is
+copied into shared memory, in cuda_row_copies.py). Each prints the
 same kernel IR as the interpreter runs; the launch rule in spec.py picks
 which one a launch uses."""
 from __future__ import annotations
@@ -12,11 +13,12 @@ from .kir import K, Kernel, KNode, levels, row_nodes, split_stores
 from . import rows
 from .online import shifted_exp
 from .launch_checks import funnel_load
+from .cuda_row_copies import _RowCopies
 from .row_loads import (cached_loads, held_words, invariant_bytes, rest_words, row_cache_bytes, row_invariant_loads,
                         row_work)
 
 
-class _ReductionPrinter(_Printer):
+class _ReductionPrinter(_RowCopies, _Printer):
     """A reduction or normalization kernel: each group of `threads` consecutive
     threads of a block takes one point of the kept dims (a row) at a time. A
     pass over the row's reduced points has each thread combine every
@@ -556,80 +558,6 @@ class _ReductionPrinter(_Printer):
                  f"{t.dtype.itemsize}); }}")
         return f"({arr})[u]"
 
-    def _plan_ahead(self, work) -> None:
-        """Does each chunk of an async row wait for its own copy (rows.ROW_WAITS),
-        and does the last pass copy the block's next row into each slot it has
-        just read (rows.ROW_AHEAD, copies_ahead)?"""
-        self.waits = rows.ROW_WAITS and self.chunks > 0 and self.smem_row and self._async_row()
-        if self.double:
-            assert self._async_row(), "a double buffer is copied by cp.async (blocks of SMEM_ASYNC_THREADS)"
-            self.waits = True
-        self.ahead = not self.double and copies_ahead(self.k, self.vec, self.chunks, self.smem_chunks, self.block,
-                                                      self.shift, self.cluster)
-        if self.ahead or self.double:
-            kept = {d for d in self.k.kept}
-            self._kept_index = [n for n in self.k.order if n.op == K.INDEX and n.arg in kept]
-            dep: set[int] = set()
-            for n in self.k.order:
-                if (n.op == K.INDEX and n.arg in kept) or any(id(s) in dep for s in n.src):
-                    dep.add(id(n))
-            self._kept_dep = dep
-
-    def _copy_next_row(self, names: dict) -> None:
-        """The block's next row, copied into the other buffer (rows.ROW_DOUBLE)
-        right after this row's copies: a group a chunk, in the chunks' order
-        (the first pass's waits count them)."""
-        L, v, k = self.lines, self.vec, self.k
-        nxt = {i: x for i, x in names.items() if i not in self._kept_dep}
-        for x in self._kept_index:
-            nxt[id(x)] = f"n{x.arg}"
-        L.append("    if (nactive_) {  // the next row, into the other buffer")
-        self._chunk_loop(self.smem_chunks)
-        self._split("r", k.reduced, "      ")
-        at = dict(nxt)
-        for n in [n for n in k.order if id(n) in self.cache]:
-            self.emit_all([x for x in _closure([n], set()) if x.op != K.LOAD], at, f"i{self.inner}", "      ")
-            self.vector_load(n, at, f"{self.cache[id(n)]}_o + (c * {self.block} + threadIdx.x) * {v}", copy=True)
-        L.append("      }")
-        L.append("      hir_cp_async_commit();")
-        L.append("    }")
-        L.append("    }")
-
-    def _prefetch(self, n: KNode, cache: str, read: str, base: dict) -> None:
-        """The block's next row's vector c of cached load `n`, into this thread's
-        slot of it, which this pass has just read into `read` (the copy is issued
-        after that read's first word is in a register): the next row's chunks fly
-        while this row's last pass computes and stores (ROW_AHEAD)."""
-        L, v, S = self.lines, self.vec, self.smem_chunks
-        nxt = {i: x for i, x in base.items() if i not in self._kept_dep}
-        for x in self._kept_index:
-            nxt[id(x)] = f"n{x.arg}"
-        L.append("      if (nactive_) {")
-        self.emit_all([x for x in _closure([n], set()) if x.op != K.LOAD], nxt, f"i{self.inner}", "        ")
-        slot = f"{cache} + (c * {self.block} + threadIdx.x) * {v}"
-        dep = f"reinterpret_cast<const unsigned*>({read})[0]"
-        if self.rest_regs:
-            L.append(f"      if (c < {S}) {{")
-            self.vector_load(n, nxt, slot, copy=True, after=dep)
-            L.append("      } else {")
-            self.vector_load(n, nxt, f"{cache}_r + (c - {S}) * {v}")
-            L.append("      }")
-        else:
-            self.vector_load(n, nxt, slot, copy=True, after=dep)
-        L.append("      }")
-
-    def _async_row(self) -> bool:
-        """Is the row kept whole in shared memory by a block of SMEM_ASYNC_THREADS
-        threads or more: its first pass copies it there by cp.async, every
-        chunk at once, then reads it. H100 bf16 % of copy, same run: softmax
-        2048x49152 84.4 -> 98.2; but rows kept in part (softmax 4096x65536 89.5
-        -> 65.6, layernorm 2048x65536 90.3 -> 80.3) lost, and keep their loads.
-        Blocks of 512 threads lost too (softmax 4096x32768 91.8 -> 88.5) until
-        each chunk waited for its own copy (rows.ROW_WAITS); since then, H100,
-        same run, 1024 / 512 threads or more: softmax bf16 2097x32001 81.2 /
-        92.3, 2048x32768 89.9 / 91.4, log-softmax 2097x32001 79.8 / 91.6."""
-        return async_row(self.k, self.vec, self.chunks, self.smem_chunks, self.block)
-
     def _reread(self, n: KNode, cache: str) -> str:
         """This thread's vector `c` of a cached load, read again in a later pass:
         from shared memory one 16-byte load into registers (element by element,
@@ -673,7 +601,6 @@ class _ReductionPrinter(_Printer):
 FULL_OCCUPANCY = True  # persistent kernels ask for 2048 threads an SM (tune_reduction toggles it)
 FULL_OCCUPANCY_WORDS = 20  # ... where the vectors a thread holds take this many registers at most
 FIRST_LOADS_AHEAD = True  # a persistent row's first pass loads every kept vector before using them
-SMEM_ASYNC_THREADS = 512  # ... a row kept whole in shared memory by cp.async, in blocks this large or larger (_async_row)
 LOOP_BATCH_THREADS = 1024  # looped rows of this many threads load batches of vectors (_batch)
 LOOP_BATCH_VECTORS = 6     # ... about this many vectors a thread at once
 LOOP_HINTS = True  # a long row's loop: its last pass's loads and the stores evict first (.cs)
@@ -681,34 +608,6 @@ SMEM_HINTS = True  # cache hints on rows kept in shared memory (_smem_hint)
 INVARIANT_KEEP_BYTES = 64 * 1024  # a looped row's last pass: what every row reads, evict-first past this
 SMEM_REST_BOUNDS = True  # rows kept in shared memory and registers ask for the blocks their shared memory allows (bounds)
 LOAD_HINTS = False  # cache-eviction hints on persistent kernels' loads: measured slower (tune_reduction)
-
-
-def async_row(k: Kernel, vec: int, chunks: int, smem_chunks: int, block: int) -> bool:
-    """Is a row of `chunks` vectors a thread, `smem_chunks` of them in shared
-    memory, kept whole (the rest in registers) by a block of SMEM_ASYNC_THREADS
-    threads or more (_ReductionPrinter._async_row)?"""
-    if not (vec > 1 and chunks and smem_chunks) or block < SMEM_ASYNC_THREADS:
-        return False
-    return smem_chunks >= chunks or rest_words(k, vec, chunks - smem_chunks) <= rows.SMEM_REST_WORDS
-
-
-def copies_ahead(k: Kernel, vec: int, chunks: int, smem_chunks: int, block: int, shift: bool,
-                 cluster: int = 0) -> bool:
-    """Does an async row's last pass copy the block's next row into the
-    slots it has read (rows.ROW_AHEAD)? Where each chunk waits for its own copy
-    (rows.ROW_WAITS), every cached load is read again in the last pass in
-    16-byte vectors, the rows start on vector boundaries (a shifted row's
-    start moves by row), and the row is split over a cluster's CTAs (blocks
-    that each keep a whole row lost: rows.ROW_AHEAD). (spec.KernelSpec.grid then
-    launches the clusters the device runs at once, each taking several rows.)"""
-    if not (rows.ROW_AHEAD and rows.ROW_WAITS and not shift and cluster > 1
-            and async_row(k, vec, chunks, smem_chunks, block)):
-        return False
-    work = row_work(k, row_nodes(k), split_stores(k, row_nodes(k))[0])
-    cached = cached_loads(k, vec)
-    last = {id(n) for n in work[-1][3]} if work else set()
-    return len(work) > 1 and bool(cached) and all(
-        id(n) in last and k.inputs[n.arg].dtype.itemsize * vec == 16 for n in cached)
 
 
 def shifted_exps(reduces, stores, body) -> dict[int, str]:

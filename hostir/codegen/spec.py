@@ -6,7 +6,8 @@ normalization's max and sum fold into one pass), the options it was made with,
 its variants' sources (printed on demand) and its launch rule: which kernel,
 which variant (points per thread, index width) and which grid a launch over
 given tensors uses. The parameter layout is the kernel's (`kir.layout`). The
-runtime only loads, packs and launches.
+runtime only loads, packs and launches. A reduction's row rules (threads,
+registers, shared memory, clusters) are in spec_rows.py.
 """
 from __future__ import annotations
 
@@ -17,13 +18,14 @@ from functools import cached_property
 
 from .. import config
 from .cuda import NARROW, kernel_source, vector_width
-from .cuda_schedules import copies_ahead
+from .cuda_row_copies import copies_ahead
 from .cuda_outer import outer_lanes, outer_ok, outer_scratch, outer_split, outer_width
-from .row_loads import held_words, invariant_bytes, rest_words, row_cache_bytes
-from .launch_checks import funnel_slots, launches_clusters, shift_ok, shift_possible, vector_ok, vector_slots
+from .row_loads import invariant_bytes, row_cache_bytes
+from .launch_checks import funnel_slots, launches_clusters, shift_ok, vector_ok, vector_slots
 from .cuda_tiles import STAGE_BYTES, STAGED, stage_block, staged_gather, tile_loads
 from . import rows
-from .kir import K, Kernel, Slot, kernel_text, layout, levels, passes, split_stores, verify_kernel
+from .spec_rows import _RowRules
+from .kir import K, Kernel, Slot, kernel_text, layout, split_stores, verify_kernel
 from .lower import ReductionLowering, lower_pointwise
 from .online import online_softmax
 
@@ -166,7 +168,7 @@ def span(t) -> int:
     return sum((sz - 1) * abs(st) for sz, st in zip(t.shape, t.stride()))
 
 
-class KernelSpec:
+class KernelSpec(_RowRules):
     def __init__(self, name: str, plain: Kernel, paired: Kernel | None, options: KernelOptions,
                  online: Kernel | None = None):
         self.name = name
@@ -226,41 +228,6 @@ class KernelSpec:
         for d, _ in k.pairs:
             extents[d] //= 2
         return k, extents
-
-    def holds(self, full: list[int]) -> bool:
-        """Does the plain kernel's persistent schedule keep rows of these extents
-        in registers at PERSISTENT_POINTS points a thread (1024 threads a row
-        at most: 16384 points), the regime measured at 89 % of copy? Not for
-        rows longer than that (it would keep more a thread, up to
-        PERSISTENT_MAX_CHUNKS vectors, measured at 57 %), nor where the
-        innermost dim is kept, or its extent is no multiple of the vector width
-        and shifted vectors cannot read the rows (launch_checks.shift_possible;
-        H200 % of copy, online / plain shifted: softmax bf16 2097x32001 43.0 /
-        68.0, 1335x50257 56.8 / 77.9, 13104x5121 62.0 / 78.0). A
-        launch whose tensors are not aligned for vectors (known on GPUs
-        only) also loops; it keeps the plain kernel's passes."""
-        k = self.plain
-        vec = self._vec[id(k)]
-        vectors = self._row_vectors(full)
-        if not vectors:
-            return False
-        chunks = max(1, rows.PERSISTENT_POINTS // vec)
-        return (vectors <= chunks * rows.ROW_THREADS[-1] or self._row_schedule(k, vectors)[2] > 0
-                or self._cluster(k, vectors) > 0)
-
-    def _row_vectors(self, full: list[int]) -> int:
-        """The vectors a row of the plain kernel over extents `full` takes (a
-        shifted row: one more, its head); 0 where rows are not read in vectors."""
-        k = self.plain
-        vec = self._vec[id(k)]
-        if vec == 1 or not full:
-            return 0
-        per_row = math.prod(full[d] for d in k.reduced)
-        if full[-1] % vec:  # rows off vector boundaries: shifted vectors where tensors allow
-            if not shift_possible(k, vec, full, self.options.shifted_rows):
-                return 0
-            return -(-(per_row + vec - 1) // vec)
-        return per_row // vec
 
     def choose(self, kernel: Kernel, extents: list[int], ins: list, outs, params: list) -> Variant:
         """The variant a launch uses: 32-bit indices when every offset and index
@@ -351,128 +318,6 @@ class KernelSpec:
         """(workspace bytes, zeroed counters) of a launch split `split` ways
         (an outer reduction's: cuda_outer.outer_scratch)."""
         return outer_scratch(variant.kernel, variant.threads or 32, variant.vec, count, split)
-
-    def _passes(self, kernel: Kernel) -> tuple[bool, bool]:
-        """(several: the kernel passes over a row more than once, two_reads: twice,
-        reducing in the first pass only)."""
-        key = (id(kernel), "passes")
-        got = self._positions.get(key)
-        if got is None:
-            level = levels(kernel)
-            per_pass = [sum(1 for n in kernel.order if n.op == K.REDUCE and level[id(n)] - 1 == p)
-                        for p in passes(kernel)]
-            got = self._positions[key] = (len(per_pass) > 1,
-                                          len(per_pass) == 2 and per_pass[0] > 0 and per_pass[1] == 0)
-        return got
-
-    def _row_schedule(self, kernel: Kernel, vectors: int) -> tuple[int, int, int]:
-        """(threads, chunks, smem_row) for rows of `vectors` vectors: a kernel
-        that makes several passes keeps the row, PERSISTENT_POINTS points a
-        thread in registers; a longer row in shared memory, SMEM_ROW_CHUNKS
-        vectors a thread (smem_row of them in shared memory: as many as leave
-        room for the blocks an SM holds by threads, SMEM_ROW_BYTES at most, the
-        rest in registers where SMEM_REST_WORDS allow, else read again in each
-        pass); a softmax's rows of up to SMEM_ROW_LONG_CHUNKS vectors a thread
-        of 1024 one block an SM (shared memory and registers); longer still,
-        more a thread in registers (up to PERSISTENT_MAX_CHUNKS vectors); else a
-        loop over the row. A kernel that reduces in its first pass only (a
-        layernorm, an rmsnorm, the online softmax: the row read twice) keeps rows
-        past LOOP_MIN_POINTS in registers where REGISTER_LONG_WORDS allow, else
-        loops over them up to LOOP_ROW_BYTES, with loop_threads threads (the
-        online kernel ONLINE_LOOP_THREADS): its later reads hit L1 or L2. The
-        constants are codegen/rows.py's."""
-        several, two_reads = self._passes(kernel)
-        vec = self._vec[id(kernel)]
-        chunks = max(1, rows.PERSISTENT_POINTS // vec)
-        points = vectors * vec
-        row_bytes = row_cache_bytes(kernel, vec, points) if vec > 1 and several else 0
-        if vec > 1 and two_reads and points >= rows.LOOP_MIN_POINTS and row_bytes <= rows.LOOP_ROW_BYTES:
-            c = -(-vectors // rows.ROW_THREADS[-1])
-            if kernel is not self.online and held_words(kernel, vec, c) <= rows.REGISTER_LONG_WORDS:
-                return rows.ROW_THREADS[-1], c, 0
-            return rows.ONLINE_LOOP_THREADS if kernel is self.online else rows.loop_threads(vectors), 0, 0
-        if vec > 1 and several and vectors > chunks * rows.ROW_THREADS[-1]:  # a long row
-            t = next((t for t in rows.ROW_THREADS if t >= 256 and vectors <= rows.SMEM_ROW_CHUNKS * t), 0)
-            one = not t and not two_reads and vectors <= rows.SMEM_ROW_LONG_CHUNKS * rows.ROW_THREADS[-1]
-            t = rows.ROW_THREADS[-1] if one else t
-            c = -(-vectors // t) if t else 0
-            chunk_bytes = row_cache_bytes(kernel, vec, vec * t) if t else 0
-            if self.options.smem_rows and chunk_bytes:
-                budget = (rows.SMEM_PER_SM if one else min(rows.SMEM_ROW_BYTES, rows.SMEM_PER_SM // (2048 // t))
-                          if rows.SMEM_ROW_PARTIAL else rows.SMEM_ROW_BYTES)
-                kept = min(c, budget // chunk_bytes)
-                if kept == c or (rows.SMEM_ROW_PARTIAL and kept * 2 >= c) or \
-                        (kept and rest_words(kernel, vec, c - kept) <= rows.SMEM_REST_WORDS):
-                    return t, c, kept
-            chunks = min(rows.PERSISTENT_MAX_CHUNKS, -(-vectors // rows.ROW_THREADS[-1]))
-        if vec > 1 and several and vectors <= chunks * rows.ROW_THREADS[-1]:
-            return rows.register_row(vectors, chunks, vec)
-        return rows.row_threads(vectors), 0, 0
-
-    def _cluster(self, kernel: Kernel, vectors: int) -> int:
-        """CTAs of a thread-block cluster that share each row of `vectors`
-        vectors of a kernel that passes over its rows more than once, where the
-        row is past what one block keeps in shared memory (SMEM_ROW_CHUNKS
-        vectors a thread of 1024): the fewest (2, 4 or 8) whose share of a row
-        one block of 1024 threads keeps in shared memory (and registers), and
-        whose threads' vectors of the row fill CLUSTER_MIN_FILL of the chunks
-        they take (the first CTA takes a part chunk's vectors); 0
-        elsewhere, or with HOSTIR_DISABLE=clusters or smem_rows. The launch
-        takes clusters on GPUs of compute capability 9.0 and later
-        (launches_clusters); elsewhere its plain schedule. H100 % of copy: see
-        rows.CLUSTER_ROWS."""
-        if not (rows.CLUSTER_ROWS and self.options.clusters and self.options.smem_rows) \
-                or vectors <= rows.SMEM_ROW_CHUNKS * rows.ROW_THREADS[-1] \
-                or self._vec[id(kernel)] == 1 or not self._passes(kernel)[0] \
-                or self._row_schedule(kernel, vectors)[2]:  # (one block an SM keeps it)
-            return 0
-        T = rows.ROW_THREADS[-1]
-        limits = [(0, rows.SMEM_ROW_CHUNKS)]
-        if rows.CLUSTER_ONE_BLOCK:
-            limits.append((rows.CLUSTER_ONE_BLOCK - 1, rows.SMEM_ROW_LONG_CHUNKS))
-        for least, limit in limits:  # shares of two blocks an SM, else (a softmax) of one
-            for q in (2, 4, 8):
-                part, span = -(-vectors // q), q * T
-                if least * T < part <= limit * T and \
-                        vectors >= rows.CLUSTER_MIN_FILL * span * -(-vectors // span):
-                    t, _, kept = self._row_schedule(kernel, part)
-                    if kept and t == rows.ROW_THREADS[-1]:
-                        return q
-                    break
-        return 0
-
-    def _double(self, kernel: Kernel, vectors: int) -> int:
-        """CTAs of a cluster that share each row of `vectors` vectors, each
-        keeping its share whole in one of two buffers of shared memory (one
-        block of 1024 threads an SM) while the next row is copied into the
-        other (rows.ROW_DOUBLE): the fewest (2, 4 or 8) whose share's two
-        buffers fit SMEM_PER_SM and whose threads' vectors fill
-        CLUSTER_MIN_FILL of their chunks; only for rows the plain rules keep
-        one block an SM or split over a cluster (past two blocks an SM); 0
-        elsewhere."""
-        if not (rows.ROW_DOUBLE and self.options.clusters and self.options.smem_rows) \
-                or self._vec[id(kernel)] == 1 or not self._passes(kernel)[0]:
-            return 0
-        t, _, kept = self._row_schedule(kernel, vectors)
-        if not ((kept and t == rows.ROW_THREADS[-1] and self._blocks_per_sm(kernel, vectors) == 1)
-                or self._cluster(kernel, vectors)):
-            return 0
-        T, vec = rows.ROW_THREADS[-1], self._vec[id(kernel)]
-        for q in (2, 4, 8):
-            c = -(-(-(-vectors // q)) // T)
-            span = q * T
-            if 2 * row_cache_bytes(kernel, vec, c * vec * T) <= rows.SMEM_PER_SM and \
-                    vectors >= rows.CLUSTER_MIN_FILL * span * -(-vectors // span):
-                return q
-        return 0
-
-    def _blocks_per_sm(self, kernel: Kernel, vectors: int) -> int:
-        """Blocks of 1024 threads an SM holds by shared memory at the plain
-        schedule of rows of `vectors` vectors kept in shared memory."""
-        t, c, kept = self._row_schedule(kernel, vectors)
-        vec = self._vec[id(kernel)]
-        used = row_cache_bytes(kernel, vec, min(kept, c) * vec * t) if kept else 0
-        return min(2048 // t, rows.SMEM_PER_SM // used) if used else 2048 // max(1, t)
 
     def _full_outs(self, kernel: Kernel) -> list[int]:
         """Outputs a reduction kernel stores at every point of its space."""
