@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 import traceback
 
 import torch
@@ -35,10 +36,22 @@ def log(message: str) -> None:
     config.tagged(message)
 
 
+ABORT_GRACE_S = 1.0
+"""Seconds a rank that ends the job waits, its message flushed, before
+MPI_Abort: the launcher forwards a rank's output through its own processes,
+and an abort that tears them down first loses it (twice in CI under load, an
+MPICH job ended non-zero with no output at all: not the message, not even
+MPI_Abort's own line)."""
+
+
 def _abort_job(code: int = 1) -> None:
-    """End every rank: MPI_Abort under an MPI launcher, else this process exits
+    """End every rank: MPI_Abort under an MPI launcher (after ABORT_GRACE_S,
+    for the launcher to forward this rank's output), else this process exits
     (torchrun's agent then stops the others)."""
     if config.launch().launcher in ("openmpi", "mpich", "mvapich") and "mpi4py.MPI" in sys.modules:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        time.sleep(ABORT_GRACE_S)
         sys.modules["mpi4py.MPI"].COMM_WORLD.Abort(code)
     os._exit(code)
 
