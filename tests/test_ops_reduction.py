@@ -1448,6 +1448,21 @@ def test_blocks_that_take_several_long_rows(kind, dtype, n, monkeypatch):
         assert "hir_cp_async_after<" in var.source and f"base + (int)gridDim.x / {q}" in var.source
 
 
+def test_one_launch_config_for_launches_and_the_cluster_query():
+    """launch.launch_config builds the cuLaunchKernelEx configuration a cluster
+    or programmatic-dependent launch takes, and the one
+    cuOccupancyMaxActiveClusters reads (CompiledKernel.resident_clusters)."""
+    from hostir.runtime.launch import launch_config
+    cu = pytest.importorskip("cuda.bindings.driver")
+    c = launch_config(8, 1024, 65536, 4, True)
+    assert (c.gridDimX, c.blockDimX, c.sharedMemBytes, c.numAttrs) == (8, 1024, 65536, 2)
+    ids = [a.id for a in c.attrs]
+    assert ids == [cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+                   cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION]
+    assert c.attrs[1].value.clusterDim.x == 4
+    assert launch_config(2, 256, 0).numAttrs == 0 and launch_config(2, 256, 0, cluster=1).numAttrs == 0
+
+
 @pytest.mark.parametrize("kind", ["softmax", "log_softmax", "rmsnorm", "layernorm"])
 @pytest.mark.parametrize("dtype,n,q", [(D.BFloat16, 131072, 4), (D.Half, 150000, 4), (D.BFloat16, 262144, 8),
                                        (D.Float, 65536, 4)], ids=lambda v: getattr(v, "name", str(v)))

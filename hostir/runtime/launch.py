@@ -126,15 +126,7 @@ class CompiledKernel:
         got = self._resident.get(key)
         if got is None:
             cu = _driver()
-            cfg = cu.CUlaunchConfig()
-            cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = self.cluster, 1, 1
-            cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = block, 1, 1
-            cfg.sharedMemBytes = self.smem
-            attr = cu.CUlaunchAttribute()
-            attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-            attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = self.cluster, 1, 1
-            cfg.attrs = [attr]
-            cfg.numAttrs = 1
+            cfg = launch_config(self.cluster, block, self.smem, self.cluster)
             err, n = cu.cuOccupancyMaxActiveClusters(self.function(device), cfg)
             got = self._resident[key] = int(n) if err == cu.CUresult.CUDA_SUCCESS else 0
         return got
@@ -185,6 +177,33 @@ class PackedArgs:
         self.address = ctypes.addressof(self.array)
 
 
+def launch_config(grid: int, block: int, smem: int, cluster: int = 0, pdl: bool = False, stream=None):
+    """A cuLaunchKernelEx configuration (also what cuOccupancyMaxActiveClusters
+    reads): a grid of `grid` blocks, in clusters of `cluster` CTAs where > 1,
+    as a programmatic dependent launch where `pdl`."""
+    cu = _driver()
+    cfg = cu.CUlaunchConfig()
+    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid, 1, 1
+    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = block, 1, 1
+    cfg.sharedMemBytes = smem
+    if stream is not None:
+        cfg.hStream = stream
+    attrs = []
+    if pdl:
+        attr = cu.CUlaunchAttribute()
+        attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+        attr.value.programmaticStreamSerializationAllowed = 1
+        attrs.append(attr)
+    if cluster > 1:
+        attr = cu.CUlaunchAttribute()
+        attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster, 1, 1
+        attrs.append(attr)
+    cfg.attrs = attrs
+    cfg.numAttrs = len(attrs)
+    return cfg
+
+
 class DirectLauncher:
     """Launches one compiled kernel with a fixed grid and block through
     cuLaunchKernel (cuLaunchKernelEx when the kernel is launched as a
@@ -216,24 +235,7 @@ class DirectLauncher:
         if not self.ex:
             s = self._streams[handle] = cu.CUstream(handle)
             return s
-        cfg = cu.CUlaunchConfig()
-        cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = self.grid, 1, 1
-        cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = self.block, 1, 1
-        cfg.sharedMemBytes = self.smem
-        cfg.hStream = cu.CUstream(handle)
-        attrs = []
-        if self.pdl:
-            attr = cu.CUlaunchAttribute()
-            attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-            attr.value.programmaticStreamSerializationAllowed = 1
-            attrs.append(attr)
-        if self.cluster:
-            attr = cu.CUlaunchAttribute()
-            attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-            attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = self.cluster, 1, 1
-            attrs.append(attr)
-        cfg.attrs = attrs
-        cfg.numAttrs = len(attrs)
+        cfg = launch_config(self.grid, self.block, self.smem, self.cluster, self.pdl, cu.CUstream(handle))
         self._streams[handle] = cfg
         return cfg
 
