@@ -792,7 +792,7 @@ def test_narrow_math_edges(device, dtype):
 def test_shifted_exps_of_a_softmax(device, shape, kind):
     """A bf16 softmax's sum of exp(x - max) prints its exps as hir_exp_scale
     (subnormals flushed under narrow math) and its output's exps as
-    hir_exp_shifted (subnormals kept; cuda_schedules.shifted_exps);
+    hir_exp_shifted (subnormals kept; cuda_combine.shifted_exps);
     rows whose terms fall deep into float's subnormals (x - max down to -110)
     still match torch within a unit of bf16's rounding, subnormal outputs
     included (rows past what a block holds take the online pair, whose

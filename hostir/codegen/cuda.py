@@ -94,9 +94,14 @@ VEC_TYPE = {2: "unsigned short", 4: "unsigned int", 8: "uint2", 16: "uint4"}
 
 def _inner_deps(kern: Kernel, inner: int) -> set[int]:
     """Nodes whose value depends on the innermost iteration index."""
+    return index_deps(kern, {inner})
+
+
+def index_deps(kern: Kernel, dims) -> set[int]:
+    """Nodes whose value depends on the iteration index of any of `dims`."""
     dep: set[int] = set()
     for n in kern.order:
-        if (n.op == K.INDEX and n.arg == inner) or any(id(s) in dep for s in n.src):
+        if (n.op == K.INDEX and n.arg in dims) or any(id(s) in dep for s in n.src):
             dep.add(id(n))
     return dep
 
@@ -214,7 +219,7 @@ class _Printer:
                 kind, stream = node.arg
                 text = (f"hir_rng_{kind}_{'d' if node.dtype is DataType.Double else 'f'}"
                         f"({seed}, {offset}, {stream}, (long long)({index}), {self.rng_state(node)})")
-            elif id(node) in self.exp_forms:  # exp(a - max a): cuda_schedules.shifted_exps
+            elif id(node) in self.exp_forms:  # exp(a - max a): cuda_combine.shifted_exps
                 text = f"{self.exp_forms[id(node)]}({names[id(node.src[0])]})"
             elif node.op in (K.PARAM, K.EXTENT) and is_index:
                 text = f"({self.idx}){'p' if node.op == K.PARAM else 'e'}{node.arg}"

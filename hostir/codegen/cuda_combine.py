@@ -2,12 +2,14 @@
 `x` and `y` and its identity, and the accumulator a REDUCE keeps: a value of
 its type, for argmax a (value, index) pair (hir_vi, kernels/hostir.cuh)
 whose index is the node's value, for online_softmax a (max, sum) pair
-(hir_ms) that is the node's value (PROJECT nodes read its parts)."""
+(hir_ms) that is the node's value (PROJECT nodes read its parts); and how a
+pass prints a softmax's exp(a - max) terms (shifted_exps)."""
 from __future__ import annotations
 
 from ..ir.dtypes import DataType
 from .cuda import CTYPE, _literal
-from .kir import ONLINE, KNode
+from .kir import ONLINE, K, KNode
+from .online import shifted_exp
 
 _COMBINE = {"sum": "x + y", "max": "hir_max(x, y)", "min": "hir_min(x, y)", "prod": "x * y",
             "argmax": "hir_argmax(x, y)", ONLINE: "hir_online(x, y)"}
@@ -63,3 +65,25 @@ def acc_point(n: KNode, names: dict) -> str:
 def acc_value(n: KNode, acc: str) -> str:
     """The node's value from its accumulator."""
     return f"{acc}.i" if n.arg == "argmax" else acc
+
+
+def shifted_exps(reduces, stores, body) -> dict[int, str]:
+    """The exp(a - M) nodes of a pass over a row, M the row's max of a
+    (online.shifted_exp): their argument is 0 or less.
+    Those only sum reductions of the pass take print as hir_exp_scale: such a
+    sum is 1 or more (the max's own term), so under narrow math their
+    subnormals flush (moving the sum by under 2^-100 of it); the others (the
+    outputs') as hir_exp_shifted, subnormals kept (kernels/hostir.cuh)."""
+    users: dict[int, list] = {}
+    for n in [*body, *reduces, *(x for _, v, ix in stores for x in (v, *ix))]:
+        for s in n.src:
+            users.setdefault(id(s), []).append(n)
+    stored = {id(v) for _, v, _ in stores}
+    forms = {}
+    for n in body:
+        if shifted_exp(n) is None:
+            continue
+        summed = id(n) not in stored and all(u.op == K.REDUCE and u.arg == "sum"
+                                              for u in users.get(id(n), ()))
+        forms[id(n)] = "hir_exp_scale" if summed else "hir_exp_shifted"
+    return forms

@@ -9,7 +9,7 @@ hir_cp_async_wait_pending)."""
 from __future__ import annotations
 
 from . import rows
-from .cuda import _closure
+from .cuda import _closure, index_deps
 from .kir import K, Kernel, KNode, row_nodes, split_stores
 from .row_loads import cached_loads, rest_words, row_work
 
@@ -31,13 +31,9 @@ class _RowCopies:
         self.ahead = not self.double and copies_ahead(self.k, self.vec, self.chunks, self.smem_chunks, self.block,
                                                       self.shift, self.cluster)
         if self.ahead or self.double:
-            kept = {d for d in self.k.kept}
+            kept = set(self.k.kept)
             self._kept_index = [n for n in self.k.order if n.op == K.INDEX and n.arg in kept]
-            dep: set[int] = set()
-            for n in self.k.order:
-                if (n.op == K.INDEX and n.arg in kept) or any(id(s) in dep for s in n.src):
-                    dep.add(id(n))
-            self._kept_dep = dep
+            self._kept_dep = index_deps(self.k, kept)
 
     def _next_row_names(self, names: dict) -> dict:
         """`names` for the block's next row: the kept dims' indices its n<d>,

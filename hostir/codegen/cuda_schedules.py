@@ -8,10 +8,9 @@ which one a launch uses."""
 from __future__ import annotations
 
 from .cuda import CTYPE, _closure, _offset, _Printer
-from .cuda_combine import _COMBINE, acc_init, acc_point, acc_type, acc_value
+from .cuda_combine import _COMBINE, acc_init, acc_point, acc_type, acc_value, shifted_exps
 from .kir import K, Kernel, KNode, levels, row_nodes, split_stores
 from . import rows
-from .online import shifted_exp
 from .launch_checks import funnel_load
 from .cuda_row_copies import _RowCopies
 from .row_loads import (cached_loads, held_words, invariant_bytes, rest_words, row_cache_bytes, row_invariant_loads,
@@ -608,25 +607,3 @@ SMEM_HINTS = True  # cache hints on rows kept in shared memory (_smem_hint)
 INVARIANT_KEEP_BYTES = 64 * 1024  # a looped row's last pass: what every row reads, evict-first past this
 SMEM_REST_BOUNDS = True  # rows kept in shared memory and registers ask for the blocks their shared memory allows (bounds)
 LOAD_HINTS = False  # cache-eviction hints on persistent kernels' loads: measured slower (tune_reduction)
-
-
-def shifted_exps(reduces, stores, body) -> dict[int, str]:
-    """The exp(a - M) nodes of a pass over a row, M the row's max of a
-    (online.shifted_exp): their argument is 0 or less.
-    Those only sum reductions of the pass take print as hir_exp_scale: such a
-    sum is 1 or more (the max's own term), so under narrow math their
-    subnormals flush (moving the sum by under 2^-100 of it); the others (the
-    outputs') as hir_exp_shifted, subnormals kept (kernels/hostir.cuh)."""
-    users: dict[int, list] = {}
-    for n in [*body, *reduces, *(x for _, v, ix in stores for x in (v, *ix))]:
-        for s in n.src:
-            users.setdefault(id(s), []).append(n)
-    stored = {id(v) for _, v, _ in stores}
-    forms = {}
-    for n in body:
-        if shifted_exp(n) is None:
-            continue
-        summed = id(n) not in stored and all(u.op == K.REDUCE and u.arg == "sum"
-                                              for u in users.get(id(n), ()))
-        forms[id(n)] = "hir_exp_scale" if summed else "hir_exp_shifted"
-    return forms

@@ -92,7 +92,7 @@ def _match(s: KNode, level: dict) -> Online | None:
 def shifted_exp(e: KNode):
     """(a, M) where `e` is exp(a - M), M the row's max of a: REDUCE[max](a), or
     an online pair's max (PROJECT[max] of REDUCE[online](a, c)); else None. Its
-    argument is 0 or less (cuda_schedules.shifted_exps prints it so)."""
+    argument is 0 or less (cuda_combine.shifted_exps prints it so)."""
     if e.op is not Op.EXP or e.src[0].op is not Op.SUB:
         return None
     a, m = e.src[0].src
