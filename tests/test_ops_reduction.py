@@ -1444,8 +1444,10 @@ def test_blocks_that_take_several_long_rows(kind, dtype, n, monkeypatch):
     if q:  # (262144 points: clusters of 4 CTAs; rmsnorm's and layernorm's 131072: of 2)
         t, c, kept = spec._row_schedule(k, -(-n // (vec * q)))
         var = spec.variant(k, vec, "int", t, c, kept, cluster=q)
-        assert spec.grid(var, 7, 132, 1, [7, n]) == 7 * q and spec.grid(var, 7, 132, 1, [7, n], 2) == 2 * q
-        assert "hir_cp_async_after<" in var.source and f"base + (int)gridDim.x / {q}" in var.source
+        ahead = not _is_online(k)  # (a softmax's kept rows: the online kernel, a cluster a row)
+        assert spec.grid(var, 7, 132, 1, [7, n]) == 7 * q and spec.grid(var, 7, 132, 1, [7, n], 2) == (2 if ahead else 7) * q
+        assert ("hir_cp_async_after<" in var.source) is ahead
+        assert (kind in ("softmax", "log_softmax")) is not ahead
 
 
 def test_one_launch_config_for_launches_and_the_cluster_query():
@@ -1499,6 +1501,36 @@ def test_rows_in_two_buffers(kind, dtype, n, q, monkeypatch):
     assert spec.grid(var, 7, 132, 1, [7, n]) == 7 * q and spec.grid(var, 7, 132, 1, [7, n], 2) == 2 * q
     monkeypatch.setattr(row_rules, "ROW_DOUBLE", False)
     assert spec._double(k, n // vec) == 0
+
+
+@pytest.mark.parametrize("kind", ONLINE_KINDS)
+@pytest.mark.parametrize("dtype,n,q", [(D.BFloat16, 131072, 0), (D.Half, 150000, 4), (D.BFloat16, 262144, 4),
+                                       (D.Float, 100000, 2)], ids=lambda v: getattr(v, "name", str(v)))
+def test_kept_rows_in_the_online_kernel(kind, dtype, n, q, monkeypatch):
+    """rows.ONLINE_KEPT: rows the plain kernel keeps in shared memory one
+    block an SM (q 0) or over a cluster of q CTAs take the online kernel on
+    the plain kernel's schedule (max and sum in the first pass, a vector's
+    points one pair: cuda_combine.online_vector); -inf, NaN and +inf rows
+    as the passes give them."""
+    from hostir.codegen import rows as row_rules
+    monkeypatch.setattr(row_rules, "ONLINE_KEPT", True)
+    x = _special_rows((6, n), dtype)
+    (out,), fd = _run_keeping_fd(lambda fd: _online_build(kind)(fd, declare(fd, x)), [x])
+    want = _online_expected(kind, x.double()).to(x.dtype)
+    check(out, want, kind="reduction")
+    (spec,) = _reduction_specs(fd)
+    k = spec.kernel_for([6, n])[0]
+    assert k is spec.online and _is_online(k)
+    vectors = n // spec._vec[id(k)]
+    assert spec._cluster(k, vectors) == spec._cluster(spec.plain, vectors) == q
+    part = -(-vectors // max(1, q))
+    assert spec._row_schedule(k, part) == spec._row_schedule(spec.plain, part) and spec._row_schedule(k, part)[2]
+    var = spec.variant(k, spec._vec[id(k)], "int", *spec._row_schedule(k, part), cluster=q)
+    import conftest  # (the nvrtc check compiles it with the session's other kernels)
+    conftest._KERNEL_SOURCES.setdefault(var.source, var.name)
+    assert "if (isinf(m_))" in var.source and "y = hir_ms<" not in var.source  # (no pair a point)
+    monkeypatch.setattr(row_rules, "ONLINE_KEPT", False)
+    assert spec.kernel_for([6, n])[0] is spec.plain
 
 
 @pytest.mark.parametrize("kind", ["softmax", "log_softmax", "rmsnorm", "layernorm", "stored"])

@@ -2,8 +2,9 @@
 `x` and `y` and its identity, and the accumulator a REDUCE keeps: a value of
 its type, for argmax a (value, index) pair (hir_vi, kernels/hostir.cuh)
 whose index is the node's value, for online_softmax a (max, sum) pair
-(hir_ms) that is the node's value (PROJECT nodes read its parts); and how a
-pass prints a softmax's exp(a - max) terms (shifted_exps)."""
+(hir_ms) that is the node's value (PROJECT nodes read its parts), which a
+pass in vectors combines a vector at a time (online_vector); and how a pass
+prints a softmax's exp(a - max) terms (shifted_exps)."""
 from __future__ import annotations
 
 from ..ir.dtypes import DataType
@@ -65,6 +66,35 @@ def acc_point(n: KNode, names: dict) -> str:
 def acc_value(n: KNode, acc: str) -> str:
     """The node's value from its accumulator."""
     return f"{acc}.i" if n.arg == "argmax" else acc
+
+
+ONLINE_VECTORS = True
+"""A pass in vectors takes an online_softmax pair into its accumulator a
+vector at a time (online_vector): the vector's max, its points' terms scaled
+to it, one hir_online; a point at a time costs a pair combine a point (two
+compares, four selects and the exp). Off: a point at a time."""
+
+
+def online_vector(n: KNode, acc: str, a: str, c: str, vec: int, indent: str) -> list[str]:
+    """Lines that take the `vec` points (a[u], c[u]) of online_softmax REDUCE
+    `n` into accumulator `acc` as one pair (m, s): m the points' max, s the sum
+    of c[u] * exp(a[u] - m). Where m is infinite (every point -inf, or a +inf)
+    the points equal to m add their c and the others nothing, as a point at a
+    time gives (hir_online: equal maxima scale by 1; exp(x - inf) is 0); a NaN
+    makes m NaN (hir_max), and so the pair."""
+    t, i = CTYPE[n.dtype], indent
+    return [f"{i}{{ {t} m_ = {a}[0];",
+            f"{i}  #pragma unroll",
+            f"{i}  for (int u = 1; u < {vec}; ++u) m_ = hir_max(m_, {a}[u]);",
+            f"{i}  {t} s_ = {_literal(0, n.dtype)};",
+            f"{i}  if (isinf(m_)) {{",
+            f"{i}    #pragma unroll",
+            f"{i}    for (int u = 0; u < {vec}; ++u) if ({a}[u] == m_) s_ += {c}[u];",
+            f"{i}  }} else {{",
+            f"{i}    #pragma unroll",
+            f"{i}    for (int u = 0; u < {vec}; ++u) s_ += {c}[u] * hir_exp_scale({a}[u] - m_);",
+            f"{i}  }}",
+            f"{i}  const {acc_type(n)} x = {acc}, y = {{m_, s_}}; {acc} = hir_online(x, y); }}"]
 
 
 def shifted_exps(reduces, stores, body) -> dict[int, str]:

@@ -8,8 +8,9 @@ which one a launch uses."""
 from __future__ import annotations
 
 from .cuda import CTYPE, _closure, _offset, _Printer
-from .cuda_combine import _COMBINE, acc_init, acc_point, acc_type, acc_value, shifted_exps
-from .kir import K, Kernel, KNode, levels, row_nodes, split_stores
+from . import cuda_combine
+from .cuda_combine import _COMBINE, acc_init, acc_point, acc_type, acc_value, online_vector, shifted_exps
+from .kir import ONLINE, K, Kernel, KNode, levels, row_nodes, split_stores
 from . import rows
 from .launch_checks import funnel_load
 from .cuda_row_copies import _RowCopies
@@ -509,6 +510,11 @@ class _ReductionPrinter(_RowCopies, _Printer):
         for s, node, ix in stores:
             arrs.append(self.fresh())
             L.append(f"      alignas(16) {CTYPE[k.outputs[s].dtype]} {arrs[-1]}[{v}];")
+        vectors = {} if self.shift or not cuda_combine.ONLINE_VECTORS else {  # online pairs a vector at a time
+            id(n): (self.fresh(), self.fresh()) for n in mine if n.arg == ONLINE}
+        for n in mine:
+            if id(n) in vectors:
+                L.append(f"      {CTYPE[n.dtype]} {vectors[id(n)][0]}[{v}], {vectors[id(n)][1]}[{v}];")
         L.append("      #pragma unroll")
         L.append(f"      for (int u = 0; u < {v}; ++u) {{")
         if self.shift:  # points off the row: a point of the row stands in (never stored or combined)
@@ -519,12 +525,18 @@ class _ReductionPrinter(_RowCopies, _Printer):
         self.emit_all([n for n in body if id(n) in self.dep], inner, "ii", "        ")
         if self.shift and mine:
             L.append("        if (in_) {")
-        self._combine(mine, acc, inner, "        ")
+        self._combine([n for n in mine if id(n) not in vectors], acc, inner, "        ")
         if self.shift and mine:
             L.append("        }")
+        for n in mine:
+            if id(n) in vectors:
+                L.extend(f"        {arr}[u] = {inner[id(x)]};" for arr, x in zip(vectors[id(n)], n.src))
         for (s, node, ix), arr in zip(stores, arrs):
             L.append(f"        {arr}[u] = {inner[id(node)]};")
         L.append("      }")
+        for n in mine:
+            if id(n) in vectors:
+                L.extend(online_vector(n, acc[id(n)], *vectors[id(n)], v, "      "))
         for (s, node, ix), arr in zip(stores, arrs):
             off = _offset([base[id(x)] for x in ix], f"out{s}")
             if self.shift:  # (the launch checked: contiguous along the row)

@@ -192,9 +192,27 @@ into the other at the start of each row (spec.KernelSpec._double;
 cuda_schedules' double buffer): the next row's reads fly through all of this
 row's passes, where one buffer left an SM's reads idle while it computed (at
 2^26 points, rows of 131072 bf16 points ran at 81 % of copy, 1024 such rows at
-91.6: the first rounds, every SM computing at once, weigh less). Built without
-a GPU run: off until one times it (softmax bf16 512x131072, 256x262144,
-rmsnorm and layernorm of such rows)."""
+91.6: the first rounds, every SM computing at once, weigh less). It lost
+everywhere: H100 % of copy, same run, off / on: softmax bf16 512x131072 78.1 /
+59.2, 256x262144 76.3 / 54.6, rmsnorm bf16 512x131072 86.8 / 78.5, layernorm
+fp32 1024x65536 82.3 / 74.9 (ncu, softmax bf16 512x131072: 30 clusters of 4,
+169.6 us against 120.1, DRAM 43 % against 61 %: a row's share of 64 KiB is too
+little work for its block and cluster reductions, each row's fixed wait)."""
+
+ONLINE_KEPT = True
+"""A softmax's rows that the plain kernel keeps in shared memory one block an
+SM, or splits over a cluster, run the online kernel (spec.KernelSpec.kernel_for)
+on the plain kernel's schedule: the max and the sum in the first pass, which
+runs while the row arrives (ROW_WAITS), a vector's points a pair
+(cuda_combine.ONLINE_VECTORS): the row is read from shared memory twice, not
+three times, and one reduction across the block waits, not two; the rows the
+plain kernel then had no reads in flight for shrink by one pass. Not with
+ROW_AHEAD (cuda_row_copies.copies_ahead). H100 % of copy, same run, off / on:
+softmax bf16 512x131072 78.4 / 82.8, 256x262144 72.7 / 80.9, fp32 671x100000
+78.7 / 81.7, log-softmax bf16 512x131072 81.5 / 84.6; but fp16 447x150000
+73.4 / 70.6 (not understood); rows it does not take within 1.5 (the run's
+spread). With a pair a point (ONLINE_VECTORS off) it had lost: 256x262144
+60.5, fp16 447x150000 54.5."""
 
 SHORT_ROWS = True
 SHORT_ROW_THREADS = (1, 2, 4, 8, 16)

@@ -214,11 +214,12 @@ class KernelSpec(_RowRules):
     def kernel_for(self, full: list[int], held=()) -> tuple[Kernel, list[int]]:
         """(kernel, its iteration extents) for a launch over extents `full`, where
         `held` are the values of `guards`: the online-softmax kernel where the
-        persistent schedule does not hold the rows (`holds`); the paired kernel
+        persistent schedule does not hold the rows (`holds`), or keeps them in
+        shared memory one block an SM or over a cluster (`online_keeps`); the paired kernel
         (half of each paired dim) where its extents match (a specialized plan's)
         and its guards hold (a symbolic plan's); else the plain one. Extents
         alone decide, so CPU runs (the interpreter) take the kernel a GPU would."""
-        if self.online is not None and not self.holds(full):
+        if self.online is not None and (not self.holds(full) or self.online_keeps(full)):
             return self.online, full
         k = self.paired
         if k is None or not all(e is None or full[d] == e for d, e in k.pairs) or not (

@@ -38,6 +38,18 @@ class _RowRules:
         return (vectors <= chunks * rows.ROW_THREADS[-1] or self._row_schedule(k, vectors)[2] > 0
                 or self._cluster(k, vectors) > 0)
 
+    def online_keeps(self, full: list[int]) -> bool:
+        """Does the online kernel take rows of extents `full` that the plain one
+        keeps in shared memory one block an SM, or splits over a cluster
+        (rows.ONLINE_KEPT)? It takes the plain kernel's schedule there. Not
+        rows off vector boundaries: shifted vectors combine a pair a point."""
+        vectors = self._row_vectors(full) if rows.ONLINE_KEPT and self.online is not None else 0
+        if not vectors or full[-1] % self._vec[id(self.plain)]:  # (shifted rows: a pair a point)
+            return False
+        k = self.plain
+        return self._cluster(k, vectors) > 0 or (
+            self._row_schedule(k, vectors)[2] > 0 and self._blocks_per_sm(k, vectors) == 1)
+
     def _row_vectors(self, full: list[int]) -> int:
         """The vectors a row of the plain kernel over extents `full` takes (a
         shifted row: one more, its head); 0 where rows are not read in vectors."""
@@ -80,7 +92,10 @@ class _RowRules:
         past LOOP_MIN_POINTS in registers where REGISTER_LONG_WORDS allow, else
         loops over them up to LOOP_ROW_BYTES, with loop_threads threads (the
         online kernel ONLINE_LOOP_THREADS): its later reads hit L1 or L2. The
-        constants are codegen/rows.py's."""
+        constants are codegen/rows.py's. The online kernel takes the plain
+        one's schedule where that keeps the row in shared memory (rows.ONLINE_KEPT)."""
+        if kernel is self.online and rows.ONLINE_KEPT and self._row_schedule(self.plain, vectors)[2]:
+            return self._row_schedule(self.plain, vectors)
         several, two_reads = self._passes(kernel)
         vec = self._vec[id(kernel)]
         chunks = max(1, rows.PERSISTENT_POINTS // vec)
@@ -120,7 +135,10 @@ class _RowRules:
         elsewhere, or with HOSTIR_DISABLE=clusters or smem_rows. The launch
         takes clusters on GPUs of compute capability 9.0 and later
         (launches_clusters); elsewhere its plain schedule. H100 % of copy: see
-        rows.CLUSTER_ROWS."""
+        rows.CLUSTER_ROWS. The online kernel: the plain one's clusters where
+        it has them (rows.ONLINE_KEPT)."""
+        if kernel is self.online and rows.ONLINE_KEPT and self._cluster(self.plain, vectors):
+            return self._cluster(self.plain, vectors)
         if not (rows.CLUSTER_ROWS and self.options.clusters and self.options.smem_rows) \
                 or vectors <= rows.SMEM_ROW_CHUNKS * rows.ROW_THREADS[-1] \
                 or self._vec[id(kernel)] == 1 or not self._passes(kernel)[0] \
