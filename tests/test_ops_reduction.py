@@ -931,9 +931,10 @@ def test_var_mean_of_a_transposed_input_and_a_short_row(correction):
 
 
 # Outer reductions (the innermost dim kept): tiles of kept points, blocks split
-# over long reduced dims on GPUs (partials combined in order by the last block).
+# over long reduced dims on GPUs (partials combined in order by the last block;
+# 600000x8: a split of over cuda_outer.OUTER_GROUP shares, combined in two levels).
 OUTER_CASES = [((4096, 64), [0]), ((3000, 5), [0]), ((64, 300, 33), [0, 1]), ((2, 70000, 3), [1]),
-               ((5, 1, 7), [0, 1]), ((0, 9), [0]), ((7, 0), [0])]
+               ((5, 1, 7), [0, 1]), ((0, 9), [0]), ((7, 0), [0]), ((600000, 8), [0])]
 
 
 @pytest.mark.parametrize("shape,dims", OUTER_CASES, ids=lambda c: str(c))
