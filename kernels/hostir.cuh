@@ -394,6 +394,16 @@ __device__ __forceinline__ V hir_warp_reduce(V v, F f) {
   return v;
 }
 
+// The combine of a group's T / 32 warp results (T a power of two past 32),
+// slots[0 .. T / 32), in every lane: lane l takes slot l % (T / 32), then
+// reduces over its T / 32 consecutive lanes (a tree: log2(T / 32) combines a
+// thread, not T / 32 - 1 in a row). Each lane combines the same pairs (the
+// combines commute), so every thread gets the same result.
+template <int T, typename V, typename F>
+__device__ __forceinline__ V hir_warps_combine(const V* slots, F f) {
+  return hir_warp_reduce<T / 32>(slots[(threadIdx.x & 31) % (T / 32)], f);
+}
+
 // The 16 bytes of the 32-byte concatenation (lo, hi) that start at byte b
 // (0 to 16): a vector read off its boundary from the two aligned vectors
 // around it, the offset known at run time (word selects and a funnel shift,

@@ -346,6 +346,16 @@ def _norm_build(kind, d=1):
     return build
 
 
+def _norm_checked(kind, x):
+    """Run _norm_build(kind) on x, check its outputs against torch, and return
+    the reduction kernel's spec."""
+    outs, fd = _run_keeping_fd(lambda fd: _norm_build(kind)(fd, declare(fd, x)), [x])
+    for o, w in zip(outs, _norm_expected(kind, x)):
+        check(o, w.to(o.dtype), kind="reduction")
+    (spec,) = _reduction_specs(fd)
+    return spec
+
+
 def _norm_expected(kind, x, d=1):
     t = x.double()
     if kind == "softmax":
@@ -1428,11 +1438,7 @@ def test_blocks_that_take_several_long_rows(kind, dtype, n, monkeypatch):
     monkeypatch.setattr(backend, "sm_count", lambda device: 1)
     monkeypatch.setattr(launch.CompiledKernel, "resident_clusters", lambda self, device, block: 2)
     x = rand((7, n), dtype)
-    outs, fd = _run_keeping_fd(lambda fd: _norm_build(kind)(fd, declare(fd, x)), [x])
-    want = _norm_expected(kind, x)
-    for o, w in zip(outs, want):
-        check(o, w.to(o.dtype), kind="reduction")
-    (spec,) = _reduction_specs(fd)
+    spec = _norm_checked(kind, x)
     k = spec.kernel_for([7, n])[0]
     vec = spec._vec[id(k)]
     t, c, kept = spec._row_schedule(k, n // vec)
@@ -1482,10 +1488,7 @@ def test_rows_in_two_buffers(kind, dtype, n, q, monkeypatch):
     monkeypatch.setattr(row_rules, "ROW_DOUBLE", True)
     monkeypatch.setattr(launch.CompiledKernel, "resident_clusters", lambda self, device, block: 2)
     x = rand((7, n), dtype)
-    outs, fd = _run_keeping_fd(lambda fd: _norm_build(kind)(fd, declare(fd, x)), [x])
-    for o, w in zip(outs, _norm_expected(kind, x)):
-        check(o, w.to(o.dtype), kind="reduction")
-    (spec,) = _reduction_specs(fd)
+    spec = _norm_checked(kind, x)
     k = spec.kernel_for([7, n])[0]
     vec = spec._vec[id(k)]
     assert spec._double(k, n // vec) == q
@@ -1504,6 +1507,27 @@ def test_rows_in_two_buffers(kind, dtype, n, q, monkeypatch):
     assert spec._double(k, n // vec) == 0
 
 
+@pytest.mark.parametrize("kind", ["softmax", "log_softmax", "rmsnorm", "layernorm"])
+@pytest.mark.parametrize("dtype,n", [(D.BFloat16, 16384), (D.Float, 4096), (D.Half, 1000), (D.Float, 131072)],
+                         ids=lambda v: getattr(v, "name", str(v)))
+def test_warps_combined_in_a_tree(kind, dtype, n, monkeypatch):
+    """cuda_schedules.WARPS_TREE: a row of several warps combines its warps'
+    results by shuffles (hir_warps_combine), each lane taking one warp's slot.
+    Results against torch (on GPUs: the kernels run); the row kernel's source."""
+    from hostir.codegen import cuda_schedules
+    monkeypatch.setattr(cuda_schedules, "WARPS_TREE", True)
+    x = rand((5, n), dtype)
+    spec = _norm_checked(kind, x)
+    k = spec.kernel_for([5, n])[0]
+    vec = spec._vec[id(k)]
+    t, c, kept = spec._row_schedule(k, n // vec)
+    var = spec.variant(k, vec, "int", t, c, kept)
+    import conftest  # (the nvrtc check compiles it with the session's other kernels)
+    conftest._KERNEL_SOURCES.setdefault(var.source, var.name)
+    assert t > 32 and f"hir_warps_combine<{t}>(smem0 + first" in var.source  # (64 to 1024 threads a row)
+    assert "for (int w = 1;" not in var.source
+
+
 @pytest.mark.parametrize("kind", ONLINE_KINDS)
 @pytest.mark.parametrize("dtype,n,q", [(D.BFloat16, 131072, 0), (D.Half, 150000, 4), (D.BFloat16, 262144, 4),
                                        (D.Float, 100000, 2)], ids=lambda v: getattr(v, "name", str(v)))
@@ -1513,8 +1537,9 @@ def test_kept_rows_in_the_online_kernel(kind, dtype, n, q, monkeypatch):
     the plain kernel's schedule (max and sum in the first pass, a vector's
     points one pair: cuda_combine.online_vector); -inf, NaN and +inf rows
     as the passes give them."""
-    from hostir.codegen import rows as row_rules
+    from hostir.codegen import cuda_schedules, rows as row_rules
     monkeypatch.setattr(row_rules, "ONLINE_KEPT", True)
+    monkeypatch.setattr(cuda_schedules, "WARPS_TREE", True)
     x = _special_rows((6, n), dtype)
     (out,), fd = _run_keeping_fd(lambda fd: _online_build(kind)(fd, declare(fd, x)), [x])
     want = _online_expected(kind, x.double()).to(x.dtype)
@@ -1530,6 +1555,7 @@ def test_kept_rows_in_the_online_kernel(kind, dtype, n, q, monkeypatch):
     import conftest  # (the nvrtc check compiles it with the session's other kernels)
     conftest._KERNEL_SOURCES.setdefault(var.source, var.name)
     assert "if (isinf(m_))" in var.source and "y = hir_ms<" not in var.source  # (no pair a point)
+    assert "hir_warps_combine<1024>(smem0 + first" in var.source  # (the warps' pairs: a tree)
     monkeypatch.setattr(row_rules, "ONLINE_KEPT", False)
     assert spec.kernel_for([6, n])[0] is spec.plain
 

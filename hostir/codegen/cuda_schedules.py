@@ -293,6 +293,10 @@ class _ReductionPrinter(_RowCopies, _Printer):
         L.append(f"      const int first = (threadIdx.x / {T}) * {T // 32};")
         for n, j in zip(mine, slots):
             a, ct = acc[id(n)], acc_type(n)
+            if WARPS_TREE:
+                L.append(f"      {a} = hir_warps_combine<{T}>(smem{j} + first, []({ct} x, {ct} y) {{ return "
+                         f"{_COMBINE[n.arg]}; }});")
+                continue
             L.append(f"      {a} = smem{j}[first];")
             L.append(f"      for (int w = 1; w < {T // 32}; ++w) {{ const {ct} x = {a}, "
                      f"y = smem{j}[first + w]; {a} = {_COMBINE[n.arg]}; }}")
@@ -619,3 +623,12 @@ SMEM_HINTS = True  # cache hints on rows kept in shared memory (_smem_hint)
 INVARIANT_KEEP_BYTES = 64 * 1024  # a looped row's last pass: what every row reads, evict-first past this
 SMEM_REST_BOUNDS = True  # rows kept in shared memory and registers ask for the blocks their shared memory allows (bounds)
 LOAD_HINTS = False  # cache-eviction hints on persistent kernels' loads: measured slower (tune_reduction)
+WARPS_TREE = False
+"""A row of several warps combines its warps' results in a tree of shuffles
+(hir_warps_combine), not in a row of T / 32 - 1 combines every thread makes:
+an online softmax's pair combine a row of 1024 threads cost 31 serial
+hir_online calls (about 370 instructions a thread a row, a quarter of a long
+row's kernel, which ncu found issue-bound: softmax fp16 447x150000 and bf16
+256x262144, 73 % of issue slots, stalls mostly 'not selected'). Built after
+the session's device time was spent: off until a GPU run times it and runs
+the suites with it (tests/test_ops_reduction.py runs it where it is patched on)."""
