@@ -9,22 +9,23 @@ from __future__ import annotations
 
 from .cuda import CTYPE, _closure, _offset, _Printer
 from . import cuda_combine
-from .cuda_combine import _COMBINE, acc_init, acc_point, acc_type, acc_value, online_vector, shifted_exps
+from .cuda_combine import acc_init, acc_type, acc_value, online_vector, shifted_exps
 from .kir import ONLINE, K, Kernel, KNode, levels, row_nodes, split_stores
 from . import rows
 from .launch_checks import funnel_load
 from .cuda_row_copies import _RowCopies
+from .cuda_row_combine import _RowCombines
 from .row_loads import (cached_loads, held_words, invariant_bytes, rest_words, row_cache_bytes, row_invariant_loads,
                         row_work)
 
 
-class _ReductionPrinter(_RowCopies, _Printer):
+class _ReductionPrinter(_RowCopies, _RowCombines, _Printer):
     """A reduction or normalization kernel: each group of `threads` consecutive
     threads of a block takes one point of the kept dims (a row) at a time. A
     pass over the row's reduced points has each thread combine every
     `threads`-th point, then the group combines its threads' values
-    (hir_group_reduce); values computed from those results start the next pass
-    (a softmax: max, then the sum of exp(x - max), then the output), whose
+    (cuda_row_combine); values computed from those results start the next
+    pass (a softmax: max, then the sum of exp(x - max), then the output), whose
     reads of the row hit the cache. The group's first thread stores values of
     the kept dims.
 
@@ -248,13 +249,6 @@ class _ReductionPrinter(_RowCopies, _Printer):
             return None
         return ".nc.L1::evict_last" if id(node) in self._invariant else ".nc.L1::no_allocate"
 
-    def _combine(self, reduces, acc, names, indent: str) -> None:
-        """Each accumulator takes in its REDUCE's value at this point."""
-        for n in reduces:
-            a = acc[id(n)]
-            self.lines.append(f"{indent}{{ const {acc_type(n)} x = {a}, y = {acc_point(n, names)}; "
-                              f"{a} = {_COMBINE[n.arg]}; }}")
-
     def _stores(self, stores, names, indent: str) -> None:
         """Stores of values at every point, by active rows."""
         for s, node, ix in stores:
@@ -271,56 +265,6 @@ class _ReductionPrinter(_RowCopies, _Printer):
             off = _offset([names[id(i)] for i in ix], f"out{s}")
             self.lines.append(f"{indent}  out{s}[{off}] = {names[id(node)]};")
         self.lines.append(f"{indent}}}")
-
-    def _group_reduce(self, mine, slots, acc) -> None:
-        """Combine each accumulator over the row's threads: shuffles in each warp,
-        then (rows wider than a warp) one exchange through shared memory for
-        all of a pass's accumulators together."""
-        L, T = self.lines, self.threads
-        for n in mine:
-            ct, a = acc_type(n), acc[id(n)]
-            L.append(f"    {a} = hir_warp_reduce<{T}>({a}, []({ct} x, {ct} y) {{ return "
-                     f"{_COMBINE[n.arg]}; }});")
-        if T <= 32 or not mine:
-            return
-        L.append("    __syncthreads();  // the slots' previous readers are done")
-        L.append("    if ((threadIdx.x & 31) == 0) {")
-        for n, j in zip(mine, slots):
-            L.append(f"      smem{j}[threadIdx.x / 32] = {acc[id(n)]};")
-        L.append("    }")
-        L.append("    __syncthreads();")
-        L.append("    {")
-        L.append(f"      const int first = (threadIdx.x / {T}) * {T // 32};")
-        for n, j in zip(mine, slots):
-            a, ct = acc[id(n)], acc_type(n)
-            if WARPS_TREE:
-                L.append(f"      {a} = hir_warps_combine<{T}>(smem{j} + first, []({ct} x, {ct} y) {{ return "
-                         f"{_COMBINE[n.arg]}; }});")
-                continue
-            L.append(f"      {a} = smem{j}[first];")
-            L.append(f"      for (int w = 1; w < {T // 32}; ++w) {{ const {ct} x = {a}, "
-                     f"y = smem{j}[first + w]; {a} = {_COMBINE[n.arg]}; }}")
-        L.append("    }")
-        if self.cluster > 1:
-            self._cluster_reduce(mine, slots, acc)
-
-    def _cluster_reduce(self, mine, slots, acc) -> None:
-        """Combine each accumulator (a block's result) over the cluster's CTAs:
-        thread 0 publishes it in this row's slot (two slots alternate by row: a
-        slot is written again two rows later, after a cluster barrier that every
-        reader of it passed first), and after the barrier each thread reads
-        every CTA's, rank 0 first (kernels/hostir.cuh, hir_cluster_read)."""
-        L = self.lines
-        L.append("    if (threadIdx.x == 0) {")
-        for n, j in zip(mine, slots):
-            L.append(f"      cta{j}[parity] = {acc[id(n)]};")
-        L.append("    }")
-        L.append("    hir_cluster_sync();")
-        for n, j in zip(mine, slots):
-            a, ct = acc[id(n)], acc_type(n)
-            L.append(f"    {a} = hir_cluster_read(cta{j}[parity], 0u);")
-            L.append(f"    for (unsigned q = 1; q < {self.cluster}u; ++q) {{ const {ct} x = {a}, "
-                     f"y = hir_cluster_read(cta{j}[parity], q); {a} = {_COMBINE[n.arg]}; }}")
 
     def _row_shift(self, names) -> None:
         """m_: how far past a vector boundary the row starts (its first vector
@@ -623,12 +567,3 @@ SMEM_HINTS = True  # cache hints on rows kept in shared memory (_smem_hint)
 INVARIANT_KEEP_BYTES = 64 * 1024  # a looped row's last pass: what every row reads, evict-first past this
 SMEM_REST_BOUNDS = True  # rows kept in shared memory and registers ask for the blocks their shared memory allows (bounds)
 LOAD_HINTS = False  # cache-eviction hints on persistent kernels' loads: measured slower (tune_reduction)
-WARPS_TREE = False
-"""A row of several warps combines its warps' results in a tree of shuffles
-(hir_warps_combine), not in a row of T / 32 - 1 combines every thread makes:
-an online softmax's pair combine a row of 1024 threads cost 31 serial
-hir_online calls (about 370 instructions a thread a row, a quarter of a long
-row's kernel, which ncu found issue-bound: softmax fp16 447x150000 and bf16
-256x262144, 73 % of issue slots, stalls mostly 'not selected'). Built after
-the session's device time was spent: off until a GPU run times it and runs
-the suites with it (tests/test_ops_reduction.py runs it where it is patched on)."""

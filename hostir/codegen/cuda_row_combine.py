@@ -1,0 +1,81 @@
+"""How a reduction kernel's threads combine their values (a mixin of
+cuda_schedules._ReductionPrinter): each point into a thread's accumulator
+(_combine), a row's threads' accumulators over the group (_group_reduce:
+shuffles in each warp, then the warps' results through shared memory), and
+a cluster's CTAs' results through distributed shared memory (_cluster_reduce).
+The combines' forms are cuda_combine's; the helpers kernels/hostir.cuh's."""
+from __future__ import annotations
+
+from .cuda_combine import _COMBINE, acc_point, acc_type
+
+
+class _RowCombines:
+    """The combines of a _ReductionPrinter (its lines, threads and cluster)."""
+
+    def _combine(self, reduces, acc, names, indent: str) -> None:
+        """Each accumulator takes in its REDUCE's value at this point."""
+        for n in reduces:
+            a = acc[id(n)]
+            self.lines.append(f"{indent}{{ const {acc_type(n)} x = {a}, y = {acc_point(n, names)}; "
+                              f"{a} = {_COMBINE[n.arg]}; }}")
+
+    def _group_reduce(self, mine, slots, acc) -> None:
+        """Combine each accumulator over the row's threads: shuffles in each warp,
+        then (rows wider than a warp) one exchange through shared memory for
+        all of a pass's accumulators together."""
+        L, T = self.lines, self.threads
+        for n in mine:
+            ct, a = acc_type(n), acc[id(n)]
+            L.append(f"    {a} = hir_warp_reduce<{T}>({a}, []({ct} x, {ct} y) {{ return "
+                     f"{_COMBINE[n.arg]}; }});")
+        if T <= 32 or not mine:
+            return
+        L.append("    __syncthreads();  // the slots' previous readers are done")
+        L.append("    if ((threadIdx.x & 31) == 0) {")
+        for n, j in zip(mine, slots):
+            L.append(f"      smem{j}[threadIdx.x / 32] = {acc[id(n)]};")
+        L.append("    }")
+        L.append("    __syncthreads();")
+        L.append("    {")
+        L.append(f"      const int first = (threadIdx.x / {T}) * {T // 32};")
+        for n, j in zip(mine, slots):
+            a, ct = acc[id(n)], acc_type(n)
+            if WARPS_TREE:
+                L.append(f"      {a} = hir_warps_combine<{T}>(smem{j} + first, []({ct} x, {ct} y) {{ return "
+                         f"{_COMBINE[n.arg]}; }});")
+                continue
+            L.append(f"      {a} = smem{j}[first];")
+            L.append(f"      for (int w = 1; w < {T // 32}; ++w) {{ const {ct} x = {a}, "
+                     f"y = smem{j}[first + w]; {a} = {_COMBINE[n.arg]}; }}")
+        L.append("    }")
+        if self.cluster > 1:
+            self._cluster_reduce(mine, slots, acc)
+
+    def _cluster_reduce(self, mine, slots, acc) -> None:
+        """Combine each accumulator (a block's result) over the cluster's CTAs:
+        thread 0 publishes it in this row's slot (two slots alternate by row: a
+        slot is written again two rows later, after a cluster barrier that every
+        reader of it passed first), and after the barrier each thread reads
+        every CTA's, rank 0 first (kernels/hostir.cuh, hir_cluster_read)."""
+        L = self.lines
+        L.append("    if (threadIdx.x == 0) {")
+        for n, j in zip(mine, slots):
+            L.append(f"      cta{j}[parity] = {acc[id(n)]};")
+        L.append("    }")
+        L.append("    hir_cluster_sync();")
+        for n, j in zip(mine, slots):
+            a, ct = acc[id(n)], acc_type(n)
+            L.append(f"    {a} = hir_cluster_read(cta{j}[parity], 0u);")
+            L.append(f"    for (unsigned q = 1; q < {self.cluster}u; ++q) {{ const {ct} x = {a}, "
+                     f"y = hir_cluster_read(cta{j}[parity], q); {a} = {_COMBINE[n.arg]}; }}")
+
+
+WARPS_TREE = False
+"""A row of several warps combines its warps' results in a tree of shuffles
+(hir_warps_combine), not in a row of T / 32 - 1 combines every thread makes:
+an online softmax's pair combine a row of 1024 threads cost 31 serial
+hir_online calls (about 370 instructions a thread a row, a quarter of a long
+row's kernel, which ncu found issue-bound: softmax fp16 447x150000 and bf16
+256x262144, 73 % of issue slots, stalls mostly 'not selected'). Built after
+the session's device time was spent: off until a GPU run times it and runs
+the suites with it (tests/test_ops_reduction.py runs it where it is patched on)."""
