@@ -159,7 +159,7 @@ bf16 13104x5121 48.8 / 79.6 (42.2) (`benchmarks/knobs.py --set
 rows.SHIFTED_WEIGHTS=False,True`)."""
 
 ROW_WAITS = True
-"""A row a block copies into shared memory by cp.async (cuda_schedules.async_row)
+"""A row a block copies into shared memory by cp.async (cuda_row_copies.async_row)
 commits each chunk's copies as a group, and its first pass waits for each
 chunk's own group before it reads it, not for the whole row: the row's first
 pass runs while its later chunks arrive. H100 % of copy, same run, off / on
@@ -170,7 +170,7 @@ ROW_AHEAD = True
 """... and where a row is split over a cluster's CTAs, the clusters the device
 runs at once (spec.KernelSpec.grid) each take several rows, the last pass
 copying the cluster's next row into each slot as soon as it has read it
-(cuda_schedules.copies_ahead): the next row's reads fly while this row's last
+(cuda_row_copies.copies_ahead): the next row's reads fly while this row's last
 pass computes and stores. Blocks that each keep a whole row lost with it (H100,
 same run, off / on: softmax bf16 3072x32768 99.8 / 90.9, 2048x49152 99.3 /
 86.3; 512x131072, one block an SM, 80.2 / 80.0): they take a block a row. H100 %
@@ -180,16 +180,16 @@ fp16 447x150000 72.9 / 75.7, fp32 671x100000 79.6 / 80.8; but softmax bf16
 256x262144 78.2 / 73.3, layernorm fp32 1024x65536 87.9 / 83.7, softmax bf16
 512x131072 80.2 / 80.0. (H200: softmax fp32 671x100000 60.0 / 69.6, bf16
 256x262144 64.0 / 60.9.) Tried with it: a softmax's kept rows in the online
-kernel (max and sum folded in the first pass, exps computed while the row
-arrives): H200 softmax fp32 3355x20001 91.1 -> 57.1, bf16 512x131072 64.9 ->
-60.3, fp16 447x150000 61.2 -> 38.9 (a pair combine a point costs more issue
-slots than the pass it saves: ncu, ALU 59 %, issue 71 %); not kept."""
+kernel, a pair combine a point: H200 softmax fp32 3355x20001 91.1 -> 57.1,
+bf16 512x131072 64.9 -> 60.3, fp16 447x150000 61.2 -> 38.9 (ncu: ALU 59 %,
+issue 71 %); with a vector's pair and without ROW_AHEAD, they take it
+(ONLINE_KEPT)."""
 ROW_DOUBLE = False
 """Rows past what two blocks an SM keep (one block an SM, or clusters) split
 over a cluster whose CTAs, one of 1024 threads an SM, each keep their share
 whole in one of two buffers of shared memory and copy the cluster's next row
 into the other at the start of each row (spec.KernelSpec._double;
-cuda_schedules' double buffer): the next row's reads fly through all of this
+cuda_row_copies._copy_next_row): the next row's reads fly through all of this
 row's passes, where one buffer left an SM's reads idle while it computed (at
 2^26 points, rows of 131072 bf16 points ran at 81 % of copy, 1024 such rows at
 91.6: the first rounds, every SM computing at once, weigh less). It lost

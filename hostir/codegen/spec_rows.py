@@ -94,8 +94,8 @@ class _RowRules:
         online kernel ONLINE_LOOP_THREADS): its later reads hit L1 or L2. The
         constants are codegen/rows.py's. The online kernel takes the plain
         one's schedule where that keeps the row in shared memory (rows.ONLINE_KEPT)."""
-        if kernel is self.online and rows.ONLINE_KEPT and self._row_schedule(self.plain, vectors)[2]:
-            return self._row_schedule(self.plain, vectors)
+        if kernel is self.online and rows.ONLINE_KEPT and (plain := self._row_schedule(self.plain, vectors))[2]:
+            return plain
         several, two_reads = self._passes(kernel)
         vec = self._vec[id(kernel)]
         chunks = max(1, rows.PERSISTENT_POINTS // vec)
@@ -137,8 +137,8 @@ class _RowRules:
         (launches_clusters); elsewhere its plain schedule. H100 % of copy: see
         rows.CLUSTER_ROWS. The online kernel: the plain one's clusters where
         it has them (rows.ONLINE_KEPT)."""
-        if kernel is self.online and rows.ONLINE_KEPT and self._cluster(self.plain, vectors):
-            return self._cluster(self.plain, vectors)
+        if kernel is self.online and rows.ONLINE_KEPT and (q := self._cluster(self.plain, vectors)):
+            return q
         if not (rows.CLUSTER_ROWS and self.options.clusters and self.options.smem_rows) \
                 or vectors <= rows.SMEM_ROW_CHUNKS * rows.ROW_THREADS[-1] \
                 or self._vec[id(kernel)] == 1 or not self._passes(kernel)[0] \
