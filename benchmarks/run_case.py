@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 
 import torch
@@ -16,7 +17,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import reduction_shapes  # noqa: E402
 from knobs import parse_setting, setting  # noqa: E402
-from contextlib import ExitStack  # noqa: E402
 
 
 def main(argv=None):
