@@ -1510,12 +1510,11 @@ def test_rows_in_two_buffers(kind, dtype, n, q, monkeypatch):
 @pytest.mark.parametrize("kind", ["softmax", "log_softmax", "rmsnorm", "layernorm"])
 @pytest.mark.parametrize("dtype,n", [(D.BFloat16, 16384), (D.Float, 4096), (D.Half, 1000), (D.Float, 131072)],
                          ids=lambda v: getattr(v, "name", str(v)))
-def test_warps_combined_in_a_tree(kind, dtype, n, monkeypatch):
-    """cuda_row_combine.WARPS_TREE: a row of several warps combines its warps'
-    results by shuffles (hir_warps_combine), each lane taking one warp's slot.
-    Results against torch (on GPUs: the kernels run); the row kernel's source."""
-    from hostir.codegen import cuda_row_combine
-    monkeypatch.setattr(cuda_row_combine, "WARPS_TREE", True)
+def test_warps_combined_in_a_tree(kind, dtype, n):
+    """A row of several warps combines its warps' results by shuffles
+    (hir_warps_combine; cuda_row_combine's WARPS_TREE note), each lane taking
+    one warp's slot. Results against torch (on GPUs: the kernels run); the row
+    kernel's source."""
     x = rand((5, n), dtype)
     spec = _norm_checked(kind, x)
     k = spec.kernel_for([5, n])[0]
@@ -1537,9 +1536,8 @@ def test_kept_rows_in_the_online_kernel(kind, dtype, n, q, monkeypatch):
     the plain kernel's schedule (max and sum in the first pass, a vector's
     points one pair: cuda_combine.online_vector); -inf, NaN and +inf rows
     as the passes give them."""
-    from hostir.codegen import cuda_row_combine, rows as row_rules
+    from hostir.codegen import rows as row_rules
     monkeypatch.setattr(row_rules, "ONLINE_KEPT", True)
-    monkeypatch.setattr(cuda_row_combine, "WARPS_TREE", True)
     x = _special_rows((6, n), dtype)
     (out,), fd = _run_keeping_fd(lambda fd: _online_build(kind)(fd, declare(fd, x)), [x])
     want = _online_expected(kind, x.double()).to(x.dtype)

@@ -38,15 +38,10 @@ class _RowCombines:
         L.append("    __syncthreads();")
         L.append("    {")
         L.append(f"      const int first = (threadIdx.x / {T}) * {T // 32};")
-        for n, j in zip(mine, slots):
+        for n, j in zip(mine, slots):  # (the warps' results: a tree of shuffles, WARPS_TREE)
             a, ct = acc[id(n)], acc_type(n)
-            if WARPS_TREE:
-                L.append(f"      {a} = hir_warps_combine<{T}>(smem{j} + first, []({ct} x, {ct} y) {{ return "
-                         f"{_COMBINE[n.arg]}; }});")
-                continue
-            L.append(f"      {a} = smem{j}[first];")
-            L.append(f"      for (int w = 1; w < {T // 32}; ++w) {{ const {ct} x = {a}, "
-                     f"y = smem{j}[first + w]; {a} = {_COMBINE[n.arg]}; }}")
+            L.append(f"      {a} = hir_warps_combine<{T}>(smem{j} + first, []({ct} x, {ct} y) {{ return "
+                     f"{_COMBINE[n.arg]}; }});")
         L.append("    }")
         if self.cluster > 1:
             self._cluster_reduce(mine, slots, acc)
@@ -70,12 +65,13 @@ class _RowCombines:
                      f"y = hir_cluster_read(cta{j}[parity], q); {a} = {_COMBINE[n.arg]}; }}")
 
 
-WARPS_TREE = False
-"""A row of several warps combines its warps' results in a tree of shuffles
-(hir_warps_combine), not in a row of T / 32 - 1 combines every thread makes:
-an online softmax's pair combine a row of 1024 threads cost 31 serial
-hir_online calls (about 370 instructions a thread a row, a quarter of a long
-row's kernel, which ncu found issue-bound: softmax fp16 447x150000 and bf16
-256x262144, 73 % of issue slots, stalls mostly 'not selected'). Built after
-the session's device time was spent: off until a GPU run times it and runs
-the suites with it (tests/test_ops_reduction.py runs it where it is patched on)."""
+# WARPS_TREE (a note; no longer a switch): a row of several warps combines its
+# warps' results in a tree of shuffles (hir_warps_combine), not in a row of
+# T / 32 - 1 combines every thread makes: an online softmax's pair combine a row
+# of 1024 threads cost 31 serial hir_online calls (about 370 instructions a
+# thread a row, a quarter of a long row's kernel, which ncu found issue-bound:
+# 73 % of issue slots, stalls mostly 'not selected'). H100 % of copy, same run,
+# serial / tree: softmax fp16 447x150000 70.4 / 80.2, bf16 256x262144 80.4 /
+# 85.3, 512x131072 82.1 / 85.7, fp32 671x100000 81.8 / 87.4, log-softmax bf16
+# 512x131072 83.5 / 88.3, layernorm bf16 512x131072 79.7 / 83.8; short rows
+# within 1.1 either way.

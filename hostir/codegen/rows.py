@@ -210,12 +210,13 @@ plain kernel then had no reads in flight for shrink by one pass. Not with
 ROW_AHEAD (cuda_row_copies.copies_ahead). H100 % of copy, same run, off / on:
 softmax bf16 512x131072 78.4 / 82.8, 256x262144 72.7 / 80.9, fp32 671x100000
 78.7 / 81.7, log-softmax bf16 512x131072 81.5 / 84.6; but fp16 447x150000
-73.4 / 70.6 (likely: its threads take 37 points a row, bf16 256x262144's 64,
-and ncu found both issue-bound, each row's fixed instructions, chiefly the
-cross-warp combine of pairs, weighing most where a row's points a thread are
-fewest: cuda_row_combine.WARPS_TREE); rows it does not take within 1.5 (the
-run's spread). With a pair a point (ONLINE_VECTORS off) it had lost: 256x262144
-60.5, fp16 447x150000 54.5."""
+73.4 / 70.6 (its threads take 37 points a row, bf16 256x262144's 64, and ncu
+found both issue-bound, each row's fixed instructions, chiefly the cross-warp
+combine of pairs, weighing most where a row's points a thread are fewest: with
+the warps' combine a tree of shuffles, cuda_row_combine's WARPS_TREE note, it
+runs at 80.2); rows it does not take within 1.5 (the run's spread). With a pair
+a point (ONLINE_VECTORS off) it had lost: 256x262144 60.5, fp16 447x150000
+54.5."""
 
 SHORT_ROWS = True
 SHORT_ROW_THREADS = (1, 2, 4, 8, 16)
