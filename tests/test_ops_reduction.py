@@ -1529,13 +1529,15 @@ def test_warps_combined_in_a_tree(kind, dtype, n):
 
 @pytest.mark.parametrize("kind", ONLINE_KINDS)
 @pytest.mark.parametrize("dtype,n,q", [(D.BFloat16, 131072, 0), (D.Half, 150000, 4), (D.BFloat16, 262144, 4),
-                                       (D.Float, 100000, 2)], ids=lambda v: getattr(v, "name", str(v)))
+                                       (D.Float, 100000, 2), (D.BFloat16, 151935, 4), (D.Half, 98307, 0)],
+                         ids=lambda v: getattr(v, "name", str(v)))
 def test_kept_rows_in_the_online_kernel(kind, dtype, n, q, monkeypatch):
     """rows.ONLINE_KEPT: rows the plain kernel keeps in shared memory one
     block an SM (q 0) or over a cluster of q CTAs take the online kernel on
     the plain kernel's schedule (max and sum in the first pass, a vector's
     points one pair: cuda_combine.online_vector); -inf, NaN and +inf rows
-    as the passes give them."""
+    as the passes give them. Rows off vector boundaries (151935, 98307
+    points) too: shifted vectors, the points off the row no part of a pair."""
     from hostir.codegen import rows as row_rules
     monkeypatch.setattr(row_rules, "ONLINE_KEPT", True)
     x = _special_rows((6, n), dtype)
@@ -1545,14 +1547,17 @@ def test_kept_rows_in_the_online_kernel(kind, dtype, n, q, monkeypatch):
     (spec,) = _reduction_specs(fd)
     k = spec.kernel_for([6, n])[0]
     assert k is spec.online and _is_online(k)
-    vectors = n // spec._vec[id(k)]
+    vectors = spec._row_vectors([6, n])
+    assert vectors == -(-(n + (n % spec._vec[id(k)] and spec._vec[id(k)] - 1)) // spec._vec[id(k)])
     assert spec._cluster(k, vectors) == spec._cluster(spec.plain, vectors) == q
     part = -(-vectors // max(1, q))
     assert spec._row_schedule(k, part) == spec._row_schedule(spec.plain, part) and spec._row_schedule(k, part)[2]
-    var = spec.variant(k, spec._vec[id(k)], "int", *spec._row_schedule(k, part), cluster=q)
+    shift = n % spec._vec[id(k)] != 0
+    var = spec.variant(k, spec._vec[id(k)], "int", *spec._row_schedule(k, part), cluster=q, shift=shift)
     import conftest  # (the nvrtc check compiles it with the session's other kernels)
     conftest._KERNEL_SOURCES.setdefault(var.source, var.name)
     assert "if (isinf(m_))" in var.source and "y = hir_ms<" not in var.source  # (no pair a point)
+    assert ("= in_ ? " in var.source) == shift  # (a shifted row's points off it: (-inf, 0))
     assert "hir_warps_combine<1024>(smem0 + first" in var.source  # (the warps' pairs: a tree)
     monkeypatch.setattr(row_rules, "ONLINE_KEPT", False)
     assert spec.kernel_for([6, n])[0] is spec.plain

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .cuda import CTYPE, _closure, _offset, _Printer
 from . import cuda_combine
-from .cuda_combine import acc_init, acc_type, acc_value, online_vector, shifted_exps
+from .cuda_combine import acc_init, acc_type, acc_value, online_point, online_vector, shifted_exps
 from .kir import ONLINE, K, Kernel, KNode, levels, row_nodes, split_stores
 from . import rows
 from .launch_checks import funnel_load
@@ -201,6 +201,8 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _Printer):
         fp16 2048x65536 96.4 / 100.1, layernorm bf16 2048x65536 90.6 / 95.4)."""
         if self.double:  # (two buffers of the row's share: one block an SM)
             return f"{self.block}, 1"
+        if self.funnel and FUNNEL_THREADS and FUNNEL_THREADS // self.block:  # (rows.FUNNEL_WEIGHTS)
+            return f"{self.block}, {FUNNEL_THREADS // self.block}"
         if (self.rest_regs or (self.smem_row and self.cluster > 1)) and SMEM_REST_BOUNDS:
             per_sm = min(2048 // self.block, rows.SMEM_PER_SM // max(1, row_cache_bytes(
                 self.k, self.vec, self.smem_chunks * self.vec * self.block)))
@@ -458,7 +460,7 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _Printer):
         for s, node, ix in stores:
             arrs.append(self.fresh())
             L.append(f"      alignas(16) {CTYPE[k.outputs[s].dtype]} {arrs[-1]}[{v}];")
-        vectors = {} if self.shift or not cuda_combine.ONLINE_VECTORS else {  # online pairs a vector at a time
+        vectors = {} if not cuda_combine.ONLINE_VECTORS else {  # online pairs a vector at a time
             id(n): (self.fresh(), self.fresh()) for n in mine if n.arg == ONLINE}
         for n in mine:
             if id(n) in vectors:
@@ -478,7 +480,7 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _Printer):
             L.append("        }")
         for n in mine:
             if id(n) in vectors:
-                L.extend(f"        {arr}[u] = {inner[id(x)]};" for arr, x in zip(vectors[id(n)], n.src))
+                L.extend(online_point(n, vectors[id(n)], [inner[id(x)] for x in n.src], self.shift, "        "))
         for (s, node, ix), arr in zip(stores, arrs):
             L.append(f"        {arr}[u] = {inner[id(node)]};")
         L.append("      }")
@@ -566,4 +568,5 @@ LOOP_HINTS = True  # a long row's loop: its last pass's loads and the stores evi
 SMEM_HINTS = True  # cache hints on rows kept in shared memory (_smem_hint)
 INVARIANT_KEEP_BYTES = 64 * 1024  # a looped row's last pass: what every row reads, evict-first past this
 SMEM_REST_BOUNDS = True  # rows kept in shared memory and registers ask for the blocks their shared memory allows (bounds)
+FUNNEL_THREADS = 0  # a kernel reading weights funnel-shifted asks for this many threads an SM (0: no ask)
 LOAD_HINTS = False  # cache-eviction hints on persistent kernels' loads: measured slower (tune_reduction)

@@ -41,10 +41,10 @@ class _RowRules:
     def online_keeps(self, full: list[int]) -> bool:
         """Does the online kernel take rows of extents `full` that the plain one
         keeps in shared memory one block an SM, or splits over a cluster
-        (rows.ONLINE_KEPT)? It takes the plain kernel's schedule there. Not
-        rows off vector boundaries: shifted vectors combine a pair a point."""
+        (rows.ONLINE_KEPT)? It takes the plain kernel's schedule there (rows
+        off vector boundaries too: shifted vectors, a pair a vector)."""
         vectors = self._row_vectors(full) if rows.ONLINE_KEPT and self.online is not None else 0
-        if not vectors or full[-1] % self._vec[id(self.plain)]:  # (shifted rows: a pair a point)
+        if not vectors:
             return False
         k = self.plain
         return self._cluster(k, vectors) > 0 or (
