@@ -1420,6 +1420,67 @@ def _shifted_rows_with_a_weight(x, dtype, n, vec):
         row_rules.SHIFTED_WEIGHTS, row_rules.FUNNEL_WEIGHTS = saved
 
 
+@pytest.mark.parametrize("resident", [3, 16])
+@pytest.mark.parametrize("layout", ["contiguous", "strided", "offset"])
+@pytest.mark.parametrize("n", [333, 5121])
+@pytest.mark.parametrize("dtype,wdtype", [(D.BFloat16, D.BFloat16), (D.Float, D.Float), (D.Half, D.Float),
+                                          (D.BFloat16, D.Float)], ids=lambda d: d.name)
+def test_shifted_rows_keep_their_weights(dtype, wdtype, n, layout, resident, monkeypatch):
+    """rows.KEEP_WEIGHTS: a layernorm's rows off vector boundaries (each row
+    starts elsewhere past one) with a weight and a bias: each block keeps them
+    in shared memory placed as shifted as its rows (a vector of the row reads
+    them as one aligned vector), placing them again where a row starts
+    elsewhere. The grid is the blocks the device runs at once (here 3 or 16),
+    a multiple of the vector where it can be: with 3 every row of a block
+    starts elsewhere; weights of another dtype than the rows. Weights read
+    off vector boundaries (strided, or starting a point past one) are not
+    kept (they are placed from aligned vectors: launch_checks.keep_weights_ok).
+    Results against torch (on GPUs the variant runs; the nvrtc check compiles it)."""
+    import conftest
+    from hostir.codegen import rows as row_rules
+    from hostir.runtime import backend, launch
+    monkeypatch.setattr(row_rules, "KEEP_WEIGHTS_ROWS", 1)
+    monkeypatch.setattr(backend, "sm_count", lambda device: 1)
+    monkeypatch.setattr(launch.CompiledKernel, "resident_blocks", lambda self, device, block: resident)
+    rows_count = 37
+    x = rand((rows_count, n), dtype)
+    w = {"contiguous": lambda: rand((n,), wdtype), "strided": lambda: rand((2 * n,), wdtype)[::2],
+         "offset": lambda: rand((n + 1,), wdtype)[1:]}[layout]()
+    b = rand((n,), wdtype)
+
+    def build(fd):
+        t = fd.ops.cast(declare(fd, x), D.Float)
+        var, mean = fd.ops.var_mean(t, [1], correction=0, keepdim=True)
+        y = fd.ops.mul(fd.ops.sub(t, mean), fd.ops.rsqrt(fd.ops.add(var, 1e-5)))
+        wd = declare(fd, w, "strided" if layout == "strided" else "sym")
+        y = fd.ops.add(fd.ops.mul(y, fd.ops.cast(wd, D.Float)), fd.ops.cast(declare(fd, b), D.Float))
+        fd.add_output(fd.ops.cast(y, dtype))
+    (out,), fd = _run_keeping_fd(build, [x, w, b])
+    t = x.double()
+    var, mean = torch.var_mean(t, 1, correction=0, keepdim=True)
+    check(out, ((t - mean) * torch.rsqrt(var + 1e-5) * w.double() + b.double()).to(x.dtype), kind="reduction")
+    (spec,) = _reduction_specs(fd)
+    k = spec.kernels[0]
+    var_ = spec.choose(k, [rows_count, n], [x, w, b], None, [])
+    size = (w.element_size() + b.element_size()) * var_.chunks * var_.vec * var_.block
+    keeps = size <= row_rules.KEEP_WEIGHTS_BYTES and layout == "contiguous"
+    assert var_.shift and var_.chunks and var_.keep_weights == keeps, var_.name
+    if not keeps:  # (past KEEP_WEIGHTS_BYTES, as fp32 weights of 5121 points; off boundaries)
+        return
+    assert "kept_m_" in var_.source and "__syncthreads_or(m_ != kept_m_)" in var_.source
+    assert "*>(in1 + " in var_.source.split("kept_m_ = m_;")[0]  # (the weights read in vectors to be placed)
+    assert "in1" not in var_.source.split("kept_m_ = m_;")[1]  # (then from shared memory only)
+    conftest._KERNEL_SOURCES.setdefault(var_.source, var_.name)
+    per_block = var_.block // var_.threads
+    want = min(-(-rows_count // per_block), resident // var_.vec * var_.vec or resident)
+    assert spec.grid(var_, spec.count(k, [rows_count, n], var_.vec), 1, 1, [rows_count, n], resident) == want
+    monkeypatch.setattr(row_rules, "KEEP_WEIGHTS_LOADS", 3)  # (a weight and a bias: two loads a point)
+    assert not spec.choose(k, [rows_count, n], [x, w, b], None, []).keep_weights
+    monkeypatch.setattr(row_rules, "KEEP_WEIGHTS_LOADS", 2)
+    monkeypatch.setattr(row_rules, "KEEP_WEIGHTS_ROWS", rows_count + 1)  # (few rows: read from global memory)
+    assert not spec.choose(k, [rows_count, n], [x, w, b], None, []).keep_weights
+
+
 @pytest.mark.parametrize("kind", ["softmax", "log_softmax", "rmsnorm", "layernorm"])
 @pytest.mark.parametrize("dtype,n", [(D.BFloat16, 49152), (D.BFloat16, 131072), (D.Float, 40000), (D.Half, 65536),
                                      (D.BFloat16, 262144)],

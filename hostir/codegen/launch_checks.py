@@ -8,7 +8,7 @@ import functools
 from . import rows
 from .cuda import vector_loads
 from .kir import Kernel
-from .row_loads import cached_loads, row_invariant_loads
+from .row_loads import cached_loads, kept_weights, row_invariant_loads
 
 
 @functools.cache
@@ -40,6 +40,14 @@ def _starts_aligned(t, vec: int) -> bool:
     """Is tensor `t` contiguous along its innermost dim from a boundary of
     vectors of `vec` points?"""
     return t.ndim > 0 and t.stride(-1) == 1 and t.data_ptr() % (vec * t.element_size()) == 0
+
+
+def keep_weights_ok(kernel: Kernel, vec: int, ins: list) -> bool:
+    """Can a shifted variant keep what every row reads in shared memory
+    (rows.KEEP_WEIGHTS): is each such weight contiguous along the row from a
+    vector boundary (placed from aligned vector loads; the last vector stays
+    within the 16-byte line of the weight's last point)?"""
+    return all(_starts_aligned(ins[n.arg], vec) for n in kept_weights(kernel, vec))
 
 
 def vector_ok(vec: int, tensors: list, extents: list[int]) -> bool:

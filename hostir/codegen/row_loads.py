@@ -73,6 +73,20 @@ def row_invariant_loads(kern: Kernel) -> set[int]:
     return {id(n) for n in kern.order if n.op == K.LOAD and id(n) not in dep}
 
 
+def kept_weights(kern: Kernel, vec: int) -> list[KNode]:
+    """The loads every row reads alike along the row (a weight, a bias: vector
+    loads among row_invariant_loads) that a shifted variant keeping weights
+    (spec.Variant.keep_weights, rows.KEEP_WEIGHTS) holds in shared memory."""
+    vl, inv = vector_loads(kern, vec), row_invariant_loads(kern)
+    return [n for n in kern.order if n.op == K.LOAD and id(n) in vl and id(n) in inv]
+
+
+def kept_weight_bytes(kern: Kernel, vec: int, points: int) -> int:
+    """Shared memory a block keeping its weights takes for rows of `points` points
+    (each kept weight's elements)."""
+    return sum(kern.inputs[n.arg].dtype.itemsize for n in kept_weights(kern, vec)) * points
+
+
 def invariant_bytes(kern: Kernel) -> int:
     """Bytes a point of a row reads of what every row reads (row_invariant_loads)."""
     invariant = row_invariant_loads(kern)

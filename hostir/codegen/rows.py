@@ -228,6 +228,28 @@ lanes idle: H100 % of copy (torch.compile), bf16 rows of 64 points: softmax
 34.8 (92.1), rmsnorm 45.8 (91.6); fp32 row sum 1048576x64 57.1 (98.4), bf16
 9586980x7 3.5 (87)."""
 
+KEEP_WEIGHTS = True
+KEEP_WEIGHTS_ROWS = 4096
+KEEP_WEIGHTS_BYTES = 32 * 1024
+KEEP_WEIGHTS_LOADS = 2
+"""Shifted rows (SHIFTED_WEIGHTS) kept in registers, at least KEEP_WEIGHTS_ROWS of
+them: each block keeps what every row reads (a layernorm's weight and bias) in
+shared memory (static, up to KEEP_WEIGHTS_BYTES a block), placed as shifted as
+the block's rows start (point j at j + m_), so a vector of the row reads its
+weights as one aligned vector from shared memory, not a point at a time from
+global memory (16 scalar loads a vector of 8 points for a layernorm's two:
+ncu, H100, layernorm bf16 13104x5121: L1 86 % busy, DRAM 56 %). The grid is
+then what the device runs at once, a multiple of the vector (spec.grid): a
+block's rows all start as far past a boundary, so it places the weights once;
+a row that starts elsewhere places them again (cuda_schedules, `kept_m_`).
+Only where every point reads KEEP_WEIGHTS_LOADS weights or more. H100 % of copy,
+same run, off / on: layernorm bf16 13104x5121 (a weight and a bias) 81.4 /
+86.5; but rmsnorm bf16 16380x4097 (a weight) 95.8 / 85.3: ncu found its
+point loads no bottleneck (L1 70 % busy) and the kept variant waiting longer
+on the rows' loads (long scoreboard 10.1 against 4.2 cycles an instruction,
+0.48 issued warps a scheduler against 0.74; grid 1184 blocks of 128 against
+16380), not understood."""
+
 FUNNEL_WEIGHTS = False
 """... and, where that weight is read in 16-byte vectors, its shifted vector
 funnel-shifted from the two aligned vectors around it (cuda_schedules

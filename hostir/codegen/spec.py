@@ -20,8 +20,8 @@ from .. import config
 from .cuda import NARROW, kernel_source, vector_width
 from .cuda_row_copies import copies_ahead
 from .cuda_outer import outer_lanes, outer_ok, outer_scratch, outer_split, outer_width
-from .row_loads import invariant_bytes, row_cache_bytes
-from .launch_checks import funnel_slots, launches_clusters, shift_ok, vector_ok, vector_slots
+from .row_loads import invariant_bytes, kept_weight_bytes, kept_weights, row_cache_bytes
+from .launch_checks import funnel_slots, keep_weights_ok, launches_clusters, shift_ok, vector_ok, vector_slots
 from .cuda_tiles import STAGE_BYTES, STAGED, stage_block, staged_gather, tile_loads
 from . import rows
 from .spec_rows import _RowRules
@@ -78,6 +78,7 @@ class Variant:
     cluster: int = 0     # ... each row split over this many CTAs of a thread-block cluster
     shift: bool = False  # ... rows that start off a vector boundary: vectors at the boundaries (launch_checks.shift_ok)
     double: bool = False  # ... the row kept in one of two buffers, the next row copied into the other (rows.ROW_DOUBLE)
+    keep_weights: bool = False  # ... shifted rows: each block keeps the weights in shared memory (rows.KEEP_WEIGHTS)
 
     @property
     def block(self) -> int:
@@ -107,7 +108,7 @@ class Variant:
         o = self.options
         src = kernel_source(self.kernel, self.vec, self.idx, self.block, o.streaming, o.pdl,
                             self.name, self.threads, self.chunks, self.outer, self.tile, self.smem_row,
-                            self.cluster, self.shift, self.double)
+                            self.cluster, self.shift, self.double, self.keep_weights)
         return defines(o, self.kernel) + src
 
     @cached_property
@@ -257,8 +258,13 @@ class KernelSpec(_RowRules):
                 c = -(-(-(-vectors // d)) // rows.ROW_THREADS[-1])
                 return self.variant(kernel, vec, idx, rows.ROW_THREADS[-1], c, c, cluster=d, double=True)
             q = self._cluster(kernel, vectors) if vec > 1 and launches_clusters(ins) else 0
-            return self.variant(kernel, vec, idx, *self._row_schedule(kernel, -(-vectors // max(1, q))),
-                                cluster=q, shift=shift)
+            var = self.variant(kernel, vec, idx, *self._row_schedule(kernel, -(-vectors // max(1, q))),
+                               cluster=q, shift=shift)
+            if shift and self._keeps_weights(var, math.prod(extents[d] for d in kernel.kept)) and \
+                    keep_weights_ok(kernel, vec, ins):
+                var = self.variant(kernel, vec, idx, var.threads, var.chunks, var.smem_row, shift=True,
+                                   keep_weights=True)
+            return var
         if self._stages(kernel, extents, ins):
             return self.variant(kernel, 1, idx, tile=STAGED)
         t = self._transposes(kernel, extents, ins)
@@ -270,6 +276,18 @@ class KernelSpec(_RowRules):
                                       extents):
             var = self.variant(kernel, 1, idx)
         return var
+
+    def _keeps_weights(self, var: Variant, rows_count: int) -> bool:
+        """Does a shifted variant keep the weights in shared memory (rows.KEEP_WEIGHTS):
+        rows kept in registers, not split over a cluster, at least KEEP_WEIGHTS_ROWS
+        of them, KEEP_WEIGHTS_LOADS weights or more, within KEEP_WEIGHTS_BYTES a block? (The launch checks
+        the weights too: launch_checks.keep_weights_ok.)"""
+        if not (rows.KEEP_WEIGHTS and var.chunks and not var.smem_row and not var.cluster
+                and rows_count >= rows.KEEP_WEIGHTS_ROWS):
+            return False
+        size = kept_weight_bytes(var.kernel, var.vec, var.chunks * var.vec * var.block)
+        loads = len(kept_weights(var.kernel, var.vec))
+        return loads >= rows.KEEP_WEIGHTS_LOADS and 0 < size <= rows.KEEP_WEIGHTS_BYTES
 
     def _stages(self, kernel: Kernel, extents: list[int], ins: list) -> bool:
         """Does this launch gather along an input row that fits in shared memory,
@@ -355,7 +373,11 @@ class KernelSpec(_RowRules):
         the blocks loop over the rows), unless what every row reads too (a
         weight, a bias) takes more bytes a point than the row: then L2's own
         bandwidth, not DRAM's, bounds it (H100 layernorm bf16 1024x131072, its
-        weight and bias reread each row: 77.7 % of copy resident against 81.1)."""
+        weight and bias reread each row: 77.7 % of copy resident against 81.1).
+        `clusters` counts the clusters the device runs at once, or, for a variant
+        keeping the weights (rows.KEEP_WEIGHTS), the blocks: its grid is as many,
+        a multiple of the vector, so a block's rows all start equally far past a
+        vector boundary."""
         if variant.outer:
             blocks = -(-count // ((variant.threads or 32) * variant.vec)) * split
         elif variant.tile >= 0:
@@ -371,6 +393,8 @@ class KernelSpec(_RowRules):
         else:
             per_block = variant.block // variant.threads if variant.threads else variant.block
             blocks = -(-count // per_block)
+            if variant.keep_weights and clusters:  # (rows of period vec in their shift)
+                blocks = min(blocks, clusters // variant.vec * variant.vec or clusters)
             if variant.generates:  # threads loop (grid stride), each setting up its draws
                 # once: H100 2^26 rand_like fp32 129 -> 97.1 us, randn_like bf16 155 -> 147 (torch
                 # eager 109, 156); not where it reads a tensor (dropout fp32 178 -> 187 us)
@@ -386,8 +410,8 @@ class KernelSpec(_RowRules):
 
     def variant(self, kernel: Kernel, vec: int, idx: str, threads: int = 0, chunks: int = 0,
                 smem_row: int = 0, outer: bool = False, tile: int = -1, cluster: int = 0,
-                shift: bool = False, double: bool = False) -> Variant:
-        key = (id(kernel), vec, idx, threads, chunks, smem_row, outer, tile, cluster, shift, double)
+                shift: bool = False, double: bool = False, keep_weights: bool = False) -> Variant:
+        key = (id(kernel), vec, idx, threads, chunks, smem_row, outer, tile, cluster, shift, double, keep_weights)
         got = self._variants.get(key)
         if got is None:
             o = self.options
@@ -396,10 +420,11 @@ class KernelSpec(_RowRules):
             name = (f"{kernel.name}{'_pair' * len(kernel.pairs)}_v{vec}_"
                     f"{'i32' if idx == 'int' else 'i64'}{f'_t{threads}' if threads else ''}"
                     f"{f'_c{chunks}' if chunks else ''}{('_smem' if smem_row >= chunks else f'_smem{smem_row}') if smem_row else ''}{'_outer' if outer else ''}"
-                    f"{f'_q{cluster}' if cluster else ''}{'_db' if double else ''}{'_sh' if shift else ''}"
+                    f"{f'_q{cluster}' if cluster else ''}{'_db' if double else ''}{'_sh' if shift else ''}{'_kw' if keep_weights else ''}"
                     f"{f'_tile{tile}' if tile >= 0 else ''}{'_staged' if tile == STAGED else ''}{tune}")
             got = self._variants[key] = Variant(kernel, vec, idx, o, name, vector_slots(kernel, vec),
-                                                threads, chunks, outer, tile, smem_row, cluster, shift, double)
+                                                threads, chunks, outer, tile, smem_row, cluster, shift, double,
+                                                keep_weights)
         return got
 
     def typical_variants(self) -> list[Variant]:

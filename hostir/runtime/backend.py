@@ -171,7 +171,11 @@ def start(spec: KernelSpec, kernel: Kernel, extents: list[int], ins: list, outs:
                   scratch=(*bufs, split))
     packed = PackedArgs(values, _types(slots, kernel, variant.idx))
     launcher = None
-    resident = compiled(variant).resident_clusters(device, variant.block) if variant.cluster and count else 0
+    resident = 0
+    if variant.cluster and count:
+        resident = compiled(variant).resident_clusters(device, variant.block)
+    elif variant.keep_weights and count:
+        resident = compiled(variant).resident_blocks(device, variant.block) * sms
     grid = spec.grid(variant, count, sms, split, extents, resident)
     if count:
         launcher = compiled(variant).launcher(device, grid, variant.block)

@@ -131,6 +131,18 @@ class CompiledKernel:
             got = self._resident[key] = int(n) if err == cu.CUresult.CUDA_SUCCESS else 0
         return got
 
+    def resident_blocks(self, device: torch.device, block: int) -> int:
+        """How many of this kernel's blocks of `block` threads an SM runs at
+        once (cuOccupancyMaxActiveBlocksPerMultiprocessor; 0 where the driver
+        does not say)."""
+        key = (device.index, block, "blocks")
+        got = self._resident.get(key)
+        if got is None:
+            cu = _driver()
+            err, n = cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(self.function(device), block, self.smem)
+            got = self._resident[key] = int(n) if err == cu.CUresult.CUDA_SUCCESS else 0
+        return got
+
     def launch(self, device: torch.device, grid: int, block: int, values, types,
                stream: int) -> None:
         """Launch on `stream` (a raw handle) with arguments `values` of ctypes `types`."""
