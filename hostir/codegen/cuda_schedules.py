@@ -7,7 +7,7 @@ same kernel IR as the interpreter runs; the launch rule in spec.py picks
 which one a launch uses."""
 from __future__ import annotations
 
-from .cuda import CTYPE, VEC_TYPE, _closure, _offset, _Printer
+from .cuda import CTYPE, _closure, _offset, _Printer
 from . import cuda_combine
 from .cuda_combine import acc_init, acc_type, acc_value, online_point, online_vector, shifted_exps
 from .kir import ONLINE, K, Kernel, KNode, levels, row_nodes, split_stores
@@ -15,11 +15,12 @@ from . import rows
 from .launch_checks import funnel_load
 from .cuda_row_copies import _RowCopies
 from .cuda_row_combine import _RowCombines
+from .cuda_row_shift import _RowShifts
 from .row_loads import (cached_loads, held_words, invariant_bytes, kept_weights, rest_words, row_cache_bytes,
                         row_invariant_loads, row_work)
 
 
-class _ReductionPrinter(_RowCopies, _RowCombines, _Printer):
+class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
     """A reduction or normalization kernel: each group of `threads` consecutive
     threads of a block takes one point of the kept dims (a row) at a time. A
     pass over the row's reduced points has each thread combine every
@@ -278,18 +279,6 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _Printer):
             self.lines.append(f"{indent}  out{s}[{off}] = {names[id(node)]};")
         self.lines.append(f"{indent}}}")
 
-    def _row_shift(self, names) -> None:
-        """m_: how far past a vector boundary the row starts (its first vector
-        load's point 0; every vector tensor starts as far past: launch_checks.shift_ok)."""
-        L, k, i = self.lines, self.k, f"i{self.inner}"
-        first = next(n for n in k.order if id(n) in self.vloads)
-        L.append("    int m_;  // the row's start, points past a vector boundary")
-        L.append(f"    {{ const {self.idx} {i} = 0;")
-        at = dict(names)
-        self.emit_all([x for x in _closure([first], set()) if x.op != K.LOAD], at, i, "      ")
-        p = f"in{first.arg} + {_offset([at[id(x)] for x in first.src[1:]], f'in{first.arg}')}"
-        L.append(f"      m_ = (int)(reinterpret_cast<unsigned long long>({p}) / sizeof(*in{first.arg}) % {self.vec}); }}")
-
     def _start(self) -> str:
         """The first point of this thread's first vector of the row."""
         return f"lane * {self.vec} - m_" if self.shift else f"lane * {self.vec}"
@@ -403,7 +392,7 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _Printer):
         """One vector of the row: its loads, the points' values, the stores (with
         `batch`, its vector loads' arrays of a batch at slot c: phase "loads"
         fills them, "uses" computes from them)."""
-        L, idx, v, k = self.lines, self.idx, self.vec, self.k
+        L, v = self.lines, self.vec
         i = f"i{self.inner}"
         local = dict(names)  # what does not move along the innermost dim: once per vector
         self.emit_all([n for n in body if id(n) not in self.dep], local, i, "      ")
@@ -530,70 +519,6 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _Printer):
             else:
                 L.append("      if (active)")
                 self.vector_store(s, arr, off)
-
-    def _keep_weights(self, names) -> None:
-        """Place what every row reads (rows.KEEP_WEIGHTS) in the group's share of
-        shared memory, point j at j + m_, where the block's rows start elsewhere
-        than the last placing (the grid keeps them alike: spec.grid); every
-        thread agrees (a block-wide vote), so every thread meets the barriers.
-        The weights are read in aligned vectors (the launch checked them:
-        launch_checks.keep_weights_ok), a few round trips a placing."""
-        L, k, T, v = self.lines, self.k, self.threads, self.vec
-        share = self.chunks * T * v
-        L.append("    if (__syncthreads_or(m_ != kept_m_)) {  // (the last row's readers are done)")
-        L.append("      #pragma unroll 1")
-        L.append(f"      for ({self.idx} j_ = lane * {v}; j_ < R; j_ += {T * v}) {{")
-        at = dict(names)
-        loads = kept_weights(k, v)
-        self.emit_all(_closure(loads, set()), at, "j_", "        ")
-        for n in loads:
-            got = self.vector_load(n, at)
-            L.append(f"        for (int u = 0; u < {v}; ++u) if (j_ + u < R) "
-                     f"{self.kept_w[id(n)]}[(threadIdx.x / {T}) * {share} + j_ + u + m_] = {got};")
-        L.append("      }")
-        L.append("      kept_m_ = m_;")
-        L.append("      __syncthreads();")
-        L.append("    }")
-
-    def _kept_weight(self, n: KNode) -> str:
-        """A kept weight's points of this vector (j x vec - m_ onwards: its place
-        in shared memory is at a vector boundary), read as one aligned vector."""
-        L, v, k = self.lines, self.vec, self.k
-        ct = CTYPE[k.inputs[n.arg].dtype]
-        size = k.inputs[n.arg].dtype.itemsize * v
-        word = next(w for w in (16, 8, 4, 2, 1) if size % w == 0)
-        arr = self.fresh()
-        at = f"{self.kept_w[id(n)]} + (threadIdx.x / {self.threads}) * {self.chunks * self.threads * v} + i{self.inner} + m_"
-        L.append(f"      alignas(16) {ct} {arr}[{v}];")
-        if word == 1:
-            L.append(f"      for (int u = 0; u < {v}; ++u) {arr}[u] = ({at})[u];")
-        else:
-            vt = VEC_TYPE[word]
-            L.append("      #pragma unroll")
-            L.append(f"      for (int w = 0; w < {size // word}; ++w) reinterpret_cast<{vt}*>({arr})[w] = "
-                     f"reinterpret_cast<const {vt}*>({at})[w];")
-        return f"({arr})[u]"
-
-    def _funnel_load(self, n: KNode, base: dict) -> str:
-        """The shifted vector of a load every row reads alike (a weight), at
-        the row's points i .. i + vec - 1 (i = the vector's start, m_ points
-        before a boundary of the weight's vectors): the aligned vectors before
-        and at i + m_ (each only where a point of the row needs it: never
-        before the weight's start or past its end), funnel-shifted by m_ points
-        (hir_funnel16). The launch checked the weight's alignment (launch_checks.shift_ok)."""
-        L, v, i = self.lines, self.vec, f"i{self.inner}"
-        t = self.k.inputs[n.arg]
-        a = [base[id(s)] for s in n.src]
-        off = _offset(a[1:], f"in{n.arg}")
-        arr = self.fresh()
-        L.append(f"      alignas(16) {CTYPE[t.dtype]} {arr}[{v}];")
-        L.append(f"      {{ const {CTYPE[t.dtype]}* const wp_ = in{n.arg} + {off} + m_;")
-        L.append("        uint4 lo_ = make_uint4(0u, 0u, 0u, 0u), hi_ = lo_;")
-        L.append(f"        if ({a[0]} && {i} + m_ >= {v}) lo_ = *reinterpret_cast<const uint4*>(wp_ - {v});")
-        L.append(f"        if ({a[0]} && {i} + m_ < R) hi_ = *reinterpret_cast<const uint4*>(wp_);")
-        L.append(f"        *reinterpret_cast<uint4*>({arr}) = hir_funnel16(lo_, hi_, ({v} - m_) * "
-                 f"{t.dtype.itemsize}); }}")
-        return f"({arr})[u]"
 
     def _reread(self, n: KNode, cache: str) -> str:
         """This thread's vector `c` of a cached load, read again in a later pass:

@@ -1,0 +1,94 @@
+"""How a reduction kernel reads rows that start off a vector boundary (a mixin
+of cuda_schedules._ReductionPrinter, `shift`: launch_checks.shift_ok): the
+row's shift m_ (_row_shift), and what every row reads alike (a weight, a
+bias), whose points sit elsewhere past their own boundaries: kept in shared
+memory placed as shifted as the block's rows (rows.KEEP_WEIGHTS:
+_keep_weights, _kept_weight), or funnel-shifted from its two aligned vectors
+(rows.FUNNEL_WEIGHTS: _funnel_load), else read a point at a time. The guarded
+and unguarded points of a vector are cuda_schedules' (_points)."""
+from __future__ import annotations
+
+from .cuda import CTYPE, VEC_TYPE, _closure, _offset
+from .kir import K, KNode
+from .row_loads import kept_weights
+
+
+class _RowShifts:
+    """The shifted reads of a _ReductionPrinter (its k, vec, threads, chunks,
+    vloads, kept_w, lines)."""
+
+    def _row_shift(self, names) -> None:
+        """m_: how far past a vector boundary the row starts (its first vector
+        load's point 0; every vector tensor starts as far past: launch_checks.shift_ok)."""
+        L, k, i = self.lines, self.k, f"i{self.inner}"
+        first = next(n for n in k.order if id(n) in self.vloads)
+        L.append("    int m_;  // the row's start, points past a vector boundary")
+        L.append(f"    {{ const {self.idx} {i} = 0;")
+        at = dict(names)
+        self.emit_all([x for x in _closure([first], set()) if x.op != K.LOAD], at, i, "      ")
+        p = f"in{first.arg} + {_offset([at[id(x)] for x in first.src[1:]], f'in{first.arg}')}"
+        L.append(f"      m_ = (int)(reinterpret_cast<unsigned long long>({p}) / sizeof(*in{first.arg}) % {self.vec}); }}")
+
+    def _keep_weights(self, names) -> None:
+        """Place what every row reads (rows.KEEP_WEIGHTS) in the group's share of
+        shared memory, point j at j + m_, where the block's rows start elsewhere
+        than the last placing (the grid keeps them alike: spec.grid); every
+        thread agrees (a block-wide vote), so every thread meets the barriers.
+        The weights are read in aligned vectors (the launch checked them:
+        launch_checks.keep_weights_ok), a few round trips a placing."""
+        L, k, T, v = self.lines, self.k, self.threads, self.vec
+        share = self.chunks * T * v
+        L.append("    if (__syncthreads_or(m_ != kept_m_)) {  // (the last row's readers are done)")
+        L.append("      #pragma unroll 1")
+        L.append(f"      for ({self.idx} j_ = lane * {v}; j_ < R; j_ += {T * v}) {{")
+        at = dict(names)
+        loads = kept_weights(k, v)
+        self.emit_all(_closure(loads, set()), at, "j_", "        ")
+        for n in loads:
+            got = self.vector_load(n, at)
+            L.append(f"        for (int u = 0; u < {v}; ++u) if (j_ + u < R) "
+                     f"{self.kept_w[id(n)]}[(threadIdx.x / {T}) * {share} + j_ + u + m_] = {got};")
+        L.append("      }")
+        L.append("      kept_m_ = m_;")
+        L.append("      __syncthreads();")
+        L.append("    }")
+
+    def _kept_weight(self, n: KNode) -> str:
+        """A kept weight's points of this vector (j x vec - m_ onwards: its place
+        in shared memory is at a vector boundary), read as one aligned vector."""
+        L, v, k = self.lines, self.vec, self.k
+        ct = CTYPE[k.inputs[n.arg].dtype]
+        size = k.inputs[n.arg].dtype.itemsize * v
+        word = next(w for w in (16, 8, 4, 2, 1) if size % w == 0)
+        arr = self.fresh()
+        at = f"{self.kept_w[id(n)]} + (threadIdx.x / {self.threads}) * {self.chunks * self.threads * v} + i{self.inner} + m_"
+        L.append(f"      alignas(16) {ct} {arr}[{v}];")
+        if word == 1:
+            L.append(f"      for (int u = 0; u < {v}; ++u) {arr}[u] = ({at})[u];")
+        else:
+            vt = VEC_TYPE[word]
+            L.append("      #pragma unroll")
+            L.append(f"      for (int w = 0; w < {size // word}; ++w) reinterpret_cast<{vt}*>({arr})[w] = "
+                     f"reinterpret_cast<const {vt}*>({at})[w];")
+        return f"({arr})[u]"
+
+    def _funnel_load(self, n: KNode, base: dict) -> str:
+        """The shifted vector of a load every row reads alike (a weight), at
+        the row's points i .. i + vec - 1 (i = the vector's start, m_ points
+        before a boundary of the weight's vectors): the aligned vectors before
+        and at i + m_ (each only where a point of the row needs it: never
+        before the weight's start or past its end), funnel-shifted by m_ points
+        (hir_funnel16). The launch checked the weight's alignment (launch_checks.shift_ok)."""
+        L, v, i = self.lines, self.vec, f"i{self.inner}"
+        t = self.k.inputs[n.arg]
+        a = [base[id(s)] for s in n.src]
+        off = _offset(a[1:], f"in{n.arg}")
+        arr = self.fresh()
+        L.append(f"      alignas(16) {CTYPE[t.dtype]} {arr}[{v}];")
+        L.append(f"      {{ const {CTYPE[t.dtype]}* const wp_ = in{n.arg} + {off} + m_;")
+        L.append("        uint4 lo_ = make_uint4(0u, 0u, 0u, 0u), hi_ = lo_;")
+        L.append(f"        if ({a[0]} && {i} + m_ >= {v}) lo_ = *reinterpret_cast<const uint4*>(wp_ - {v});")
+        L.append(f"        if ({a[0]} && {i} + m_ < R) hi_ = *reinterpret_cast<const uint4*>(wp_);")
+        L.append(f"        *reinterpret_cast<uint4*>({arr}) = hir_funnel16(lo_, hi_, ({v} - m_) * "
+                 f"{t.dtype.itemsize}); }}")
+        return f"({arr})[u]"
