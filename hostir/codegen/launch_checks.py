@@ -67,7 +67,7 @@ def vector_ok(vec: int, tensors: list, extents: list[int]) -> bool:
 def funnel_load(kernel: Kernel, node, vec: int) -> bool:
     """Is this load every row reads alike read in 16-byte vectors of `vec`
     points (so a shifted row can take it funnel-shifted from two aligned ones:
-    cuda_schedules, rows.FUNNEL_WEIGHTS)?"""
+    cuda_row_shift, rows.FUNNEL_WEIGHTS)?"""
     return kernel.inputs[node.arg].dtype.itemsize * vec == 16
 
 

@@ -241,7 +241,7 @@ global memory (16 scalar loads a vector of 8 points for a layernorm's two:
 ncu, H100, layernorm bf16 13104x5121: L1 86 % busy, DRAM 56 %). The grid is
 then what the device runs at once, a multiple of the vector (spec.grid): a
 block's rows all start as far past a boundary, so it places the weights once;
-a row that starts elsewhere places them again (cuda_schedules, `kept_m_`).
+a row that starts elsewhere places them again (cuda_row_shift, `kept_m_`).
 Only where every point reads KEEP_WEIGHTS_LOADS weights or more. H100 % of copy,
 same run, off / on: layernorm bf16 13104x5121 (a weight and a bias) 81.4 /
 86.5; but rmsnorm bf16 16380x4097 (a weight) 95.8 / 85.3: ncu found its
@@ -252,7 +252,7 @@ on the rows' loads (long scoreboard 10.1 against 4.2 cycles an instruction,
 
 FUNNEL_WEIGHTS = False
 """... and, where that weight is read in 16-byte vectors, its shifted vector
-funnel-shifted from the two aligned vectors around it (cuda_schedules
+funnel-shifted from the two aligned vectors around it (cuda_row_shift
 _funnel_load, hir_funnel16; the weight's start must lie on a boundary), not
 read a point at a time. Built because ncu on an H200 found layernorm bf16
 13104x5121 with point loads at 83 % memory throughput (L1) against 36 % DRAM
