@@ -32,16 +32,17 @@ BF16, F16, F32 = DataType.BFloat16, DataType.Half, DataType.Float
 
 # (case maker, dtype, row lengths): rows of each length, as many as --elements allows
 # (softmax bf16 98304, fp32 40960: rows of 12 and 10 vectors a thread one block an SM
-# keeps, which rows.ONLINE_KEPT moved to the online kernel untimed)
+# keeps, which rows.ONLINE_KEPT moved to the online kernel; layernorm bf16 769, fp16
+# 4097: rows off vector boundaries with a weight and a bias, rows.KEEP_WEIGHTS)
 SWEEP = [
     (softmax_case, BF16, [64, 1000, 5121, 32001, 32768, 49152, 50257, 98304, 131072, 262144]),
     (softmax_case, F32, [48, 1000, 4097, 20001, 40960, 100000]),
     (softmax_case, F16, [768, 150000]),
     (log_softmax_case, BF16, [32001, 131072, 151935]),
     (rmsnorm_case, BF16, [64, 1000, 4097, 24576, 131072, 262144]),
-    (layernorm_case, BF16, [96, 512, 5121, 12288, 131072]),
+    (layernorm_case, BF16, [96, 512, 769, 5121, 12288, 131072]),
     (layernorm_case, F32, [1000, 65536]),
-    (layernorm_case, F16, [3000]),
+    (layernorm_case, F16, [3000, 4097]),
     (row_sum_case, F32, [20, 64, 1000, 100000]),
     (row_sum_case, BF16, [7, 4097]),
     (column_sum_case, F32, [8, 64, 1000, 4096, 65536]),
