@@ -1463,7 +1463,7 @@ def test_shifted_rows_keep_their_weights(dtype, wdtype, n, layout, resident, mon
     k = spec.kernels[0]
     var_ = spec.choose(k, [rows_count, n], [x, w, b], None, [])
     size = (w.element_size() + b.element_size()) * var_.chunks * var_.vec * var_.block
-    keeps = size <= row_rules.KEEP_WEIGHTS_BYTES and layout == "contiguous"
+    keeps = size <= row_rules.KEEP_WEIGHTS_BYTES and layout == "contiguous" and var_.block >= row_rules.KEEP_WEIGHTS_BLOCK
     assert var_.shift and var_.chunks and var_.keep_weights == keeps, var_.name
     if not keeps:  # (past KEEP_WEIGHTS_BYTES, as fp32 weights of 5121 points; off boundaries)
         return
@@ -1477,6 +1477,9 @@ def test_shifted_rows_keep_their_weights(dtype, wdtype, n, layout, resident, mon
     monkeypatch.setattr(row_rules, "KEEP_WEIGHTS_LOADS", 3)  # (a weight and a bias: two loads a point)
     assert not spec.choose(k, [rows_count, n], [x, w, b], None, []).keep_weights
     monkeypatch.setattr(row_rules, "KEEP_WEIGHTS_LOADS", 2)
+    monkeypatch.setattr(row_rules, "KEEP_WEIGHTS_BLOCK", 2 * var_.block)  # (blocks too small)
+    assert not spec.choose(k, [rows_count, n], [x, w, b], None, []).keep_weights
+    monkeypatch.setattr(row_rules, "KEEP_WEIGHTS_BLOCK", var_.block)
     monkeypatch.setattr(row_rules, "KEEP_WEIGHTS_ROWS", rows_count + 1)  # (few rows: read from global memory)
     assert not spec.choose(k, [rows_count, n], [x, w, b], None, []).keep_weights
 

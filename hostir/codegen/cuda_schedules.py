@@ -463,10 +463,13 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
             self._points(mine, stores, body, acc, inner, base, edge=False)
             return
         # a shifted row: only its first and last vectors hold points off the row; the
-        # others take the unguarded points. H100 % of copy, same run, every vector
-        # guarded / these: softmax bf16 2097x32001 88.7 / 92.3, 1335x50257 87.7 /
-        # 91.3, log-softmax bf16 2097x32001 86.7 / 91.4, layernorm bf16 13104x5121
-        # 79.4 / 80.6
+        # others take the unguarded points (rows of SHIFT_SPLIT_THREADS threads or more).
+        # H100 % of copy, same run, every vector guarded / these: softmax bf16
+        # 2097x32001 88.7 / 92.3, 1335x50257 87.7 / 91.3, log-softmax bf16 2097x32001
+        # 86.7 / 91.4, layernorm bf16 13104x5121 79.4 / 80.6
+        if self.threads < SHIFT_SPLIT_THREADS:
+            self._points(mine, stores, body, acc, inner, base, edge=True)
+            return
         L.append(f"      if ({i} >= 0 && {i} + {v} <= R) {{  // a vector wholly of the row")
         self._points(mine, stores, body, acc, dict(inner), base, edge=False)
         L.append("      } else {")
@@ -514,7 +517,9 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
         for (s, node, ix), arr in zip(stores, arrs):
             off = _offset([base[id(x)] for x in ix], f"out{s}")
             if edge:  # (the launch checked: contiguous along the row)
-                L.append(f"      if (active) for (int u = 0; u < {v}; ++u) "
+                L.append(f"      if (active && {i} >= 0 && {i} + {v} <= R)")
+                self.vector_store(s, arr, off)
+                L.append(f"      else if (active) for (int u = 0; u < {v}; ++u) "
                          f"if ({i} + u >= 0 && {i} + u < R) out{s}[{off} + u] = {arr}[u];")
             else:
                 L.append("      if (active)")
@@ -569,5 +574,6 @@ LOOP_HINTS = True  # a long row's loop: its last pass's loads and the stores evi
 SMEM_HINTS = True  # cache hints on rows kept in shared memory (_smem_hint)
 INVARIANT_KEEP_BYTES = 64 * 1024  # a looped row's last pass: what every row reads, evict-first past this
 SMEM_REST_BOUNDS = True  # rows kept in shared memory and registers ask for the blocks their shared memory allows (bounds)
+SHIFT_SPLIT_THREADS = 32  # shifted rows of this many threads or more: vectors wholly of the row unguarded
 FUNNEL_THREADS = 0  # a kernel reading weights funnel-shifted asks for this many threads an SM (0: no ask)
 LOAD_HINTS = False  # cache-eviction hints on persistent kernels' loads: measured slower (tune_reduction)

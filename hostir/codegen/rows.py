@@ -232,6 +232,7 @@ KEEP_WEIGHTS = True
 KEEP_WEIGHTS_ROWS = 4096
 KEEP_WEIGHTS_BYTES = 32 * 1024
 KEEP_WEIGHTS_LOADS = 2
+KEEP_WEIGHTS_BLOCK = 256
 """Shifted rows (SHIFTED_WEIGHTS) kept in registers, at least KEEP_WEIGHTS_ROWS of
 them: each block keeps what every row reads (a layernorm's weight and bias) in
 shared memory (static, up to KEEP_WEIGHTS_BYTES a block), placed as shifted as
@@ -242,13 +243,16 @@ ncu, H100, layernorm bf16 13104x5121: L1 86 % busy, DRAM 56 %). The grid is
 then what the device runs at once, a multiple of the vector (spec.grid): a
 block's rows all start as far past a boundary, so it places the weights once;
 a row that starts elsewhere places them again (cuda_row_shift, `kept_m_`).
-Only where every point reads KEEP_WEIGHTS_LOADS weights or more. H100 % of copy,
-same run, off / on: layernorm bf16 13104x5121 (a weight and a bias) 81.4 /
-86.5; but rmsnorm bf16 16380x4097 (a weight) 95.8 / 85.3: ncu found its
+Only where every point reads KEEP_WEIGHTS_LOADS weights or more, in blocks of
+KEEP_WEIGHTS_BLOCK threads or more. H100 % of copy, same run, off / on:
+layernorm bf16 13104x5121 (a weight and a bias; a row a block of 256) 81.4 /
+86.5 and 82.2 / 86.2, 87267x769 (four rows a block of 256) 54.9 / 74.6; but
+in blocks of 128 (a row each) layernorm fp16 16380x4097 85.4 / 82.0 and
+rmsnorm bf16 16380x4097 (a weight) 95.8 / 85.3: ncu found the rmsnorm's
 point loads no bottleneck (L1 70 % busy) and the kept variant waiting longer
 on the rows' loads (long scoreboard 10.1 against 4.2 cycles an instruction,
-0.48 issued warps a scheduler against 0.74; grid 1184 blocks of 128 against
-16380), not understood."""
+0.48 issued warps a scheduler against 0.74; grid 1184 blocks against 16380),
+not understood."""
 
 FUNNEL_WEIGHTS = False
 """... and, where that weight is read in 16-byte vectors, its shifted vector

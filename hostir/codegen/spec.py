@@ -280,10 +280,11 @@ class KernelSpec(_RowRules):
     def _keeps_weights(self, var: Variant, rows_count: int) -> bool:
         """Does a shifted variant keep the weights in shared memory (rows.KEEP_WEIGHTS):
         rows kept in registers, not split over a cluster, at least KEEP_WEIGHTS_ROWS
-        of them, KEEP_WEIGHTS_LOADS weights or more, within KEEP_WEIGHTS_BYTES a block? (The launch checks
+        of them, KEEP_WEIGHTS_LOADS weights or more, in blocks of KEEP_WEIGHTS_BLOCK
+        threads or more, within KEEP_WEIGHTS_BYTES a block? (The launch checks
         the weights too: launch_checks.keep_weights_ok.)"""
         if not (rows.KEEP_WEIGHTS and var.chunks and not var.smem_row and not var.cluster
-                and rows_count >= rows.KEEP_WEIGHTS_ROWS):
+                and rows_count >= rows.KEEP_WEIGHTS_ROWS and var.block >= rows.KEEP_WEIGHTS_BLOCK):
             return False
         size = kept_weight_bytes(var.kernel, var.vec, var.chunks * var.vec * var.block)
         loads = len(kept_weights(var.kernel, var.vec))
