@@ -220,13 +220,17 @@ a point (ONLINE_VECTORS off) it had lost: 256x262144 60.5, fp16 447x150000
 
 SHORT_ROWS = True
 SHORT_ROW_THREADS = (1, 2, 4, 8, 16)
-SHORT_ROW_WORK = 4
+SHORT_ROW_WORK = 2
 """Rows shorter than a warp's work take part of a warp each (hir_warp_reduce
 over groups of 1 to 16 lanes): a one-pass reduction SHORT_ROW_WORK vectors
 (or points) a thread, a kept row its chunks (register_row). A warp a row left
 lanes idle: H100 % of copy (torch.compile), bf16 rows of 64 points: softmax
 34.8 (92.1), rmsnorm 45.8 (91.6); fp32 row sum 1048576x64 57.1 (98.4), bf16
-9586980x7 3.5 (87)."""
+9586980x7 3.5 (87). Work 4 / 2 / 1 (H100, same run): row sum fp32
+1048576x64 93.0 / 99.0 / 99.0, 3355443x20 98.8 / 100 / 73.0, bf16 9586980x7
+83.1 / 85.2 / 55.4; rmsnorm bf16 1048576x64 96.3 / 97.3 / 98.3, softmax bf16
+96.8 / 98.4 / 98.5, layernorm bf16 699050x96 94.5 / 95.7 / 96.2 (about 1 of
+those the run's order: rows it leaves alone moved as much)."""
 
 KEEP_WEIGHTS = True
 KEEP_WEIGHTS_ROWS = 4096
@@ -271,16 +275,23 @@ def group_threads() -> tuple[int, ...]:
     return (SHORT_ROW_THREADS if SHORT_ROWS else ()) + ROW_THREADS
 
 
+ROW_WORK = 4
+"""Vectors (or points) a thread of a one-pass row (a row sum; rows no pass
+keeps) of a warp or more takes at most (row_threads): more threads a row, more
+rows' loads in flight. H100 % of copy, same run, 16 / 8 / 4: row sum fp32
+67108x1000 97.3 / 97.4 / 100, bf16 16380x4097 91.0 / 94.4 / 97.2."""
+
+
 def row_threads(reduced: int) -> int:
     """Threads that combine one row of `reduced` vectors (or points, unvectorized)
     in one pass: part of a warp for short rows (SHORT_ROW_WORK a thread), a warp
-    up to 512, more for long ones (about 16 or more a thread)."""
+    up to 32 x ROW_WORK, more for long ones (about ROW_WORK or more a thread)."""
     if SHORT_ROWS:
         t = next((t for t in SHORT_ROW_THREADS if reduced <= SHORT_ROW_WORK * t), 0)
         if t:
             return t
     for t in ROW_THREADS:
-        if reduced <= 16 * t:
+        if reduced <= ROW_WORK * t:
             return t
     return ROW_THREADS[-1]
 
