@@ -1463,7 +1463,8 @@ def test_shifted_rows_keep_their_weights(dtype, wdtype, n, layout, resident, mon
     k = spec.kernels[0]
     var_ = spec.choose(k, [rows_count, n], [x, w, b], None, [])
     size = (w.element_size() + b.element_size()) * var_.chunks * var_.vec * var_.block
-    keeps = size <= row_rules.KEEP_WEIGHTS_BYTES and layout == "contiguous" and var_.block >= row_rules.KEEP_WEIGHTS_BLOCK
+    keeps = (size <= row_rules.KEEP_WEIGHTS_BYTES and layout == "contiguous"
+             and var_.block >= row_rules.KEEP_WEIGHTS_BLOCK)
     assert var_.shift and var_.chunks and var_.keep_weights == keeps, var_.name
     if not keeps:  # (past KEEP_WEIGHTS_BYTES, as fp32 weights of 5121 points; off boundaries)
         return

@@ -61,7 +61,8 @@ class _RowShifts:
         size = k.inputs[n.arg].dtype.itemsize * v
         word = next(w for w in (16, 8, 4, 2, 1) if size % w == 0)
         arr = self.fresh()
-        at = f"{self.kept_w[id(n)]} + (threadIdx.x / {self.threads}) * {self.chunks * self.threads * v} + i{self.inner} + m_"
+        share = self.chunks * self.threads * v
+        at = f"{self.kept_w[id(n)]} + (threadIdx.x / {self.threads}) * {share} + i{self.inner} + m_"
         L.append(f"      alignas(16) {ct} {arr}[{v}];")
         if word == 1:
             L.append(f"      for (int u = 0; u < {v}; ++u) {arr}[u] = ({at})[u];")

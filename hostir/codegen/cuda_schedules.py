@@ -111,7 +111,8 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
         if self.kept_w:  # (a group's share: the row's points, shifted, in its vectors)
             for n in kept_weights(k, self.vec):
                 ct = CTYPE[k.inputs[n.arg].dtype]
-                L.append(f"  __shared__ __align__(16) {ct} {self.kept_w[id(n)]}[{self.block * self.chunks * self.vec}];")
+                size = self.block * self.chunks * self.vec
+                L.append(f"  __shared__ __align__(16) {ct} {self.kept_w[id(n)]}[{size}];")
             L.append("  int kept_m_ = -1;  // the shift the kept weights are placed at")
         work = row_work(k, rows, full_stores)
         self._plan_ahead(work)

@@ -364,7 +364,7 @@ class KernelSpec(_RowRules):
         return math.prod(extents) // vec
 
     def grid(self, variant: Variant, count: int, sm_count: int, split: int = 1,
-             extents: list[int] | None = None, clusters: int = 0) -> int:
+             extents: list[int] | None = None, resident: int = 0) -> int:
         """One thread per slot (a group of `threads` per row of a reduction; a
         block per tile of 32 rows and share of an outer reduction);
         options.grid_stride caps the grid at 32 blocks per SM, as does a
@@ -375,27 +375,27 @@ class KernelSpec(_RowRules):
         weight, a bias) takes more bytes a point than the row: then L2's own
         bandwidth, not DRAM's, bounds it (H100 layernorm bf16 1024x131072, its
         weight and bias reread each row: 77.7 % of copy resident against 81.1).
-        `clusters` counts the clusters the device runs at once, or, for a variant
-        keeping the weights (rows.KEEP_WEIGHTS), the blocks: its grid is as many,
-        a multiple of the vector, so a block's rows all start equally far past a
-        vector boundary."""
+        `resident` counts the clusters the device runs at once (a cluster
+        variant's), or, for a variant keeping the weights (rows.KEEP_WEIGHTS),
+        the blocks: its grid is as many, a multiple of the vector, so a block's
+        rows all start equally far past a vector boundary."""
         if variant.outer:
             blocks = -(-count // ((variant.threads or 32) * variant.vec)) * split
         elif variant.tile >= 0:
             blocks = count
         elif variant.tile == STAGED:  # a block per row at a time
             blocks = min(count, sm_count * 8)
-        elif variant.cluster:  # a cluster a row; where `clusters` (those the device runs at once) are
+        elif variant.cluster:  # a cluster a row; where `resident` (the clusters the device runs at once) are
             blocks = count * variant.cluster  # known, as many, each copying its next row ahead
-            if clusters and (variant.double or copies_ahead(variant.kernel, variant.vec, variant.chunks,
+            if resident and (variant.double or copies_ahead(variant.kernel, variant.vec, variant.chunks,
                                                             min(variant.smem_row, variant.chunks), variant.block,
                                                             variant.shift, variant.cluster)):
-                blocks = min(count, clusters) * variant.cluster
+                blocks = min(count, resident) * variant.cluster
         else:
             per_block = variant.block // variant.threads if variant.threads else variant.block
             blocks = -(-count // per_block)
-            if variant.keep_weights and clusters:  # (rows of period vec in their shift)
-                blocks = min(blocks, clusters // variant.vec * variant.vec or clusters)
+            if variant.keep_weights and resident:  # (rows of period vec in their shift)
+                blocks = min(blocks, resident // variant.vec * variant.vec or resident)
             if variant.generates:  # threads loop (grid stride), each setting up its draws
                 # once: H100 2^26 rand_like fp32 129 -> 97.1 us, randn_like bf16 155 -> 147 (torch
                 # eager 109, 156); not where it reads a tensor (dropout fp32 178 -> 187 us)
