@@ -1420,6 +1420,27 @@ def _shifted_rows_with_a_weight(x, dtype, n, vec):
         row_rules.SHIFTED_WEIGHTS, row_rules.FUNNEL_WEIGHTS = saved
 
 
+@pytest.mark.parametrize("n", [1027, 769])
+def test_shifted_rows_ask_no_occupancy(n, monkeypatch):
+    """cuda_schedules.SHIFT_FULL_OCCUPANCY: a shifted row's kernel (guarded and
+    unguarded points) asks for no blocks an SM: at 32 registers a thread the
+    layernorm of fp32 rows of 1027 points spilled. Results against torch; with
+    the switch on, the same variant asks."""
+    from hostir.codegen import cuda_schedules
+    x = rand((9, n), D.Float)
+    spec = _norm_checked("layernorm", x)
+    k = spec.kernel_for([9, n])[0]
+    var = spec.choose(k, [9, n], [x], None, [])
+    assert var.shift and var.chunks, var.name
+    assert f"__launch_bounds__({var.block})" in var.source
+    import conftest
+    conftest._KERNEL_SOURCES.setdefault(var.source, var.name)
+    monkeypatch.setattr(cuda_schedules, "SHIFT_FULL_OCCUPANCY", True)
+    spec._variants.clear()  # (a fresh variant prints its source again)
+    asked = spec.choose(k, [9, n], [x], None, [])
+    assert asked.name == var.name and f"__launch_bounds__({var.block}, " in asked.source
+
+
 @pytest.mark.parametrize("resident", [3, 16])
 @pytest.mark.parametrize("layout", ["contiguous", "strided", "offset"])
 @pytest.mark.parametrize("n", [333, 5121])

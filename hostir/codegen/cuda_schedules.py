@@ -220,6 +220,8 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
                 self.k, self.vec, self.smem_chunks * self.vec * self.block)))
             return f"{self.block}, {max(1, per_sm)}"
         held = held_words(self.k, self.vec, self.chunks) if self.chunks and not self.smem_row else 0
+        if self.shift and not SHIFT_FULL_OCCUPANCY:
+            held = 0
         if FULL_OCCUPANCY and held and self.block <= 1024 and \
                 (self.chunks * self.vec <= 16 or (self._passes == 2 and self.threads == 1024
                                                   and held <= rows.REGISTER_LONG_WORDS)):
@@ -575,6 +577,12 @@ LOOP_HINTS = True  # a long row's loop: its last pass's loads and the stores evi
 SMEM_HINTS = True  # cache hints on rows kept in shared memory (_smem_hint)
 INVARIANT_KEEP_BYTES = 64 * 1024  # a looped row's last pass: what every row reads, evict-first past this
 SMEM_REST_BOUNDS = True  # rows kept in shared memory and registers ask for the blocks their shared memory allows (bounds)
+SHIFT_FULL_OCCUPANCY = False
+"""Shifted rows (their guarded and unguarded points: more registers) ask for no
+occupancy (bounds). H100 % of copy, same run, asked / not: layernorm fp32
+65344x1027 75.8 / 98.2 (32 registers and 132 bytes of spill loads a thread, or
+40 and none), bf16 87267x769 74.5 / 73.8, 13104x5121 86.6 / 86.8, rmsnorm bf16
+87267x769 83.3 / 82.9, softmax fp16 87267x769 87.0 / 87.1."""
 SHIFT_SPLIT_THREADS = 32  # shifted rows of this many threads or more: vectors wholly of the row unguarded
 FUNNEL_THREADS = 0  # a kernel reading weights funnel-shifted asks for this many threads an SM (0: no ask)
 LOAD_HINTS = False  # cache-eviction hints on persistent kernels' loads: measured slower (tune_reduction)
