@@ -404,6 +404,29 @@ __device__ __forceinline__ V hir_warps_combine(const V* slots, F f) {
   return hir_warp_reduce<T / 32>(slots[(threadIdx.x & 31) % (T / 32)], f);
 }
 
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+// The combine of a cluster's Q x W warp results (W slots a CTA at `slots`, the
+// same place in each CTA's shared memory; result i is CTA i / W's slot i % W),
+// in every thread of every CTA: lane l combines results l, l + 32, ... in that
+// order, then the warp's lanes combine in a tree (fewer than 32 results: lane l
+// takes result l % N, groups of N lanes combine). Every thread combines the
+// same values the same way, so all get the same result.
+template <int W, int Q, typename V, typename F>
+__device__ __forceinline__ V hir_cluster_warps(const V* slots, F f) {
+  constexpr int N = W * Q;
+  const int l = threadIdx.x & 31;
+  if constexpr (N <= 32) {
+    const int i = l % N;
+    return hir_warp_reduce<N>(hir_cluster_read(slots[i % W], (unsigned)(i / W)), f);
+  } else {
+    V v = hir_cluster_read(slots[l % W], (unsigned)(l / W));
+#pragma unroll
+    for (int i = l + 32; i < N; i += 32) v = f(v, hir_cluster_read(slots[i % W], (unsigned)(i / W)));
+    return hir_warp_reduce<32>(v, f);
+  }
+}
+#endif
+
 // The 16 bytes of the 32-byte concatenation (lo, hi) that start at byte b
 // (0 to 16): a vector read off its boundary from the two aligned vectors
 // around it, the offset known at run time (word selects and a funnel shift,

@@ -1649,6 +1649,36 @@ def test_kept_rows_in_the_online_kernel(kind, dtype, n, q, monkeypatch):
     assert spec.kernel_for([6, n])[0] is spec.plain
 
 
+@pytest.mark.parametrize("kind", ["softmax", "log_softmax", "rmsnorm", "layernorm"])
+@pytest.mark.parametrize("dtype,n", [(D.BFloat16, 262144), (D.Half, 150000), (D.BFloat16, 151935),
+                                     (D.Float, 131072), (D.BFloat16, 524288)],
+                         ids=lambda v: getattr(v, "name", str(v)))
+def test_cluster_rows_combine_the_warps_at_once(kind, dtype, n, monkeypatch):
+    """cuda_row_combine.CLUSTER_WARP_SLOTS: a row split over a cluster combines
+    all of the cluster's warps' results after one cluster barrier (each warp's
+    first lane publishes its own; hir_cluster_warps), with no block barrier in
+    its reductions. Results against torch (on GPUs of compute capability 9.0
+    the cluster variant runs; the nvrtc check compiles it), rows off vector
+    boundaries among them (151935 points)."""
+    from hostir.codegen import cuda_row_combine
+    monkeypatch.setattr(cuda_row_combine, "CLUSTER_WARP_SLOTS", True)
+    x = rand((5, n), dtype)
+    spec = _norm_checked(kind, x)
+    k = spec.kernel_for([5, n])[0]
+    var = spec.choose(k, [5, n], [x], None, [])
+    vectors = spec._row_vectors([5, n])
+    q = spec._cluster(k, vectors)
+    assert q > 1, (kind, n)
+    part = -(-vectors // q)
+    var = spec.variant(k, var.vec, "int", *spec._row_schedule(k, part), cluster=q, shift=bool(n % var.vec))
+    src = var.source
+    import conftest
+    conftest._KERNEL_SOURCES.setdefault(src, var.name)
+    assert f"hir_cluster_warps<{var.threads // 32}, {q}>(wslot0[parity]" in src
+    assert "the slots' previous readers are done" not in src  # (no block barrier of a reduction)
+    assert "cta0[" not in src and "smem0[" not in src
+
+
 @pytest.mark.parametrize("kind", ["softmax", "log_softmax", "rmsnorm", "layernorm", "stored"])
 @pytest.mark.parametrize("dtype,n", [(D.BFloat16, 262144), (D.BFloat16, 524288), (D.Float, 131072),
                                      (D.Float, 65536 + 8), (D.BFloat16, 140000), (D.BFloat16, 98304),

@@ -19,6 +19,22 @@ class _RowCombines:
             self.lines.append(f"{indent}{{ const {acc_type(n)} x = {a}, y = {acc_point(n, names)}; "
                               f"{a} = {_COMBINE[n.arg]}; }}")
 
+    def _combine_slots(self, reduces) -> None:
+        """The shared memory each REDUCE's group combine exchanges through: the
+        warps' results (smem<j>), and a cluster's CTAs' (cta<j>, two slots
+        alternating by row), or, with CLUSTER_WARP_SLOTS, the warps' results in
+        two slots alternating by row (wslot<j>)."""
+        L, T = self.lines, self.threads
+        for j, n in enumerate(reduces):
+            ct = acc_type(n)
+            if self.cluster > 1 and CLUSTER_WARP_SLOTS:
+                L.append(f"  __shared__ {ct} wslot{j}[2][{self.block // 32}];")
+                continue
+            if T > 32:
+                L.append(f"  __shared__ {ct} smem{j}[{self.block // 32}];")
+            if self.cluster > 1:
+                L.append(f"  __shared__ {ct} cta{j}[2];")
+
     def _group_reduce(self, mine, slots, acc) -> None:
         """Combine each accumulator over the row's threads: shuffles in each warp,
         then (rows wider than a warp) one exchange through shared memory for
@@ -29,6 +45,9 @@ class _RowCombines:
             L.append(f"    {a} = hir_warp_reduce<{T}>({a}, []({ct} x, {ct} y) {{ return "
                      f"{_COMBINE[n.arg]}; }});")
         if T <= 32 or not mine:
+            return
+        if self.cluster > 1 and CLUSTER_WARP_SLOTS:
+            self._cluster_warps(mine, slots, acc)
             return
         L.append("    __syncthreads();  // the slots' previous readers are done")
         L.append("    if ((threadIdx.x & 31) == 0) {")
@@ -45,6 +64,22 @@ class _RowCombines:
         L.append("    }")
         if self.cluster > 1:
             self._cluster_reduce(mine, slots, acc)
+
+    def _cluster_warps(self, mine, slots, acc) -> None:
+        """CLUSTER_WARP_SLOTS: each warp's first lane publishes the warp's result
+        in this row's slot (two alternate by row, as _cluster_reduce's), one
+        cluster barrier, and every thread combines the cluster's warps' results
+        (kernels/hostir.cuh, hir_cluster_warps): no block barriers."""
+        L = self.lines
+        L.append("    if ((threadIdx.x & 31) == 0) {")
+        for n, j in zip(mine, slots):
+            L.append(f"      wslot{j}[parity][threadIdx.x / 32] = {acc[id(n)]};")
+        L.append("    }")
+        L.append("    hir_cluster_sync();")
+        for n, j in zip(mine, slots):
+            a, ct = acc[id(n)], acc_type(n)
+            L.append(f"    {a} = hir_cluster_warps<{self.threads // 32}, {self.cluster}>(wslot{j}[parity], "
+                     f"[]({ct} x, {ct} y) {{ return {_COMBINE[n.arg]}; }});")
 
     def _cluster_reduce(self, mine, slots, acc) -> None:
         """Combine each accumulator (a block's result) over the cluster's CTAs:
@@ -75,3 +110,13 @@ class _RowCombines:
 # 85.3, 512x131072 82.1 / 85.7, fp32 671x100000 81.8 / 87.4, log-softmax bf16
 # 512x131072 83.5 / 88.3, layernorm bf16 512x131072 79.7 / 83.8; short rows
 # within 1.1 either way.
+
+CLUSTER_WARP_SLOTS = False
+"""A row split over a cluster combines its warps' results in one exchange:
+each warp's first lane publishes its result, one cluster barrier, every
+thread combines all of the cluster's warps' results (_cluster_warps), where
+the block combine then the cluster combine took two block barriers and a
+cluster barrier a reduction (ncu, log-softmax bf16 441x151935: barrier stalls
+3.2 cycles an instruction of about 20). Built without a GPU: off until a run
+times it (tests/test_ops_reduction.py runs it where it is patched on)."""
+

@@ -101,11 +101,7 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
             L.append(f"  const int lane = threadIdx.x % {T};")
         if self.smem_row:
             L.append("  extern __shared__ __align__(16) unsigned char hir_dsmem[];")
-        for j, n in enumerate(reduces):
-            if T > 32:
-                L.append(f"  __shared__ {acc_type(n)} smem{j}[{self.block // 32}];")
-            if Q > 1:
-                L.append(f"  __shared__ {acc_type(n)} cta{j}[2];")
+        self._combine_slots(reduces)
         count = " * ".join(f"e{d}" for d in k.reduced)
         L.append(f"  const {idx} R = {count};")
         if self.kept_w:  # (a group's share: the row's points, shifted, in its vectors)
