@@ -188,7 +188,7 @@ class ScanSpec(KernelSpec):
         return math.prod(e for d, e in enumerate(extents) if d != kernel.scanned)
 
     def grid(self, variant: Variant, count: int, sm_count: int, split: int = 1,
-             extents: list[int] | None = None, clusters: int = 0) -> int:
+             extents: list[int] | None = None, resident: int = 0) -> int:
         if variant.chained:  # a block per tile (no grid-stride loop: tiles are drawn in order)
             return count * split
         per_block = 32 if variant.outer else SCAN_BLOCK // variant.threads

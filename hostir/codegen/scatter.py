@@ -328,7 +328,7 @@ class RowScatterSpec(KernelSpec):
         return math.prod(extents[:n - 1]) if math.prod(extents[:n]) else 0
 
     def grid(self, variant: Variant, count: int, sm_count: int, split: int = 1,
-             extents: list[int] | None = None, clusters: int = 0) -> int:
+             extents: list[int] | None = None, resident: int = 0) -> int:
         return max(1, min(count, sm_count * 32))
 
     def typical_variants(self) -> list[Variant]:
