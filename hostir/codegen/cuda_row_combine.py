@@ -41,9 +41,8 @@ class _RowCombines:
         all of a pass's accumulators together."""
         L, T = self.lines, self.threads
         for n in mine:
-            ct, a = acc_type(n), acc[id(n)]
-            L.append(f"    {a} = hir_warp_reduce<{T}>({a}, []({ct} x, {ct} y) {{ return "
-                     f"{_COMBINE[n.arg]}; }});")
+            a = acc[id(n)]
+            L.append(f"    {a} = hir_warp_reduce<{T}>({a}, {_combiner(n)});")
         if T <= 32 or not mine:
             return
         if self.cluster > 1 and CLUSTER_WARP_SLOTS:
@@ -58,46 +57,48 @@ class _RowCombines:
         L.append("    {")
         L.append(f"      const int first = (threadIdx.x / {T}) * {T // 32};")
         for n, j in zip(mine, slots):  # (the warps' results: a tree of shuffles, WARPS_TREE)
-            a, ct = acc[id(n)], acc_type(n)
-            L.append(f"      {a} = hir_warps_combine<{T}>(smem{j} + first, []({ct} x, {ct} y) {{ return "
-                     f"{_COMBINE[n.arg]}; }});")
+            L.append(f"      {acc[id(n)]} = hir_warps_combine<{T}>(smem{j} + first, {_combiner(n)});")
         L.append("    }")
         if self.cluster > 1:
             self._cluster_reduce(mine, slots, acc)
 
-    def _cluster_warps(self, mine, slots, acc) -> None:
-        """CLUSTER_WARP_SLOTS: each warp's first lane publishes the warp's result
-        in this row's slot (two alternate by row, as _cluster_reduce's), one
-        cluster barrier, and every thread combines the cluster's warps' results
-        (kernels/hostir.cuh, hir_cluster_warps): no block barriers."""
+    def _publish(self, who: str, mine, slots, acc, slot: str) -> None:
+        """The threads where `who` holds write each accumulator into this row's
+        slot (`slot` formats j: two alternate by row, so a slot is written again
+        two rows later, after a cluster barrier every reader of it passed
+        first), then the cluster barrier."""
         L = self.lines
-        L.append("    if ((threadIdx.x & 31) == 0) {")
+        L.append(f"    if ({who}) {{")
         for n, j in zip(mine, slots):
-            L.append(f"      wslot{j}[parity][threadIdx.x / 32] = {acc[id(n)]};")
+            L.append(f"      {slot.format(j=j)} = {acc[id(n)]};")
         L.append("    }")
         L.append("    hir_cluster_sync();")
+
+    def _cluster_warps(self, mine, slots, acc) -> None:
+        """CLUSTER_WARP_SLOTS: each warp's first lane publishes the warp's result
+        (_publish), and every thread combines the cluster's warps' results
+        (kernels/hostir.cuh, hir_cluster_warps): no block barriers."""
+        self._publish("(threadIdx.x & 31) == 0", mine, slots, acc, "wslot{j}[parity][threadIdx.x / 32]")
         for n, j in zip(mine, slots):
-            a, ct = acc[id(n)], acc_type(n)
-            L.append(f"    {a} = hir_cluster_warps<{self.threads // 32}, {self.cluster}>(wslot{j}[parity], "
-                     f"[]({ct} x, {ct} y) {{ return {_COMBINE[n.arg]}; }});")
+            self.lines.append(f"    {acc[id(n)]} = hir_cluster_warps<{self.threads // 32}, {self.cluster}>("
+                              f"wslot{j}[parity], {_combiner(n)});")
 
     def _cluster_reduce(self, mine, slots, acc) -> None:
         """Combine each accumulator (a block's result) over the cluster's CTAs:
-        thread 0 publishes it in this row's slot (two slots alternate by row: a
-        slot is written again two rows later, after a cluster barrier that every
-        reader of it passed first), and after the barrier each thread reads
-        every CTA's, rank 0 first (kernels/hostir.cuh, hir_cluster_read)."""
-        L = self.lines
-        L.append("    if (threadIdx.x == 0) {")
-        for n, j in zip(mine, slots):
-            L.append(f"      cta{j}[parity] = {acc[id(n)]};")
-        L.append("    }")
-        L.append("    hir_cluster_sync();")
+        thread 0 publishes it (_publish), and after the barrier each thread
+        reads every CTA's, rank 0 first (kernels/hostir.cuh, hir_cluster_read)."""
+        self._publish("threadIdx.x == 0", mine, slots, acc, "cta{j}[parity]")
         for n, j in zip(mine, slots):
             a, ct = acc[id(n)], acc_type(n)
-            L.append(f"    {a} = hir_cluster_read(cta{j}[parity], 0u);")
-            L.append(f"    for (unsigned q = 1; q < {self.cluster}u; ++q) {{ const {ct} x = {a}, "
-                     f"y = hir_cluster_read(cta{j}[parity], q); {a} = {_COMBINE[n.arg]}; }}")
+            self.lines.append(f"    {a} = hir_cluster_read(cta{j}[parity], 0u);")
+            self.lines.append(f"    for (unsigned q = 1; q < {self.cluster}u; ++q) {{ const {ct} x = {a}, "
+                              f"y = hir_cluster_read(cta{j}[parity], q); {a} = {_COMBINE[n.arg]}; }}")
+
+
+def _combiner(n) -> str:
+    """REDUCE `n`'s combine as a C++ lambda of two accumulators."""
+    ct = acc_type(n)
+    return f"[]({ct} x, {ct} y) {{ return {_COMBINE[n.arg]}; }}"
 
 
 # WARPS_TREE (a note; no longer a switch): a row of several warps combines its

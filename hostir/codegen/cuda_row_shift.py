@@ -29,6 +29,15 @@ class _RowShifts:
         p = f"in{first.arg} + {_offset([at[id(x)] for x in first.src[1:]], f'in{first.arg}')}"
         L.append(f"      m_ = (int)(reinterpret_cast<unsigned long long>({p}) / sizeof(*in{first.arg}) % {self.vec}); }}")
 
+    def _kept_slots(self) -> None:
+        """The shared memory of each kept weight (rows.KEEP_WEIGHTS): a group's
+        share holds the row's points, shifted, in its vectors."""
+        k, size = self.k, self.block * self.chunks * self.vec
+        for n in kept_weights(k, self.vec):
+            ct = CTYPE[k.inputs[n.arg].dtype]
+            self.lines.append(f"  __shared__ __align__(16) {ct} {self.kept_w[id(n)]}[{size}];")
+        self.lines.append("  int kept_m_ = -1;  // the shift the kept weights are placed at")
+
     def _keep_weights(self, names) -> None:
         """Place what every row reads (rows.KEEP_WEIGHTS) in the group's share of
         shared memory, point j at j + m_, where the block's rows start elsewhere

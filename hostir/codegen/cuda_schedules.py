@@ -104,12 +104,8 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
         self._combine_slots(reduces)
         count = " * ".join(f"e{d}" for d in k.reduced)
         L.append(f"  const {idx} R = {count};")
-        if self.kept_w:  # (a group's share: the row's points, shifted, in its vectors)
-            for n in kept_weights(k, self.vec):
-                ct = CTYPE[k.inputs[n.arg].dtype]
-                size = self.block * self.chunks * self.vec
-                L.append(f"  __shared__ __align__(16) {ct} {self.kept_w[id(n)]}[{size}];")
-            L.append("  int kept_m_ = -1;  // the shift the kept weights are placed at")
+        if self.kept_w:
+            self._kept_slots()
         work = row_work(k, rows, full_stores)
         self._plan_ahead(work)
         if self.ahead or self.double:
@@ -209,8 +205,6 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
         fp16 2048x65536 96.4 / 100.1, layernorm bf16 2048x65536 90.6 / 95.4)."""
         if self.double:  # (two buffers of the row's share: one block an SM)
             return f"{self.block}, 1"
-        if self.funnel and FUNNEL_THREADS and FUNNEL_THREADS // self.block:  # (rows.FUNNEL_WEIGHTS)
-            return f"{self.block}, {FUNNEL_THREADS // self.block}"
         if (self.rest_regs or (self.smem_row and self.cluster > 1)) and SMEM_REST_BOUNDS:
             per_sm = min(2048 // self.block, rows.SMEM_PER_SM // max(1, row_cache_bytes(
                 self.k, self.vec, self.smem_chunks * self.vec * self.block)))
@@ -580,5 +574,4 @@ occupancy (bounds). H100 % of copy, same run, asked / not: layernorm fp32
 40 and none), bf16 87267x769 74.5 / 73.8, 13104x5121 86.6 / 86.8, rmsnorm bf16
 87267x769 83.3 / 82.9, softmax fp16 87267x769 87.0 / 87.1."""
 SHIFT_SPLIT_THREADS = 32  # shifted rows of this many threads or more: vectors wholly of the row unguarded
-FUNNEL_THREADS = 0  # a kernel reading weights funnel-shifted asks for this many threads an SM (0: no ask)
 LOAD_HINTS = False  # cache-eviction hints on persistent kernels' loads: measured slower (tune_reduction)
