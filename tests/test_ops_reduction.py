@@ -1644,7 +1644,9 @@ def test_kept_rows_in_the_online_kernel(kind, dtype, n, q, monkeypatch):
     conftest._KERNEL_SOURCES.setdefault(var.source, var.name)
     assert "if (isinf(m_))" in var.source and "y = hir_ms<" not in var.source  # (no pair a point)
     assert ("= in_ ? " in var.source) == shift  # (a shifted row's points off it: (-inf, 0))
-    assert "hir_warps_combine<1024>(smem0 + first" in var.source  # (the warps' pairs: a tree)
+    combine = (f"hir_cluster_warps<32, {q}>(wslot0[parity]" if q  # (the cluster's warps' pairs at once)
+               else "hir_warps_combine<1024>(smem0 + first")  # (the warps' pairs: a tree)
+    assert combine in var.source
     monkeypatch.setattr(row_rules, "ONLINE_KEPT", False)
     assert spec.kernel_for([6, n])[0] is spec.plain
 
@@ -1653,15 +1655,13 @@ def test_kept_rows_in_the_online_kernel(kind, dtype, n, q, monkeypatch):
 @pytest.mark.parametrize("dtype,n", [(D.BFloat16, 262144), (D.Half, 150000), (D.BFloat16, 151935),
                                      (D.Float, 131072), (D.BFloat16, 524288)],
                          ids=lambda v: getattr(v, "name", str(v)))
-def test_cluster_rows_combine_the_warps_at_once(kind, dtype, n, monkeypatch):
-    """cuda_row_combine.CLUSTER_WARP_SLOTS: a row split over a cluster combines
+def test_cluster_rows_combine_the_warps_at_once(kind, dtype, n):
+    """cuda_row_combine._cluster_warps: a row split over a cluster combines
     all of the cluster's warps' results after one cluster barrier (each warp's
     first lane publishes its own; hir_cluster_warps), with no block barrier in
     its reductions. Results against torch (on GPUs of compute capability 9.0
     the cluster variant runs; the nvrtc check compiles it), rows off vector
     boundaries among them (151935 points)."""
-    from hostir.codegen import cuda_row_combine
-    monkeypatch.setattr(cuda_row_combine, "CLUSTER_WARP_SLOTS", True)
     x = rand((5, n), dtype)
     spec = _norm_checked(kind, x)
     k = spec.kernel_for([5, n])[0]
@@ -1732,7 +1732,7 @@ def test_rows_split_over_clusters(kind, dtype, n):
     src = var.source
     import conftest  # (the nvrtc check compiles it with the session's other kernels)
     conftest._KERNEL_SOURCES.setdefault(src, var.name)
-    assert f"(int)blockIdx.x / {q}" in src and "hir_cluster_read(cta0[parity], q)" in src
+    assert f"(int)blockIdx.x / {q}" in src and f"hir_cluster_warps<32, {q}>(wslot0[parity]" in src
     assert src.rstrip().splitlines()[-2].strip().startswith("hir_cluster_sync();")
     assert f"__launch_bounds__(1024, {1 if sched[1] > 8 else 2})" in src
     assert spec.grid(var, 3, 132, 1, [3, n]) == 3 * q

@@ -214,6 +214,7 @@ the tile), run after every block has streamed its share: where the split is
 always: fp32 1048576x64 86.0, bf16 699050x96 79.1: a tile's last block reads
 every share's partial)."""
 OUTER_MAX_SPLIT = 1024     # ... and at most this many blocks a tile
+OUTER_MAX_POINTS = 8        # kept points a lane at most (outer_width: 16 bytes of the widest input)
 OUTER_FULL_OCCUPANCY = True  # __launch_bounds__ for 2048 threads an SM (bounds)
 OUTER_NARROW = True
 """Kept dims narrower than a warp's tile (32 lanes x vec points) take tiles of
@@ -271,7 +272,7 @@ def outer_width(kern: Kernel, block: int = 256) -> int:
     accumulators take 16 bytes."""
     if not kern.inputs:
         return 1
-    v = min(8, max(1, 16 // max(t.dtype.itemsize for t in kern.inputs)))
+    v = min(OUTER_MAX_POINTS, max(1, 16 // max(t.dtype.itemsize for t in kern.inputs)))
     per_lane = sum(acc_bytes(n) for n in kern.order if n.op == K.REDUCE)
     while v > 1 and (block // 32) * (32 * v + 1) * per_lane > SHARED_BYTES - 64:
         v //= 2

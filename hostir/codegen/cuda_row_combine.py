@@ -1,8 +1,9 @@
 """How a reduction kernel's threads combine their values (a mixin of
 cuda_schedules._ReductionPrinter): each point into a thread's accumulator
 (_combine), a row's threads' accumulators over the group (_group_reduce:
-shuffles in each warp, then the warps' results through shared memory), and
-a cluster's CTAs' results through distributed shared memory (_cluster_reduce).
+shuffles in each warp, then the warps' results through shared memory, or,
+for a row split over a cluster, every warp's result of the cluster through
+distributed shared memory at once: _cluster_warps).
 The combines' forms are cuda_combine's; the helpers kernels/hostir.cuh's."""
 from __future__ import annotations
 
@@ -21,31 +22,27 @@ class _RowCombines:
 
     def _combine_slots(self, reduces) -> None:
         """The shared memory each REDUCE's group combine exchanges through: the
-        warps' results (smem<j>), and a cluster's CTAs' (cta<j>, two slots
-        alternating by row), or, with CLUSTER_WARP_SLOTS, the warps' results in
-        two slots alternating by row (wslot<j>)."""
+        warps' results (smem<j>), or, in a row split over a cluster, two slots
+        of them alternating by row (wslot<j>)."""
         L, T = self.lines, self.threads
         for j, n in enumerate(reduces):
             ct = acc_type(n)
-            if self.cluster > 1 and CLUSTER_WARP_SLOTS:
-                L.append(f"  __shared__ {ct} wslot{j}[2][{self.block // 32}];")
-                continue
-            if T > 32:
-                L.append(f"  __shared__ {ct} smem{j}[{self.block // 32}];")
             if self.cluster > 1:
-                L.append(f"  __shared__ {ct} cta{j}[2];")
+                L.append(f"  __shared__ {ct} wslot{j}[2][{self.block // 32}];")
+            elif T > 32:
+                L.append(f"  __shared__ {ct} smem{j}[{self.block // 32}];")
 
     def _group_reduce(self, mine, slots, acc) -> None:
         """Combine each accumulator over the row's threads: shuffles in each warp,
         then (rows wider than a warp) one exchange through shared memory for
-        all of a pass's accumulators together."""
+        all of a pass's accumulators together (over a cluster: _cluster_warps)."""
         L, T = self.lines, self.threads
         for n in mine:
             a = acc[id(n)]
             L.append(f"    {a} = hir_warp_reduce<{T}>({a}, {_combiner(n)});")
         if T <= 32 or not mine:
             return
-        if self.cluster > 1 and CLUSTER_WARP_SLOTS:
+        if self.cluster > 1:
             self._cluster_warps(mine, slots, acc)
             return
         L.append("    __syncthreads();  // the slots' previous readers are done")
@@ -59,40 +56,30 @@ class _RowCombines:
         for n, j in zip(mine, slots):  # (the warps' results: a tree of shuffles, WARPS_TREE)
             L.append(f"      {acc[id(n)]} = hir_warps_combine<{T}>(smem{j} + first, {_combiner(n)});")
         L.append("    }")
-        if self.cluster > 1:
-            self._cluster_reduce(mine, slots, acc)
-
-    def _publish(self, who: str, mine, slots, acc, slot: str) -> None:
-        """The threads where `who` holds write each accumulator into this row's
-        slot (`slot` formats j: two alternate by row, so a slot is written again
-        two rows later, after a cluster barrier every reader of it passed
-        first), then the cluster barrier."""
-        L = self.lines
-        L.append(f"    if ({who}) {{")
-        for n, j in zip(mine, slots):
-            L.append(f"      {slot.format(j=j)} = {acc[id(n)]};")
-        L.append("    }")
-        L.append("    hir_cluster_sync();")
 
     def _cluster_warps(self, mine, slots, acc) -> None:
-        """CLUSTER_WARP_SLOTS: each warp's first lane publishes the warp's result
-        (_publish), and every thread combines the cluster's warps' results
-        (kernels/hostir.cuh, hir_cluster_warps): no block barriers."""
-        self._publish("(threadIdx.x & 31) == 0", mine, slots, acc, "wslot{j}[parity][threadIdx.x / 32]")
+        """A row split over a cluster: each warp's first lane writes the warp's
+        result into this row's slot (two alternate by row, so a slot is written
+        again two rows later, after a cluster barrier every reader of it passed
+        first), one cluster barrier, and every thread combines all of the
+        cluster's warps' results in one fixed order (kernels/hostir.cuh,
+        hir_cluster_warps): the same values the same way in every CTA, no block
+        barriers. (It replaced a block combine then a CTAs' combine: two block
+        barriers and a cluster barrier a reduction; ncu, log-softmax bf16
+        441x151935: barrier stalls 3.2 cycles an instruction of about 20. H100
+        % of copy, same run, before / after: rmsnorm bf16 512x131072 84.7 /
+        89.9, layernorm bf16 512x131072 81.9 / 87.6, fp32 1024x65536 82.4 /
+        91.4, softmax bf16 256x262144 83.2 / 85.7, fp16 447x150000 78.7 /
+        80.5, log-softmax bf16 441x151935 78.6 / 77.0.)"""
+        L = self.lines
+        L.append("    if ((threadIdx.x & 31) == 0) {")
+        for n, j in zip(mine, slots):
+            L.append(f"      wslot{j}[parity][threadIdx.x / 32] = {acc[id(n)]};")
+        L.append("    }")
+        L.append("    hir_cluster_sync();")
         for n, j in zip(mine, slots):
             self.lines.append(f"    {acc[id(n)]} = hir_cluster_warps<{self.threads // 32}, {self.cluster}>("
                               f"wslot{j}[parity], {_combiner(n)});")
-
-    def _cluster_reduce(self, mine, slots, acc) -> None:
-        """Combine each accumulator (a block's result) over the cluster's CTAs:
-        thread 0 publishes it (_publish), and after the barrier each thread
-        reads every CTA's, rank 0 first (kernels/hostir.cuh, hir_cluster_read)."""
-        self._publish("threadIdx.x == 0", mine, slots, acc, "cta{j}[parity]")
-        for n, j in zip(mine, slots):
-            a, ct = acc[id(n)], acc_type(n)
-            self.lines.append(f"    {a} = hir_cluster_read(cta{j}[parity], 0u);")
-            self.lines.append(f"    for (unsigned q = 1; q < {self.cluster}u; ++q) {{ const {ct} x = {a}, "
-                              f"y = hir_cluster_read(cta{j}[parity], q); {a} = {_COMBINE[n.arg]}; }}")
 
 
 def _combiner(n) -> str:
@@ -111,13 +98,3 @@ def _combiner(n) -> str:
 # 85.3, 512x131072 82.1 / 85.7, fp32 671x100000 81.8 / 87.4, log-softmax bf16
 # 512x131072 83.5 / 88.3, layernorm bf16 512x131072 79.7 / 83.8; short rows
 # within 1.1 either way.
-
-CLUSTER_WARP_SLOTS = False
-"""A row split over a cluster combines its warps' results in one exchange:
-each warp's first lane publishes its result, one cluster barrier, every
-thread combines all of the cluster's warps' results (_cluster_warps), where
-the block combine then the cluster combine took two block barriers and a
-cluster barrier a reduction (ncu, log-softmax bf16 441x151935: barrier stalls
-3.2 cycles an instruction of about 20). Built without a GPU: off until a run
-times it (tests/test_ops_reduction.py runs it where it is patched on)."""
-

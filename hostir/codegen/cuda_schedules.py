@@ -33,9 +33,9 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
     With `cluster` > 1 a row is split over the CTAs of a thread-block cluster
     (spec.KernelSpec._cluster): its cluster x threads threads are the row's
     group (the CTA of rank q holds threads q x threads onwards), and each
-    reduction combines the CTAs' block results through distributed shared
-    memory in rank order (_cluster_reduce): every CTA combines the same values
-    the same way.
+    reduction combines all of the cluster's warps' results through distributed
+    shared memory in one fixed order (_cluster_warps): every CTA combines the
+    same values the same way.
 
     With `shift` (launch_checks.shift_ok), a row that starts m_ points past a vector
     boundary, or whose length is no multiple of `vec`, is read in vectors at
