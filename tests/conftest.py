@@ -10,6 +10,25 @@ import torch
 from hostir.ir.verify import verify
 
 
+def _set_knobs(text: str) -> None:
+    """HOSTIR_TEST_KNOBS="rows.X=4 cuda_outer.Y=True": codegen constants
+    (hostir.codegen.MODULE.NAME, Python literals) set for the whole session, to
+    check a setting's kernels against torch on a GPU before it becomes the
+    default (tests that assert the default's schedules may then fail)."""
+    import ast
+    import importlib
+    for part in text.split():
+        name, _, value = part.partition("=")
+        module, _, attr = name.rpartition(".")
+        mod = importlib.import_module(f"hostir.codegen.{module}")
+        if not hasattr(mod, attr):
+            raise ValueError(f"HOSTIR_TEST_KNOBS: hostir.codegen.{module} has no {attr}")
+        setattr(mod, attr, ast.literal_eval(value))
+
+
+_set_knobs(os.environ.get("HOSTIR_TEST_KNOBS", ""))
+
+
 def pytest_collection_modifyitems(config, items):
     has_gpu = torch.cuda.is_available()
     n_gpu = torch.cuda.device_count() if has_gpu else 0

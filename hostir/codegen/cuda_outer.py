@@ -56,9 +56,12 @@ class _OuterPrinter(_ReductionPrinter):
             L.append(f"    {acc_type(n)} a{j}[{V}];")
             L.append(f"    #pragma unroll\n    for (int u = 0; u < {V}; ++u) a{j}[u] = {acc_init(n)};")
         acc = {id(n): f"a{j}[u]" for j, n in enumerate(reduces)}
-        L.append(f"    const {idx} hi = (g + 1) * per < R ? (g + 1) * per : R;")
         L.append(f"    #pragma unroll {OUTER_UNROLL if V < 8 else OUTER_UNROLL_V8}")
-        L.append(f"    for ({idx} r = g * per + ty; r < hi; r += {ty_n}) {{")
+        if OUTER_INTERLEAVE:  # the split's blocks sweep the rows together
+            L.append(f"    for ({idx} r = g * {ty_n} + ty; r < R; r += split * {ty_n}) {{")
+        else:
+            L.append(f"    const {idx} hi = (g + 1) * per < R ? (g + 1) * per : R;")
+            L.append(f"    for ({idx} r = g * per + ty; r < hi; r += {ty_n}) {{")
         self._split("r", k.reduced, "      ")
         roots = [s for n in reduces for s in n.src] + [x for st in full_stores for x in (st[1], *st[2])]
         body = closure_of(roots, {id(n) for n in rows if id(n) not in self.dep})
@@ -214,6 +217,7 @@ the tile), run after every block has streamed its share: where the split is
 always: fp32 1048576x64 86.0, bf16 699050x96 79.1: a tile's last block reads
 every share's partial)."""
 OUTER_MAX_SPLIT = 1024     # ... and at most this many blocks a tile
+OUTER_INTERLEAVE = False   # a share is every split-th group of rows, not a contiguous run
 OUTER_MAX_POINTS = 8        # kept points a lane at most (outer_width: 16 bytes of the widest input)
 OUTER_FULL_OCCUPANCY = True  # __launch_bounds__ for 2048 threads an SM (bounds)
 OUTER_NARROW = True

@@ -81,7 +81,15 @@ def register_row(vectors: int, chunks: int, vec: int) -> tuple[int, int, int]:
         _, _, t, c = min(fits)
         return t, c, 0
     t = next(t for t in group_threads() if vectors <= chunks * t)
+    if t == 2 * ROW_THREADS[0] and vectors <= ONE_WARP_CHUNKS * t // 2:
+        t //= 2  # one warp a row (ONE_WARP_CHUNKS)
     return t, max(1, -(-vectors // t)), 0
+
+
+ONE_WARP_CHUNKS = 0
+"""A row that two warps would hold at the kept rows' vectors a thread, and
+one warp at this many vectors a thread or fewer, takes one warp: its
+combines are shuffles alone, no block barrier (0: off)."""
 
 
 def loop_threads(vectors: int) -> int:
