@@ -17,7 +17,9 @@ class _OuterPrinter(_ReductionPrinter):
     sum over the rows of a matrix). A block takes a tile of `lanes` x `vec`
     consecutive kept points (lane tx holds `vec` of them: one vector load per
     reduced point, coalesced along the innermost dim) and a share of the
-    reduced points (threadIdx.x / lanes strides over it); the block combines its
+    reduced points (threadIdx.x / lanes strides over it; with `split` > 1
+    blocks sharing a tile, a block's share is every split-th group of
+    block / lanes reduced points: OUTER_INTERLEAVED); the block combines its
     lanes in shared memory. With `split` > 1, `split` blocks share a tile, each
     writing its partial results to `ws`; the last to arrive (counted in `sem`,
     which it resets) combines the partials in block order (deterministic) and
@@ -41,8 +43,7 @@ class _OuterPrinter(_ReductionPrinter):
             L.append(f"  __shared__ {acc_type(n)} red{j}[{self.block // 32}][{X * V + 1}];")
         L.append("  __shared__ bool last;")
         L.append(f"  const {idx} R = {' * '.join(f'e{d}' for d in k.reduced)};")
-        L.append(f"  const {idx} tiles = (nslots + {X * V - 1}) / {X * V}, "
-                 f"per = (R + split - 1) / split;")
+        L.append(f"  const {idx} tiles = (nslots + {X * V - 1}) / {X * V};")
         L.append(f"  for ({idx} b = blockIdx.x; b < tiles * split; b += gridDim.x) {{")
         L.append(f"    const {idx} tile = b / split, g = b % split;")
         L.append(f"    const bool active = tile * {X * V} + tx * {V} < nslots;")
@@ -57,11 +58,7 @@ class _OuterPrinter(_ReductionPrinter):
             L.append(f"    #pragma unroll\n    for (int u = 0; u < {V}; ++u) a{j}[u] = {acc_init(n)};")
         acc = {id(n): f"a{j}[u]" for j, n in enumerate(reduces)}
         L.append(f"    #pragma unroll {OUTER_UNROLL if V < 8 else OUTER_UNROLL_V8}")
-        if OUTER_INTERLEAVE:  # the split's blocks sweep the rows together
-            L.append(f"    for ({idx} r = g * {ty_n} + ty; r < R; r += split * {ty_n}) {{")
-        else:
-            L.append(f"    const {idx} hi = (g + 1) * per < R ? (g + 1) * per : R;")
-            L.append(f"    for ({idx} r = g * per + ty; r < hi; r += {ty_n}) {{")
+        L.append(f"    for ({idx} r = g * {ty_n} + ty; r < R; r += split * {ty_n}) {{  // (OUTER_INTERLEAVED)")
         self._split("r", k.reduced, "      ")
         roots = [s for n in reduces for s in n.src] + [x for st in full_stores for x in (st[1], *st[2])]
         body = closure_of(roots, {id(n) for n in rows if id(n) not in self.dep})
@@ -202,6 +199,13 @@ OUTER_UNROLL_V8 = 8
 OUTER_COMBINE_UNROLL = 4   # partials the last block's lanes read at once
 OUTER_BLOCKS_PER_SM = 8    # blocks an SM the split aims at (spec.KernelSpec.split)
 OUTER_MIN_POINTS = 64      # ... each lane combining this many reduced points at least
+OUTER_MIN_POINTS_WIDE = 128
+"""... or this many, where the kept points take more than one tile. H100 %
+of copy, same run (shares interleaved, OUTER_INTERLEAVED), 64 / 128: column
+sum bf16 87381x768 83.5 / 87.7, 13421x5000 84.6 / 89.4, fp32 67108x1000 91.7 /
+93.1, 16384x4096 97.0 / 98.2, 1024x65536 97.7 / 101; but one tile lost:
+bf16 699050x96 87.4 / 79.6, fp32 1048576x64 96.4 / 93.4 (8388608x8: 97.3
+both)."""
 OUTER_BLOCKS_V8 = 4
 """... but where a lane takes 8 points (2-byte floats), this many blocks of 256
 an SM (64 registers a thread), which the split aims at too: at 32 registers
@@ -217,8 +221,14 @@ the tile), run after every block has streamed its share: where the split is
 always: fp32 1048576x64 86.0, bf16 699050x96 79.1: a tile's last block reads
 every share's partial)."""
 OUTER_MAX_SPLIT = 1024     # ... and at most this many blocks a tile
-OUTER_INTERLEAVE = False   # a share is every split-th group of rows, not a contiguous run
 OUTER_MAX_POINTS = 8        # kept points a lane at most (outer_width: 16 bytes of the widest input)
+# OUTER_INTERLEAVED (a note; no longer a switch): the blocks sharing a tile take
+# every split-th group of reduced points each, so that they sweep the rows
+# together, not each a contiguous run of them. H100 % of copy, same run,
+# runs / interleaved: column sum fp32 8388608x8 94.4 / 97.3, 1048576x64 94.9 /
+# 96.4, 67108x1000 87.5 / 91.7, 16384x4096 93.4 / 97.0, 1024x65536 94.3 / 97.7,
+# bf16 699050x96 86.1 / 87.4; bf16 87381x768 and 13421x5000 the same (83.5,
+# 84.6; with OUTER_MIN_POINTS_WIDE 87.7, 89.4).
 OUTER_FULL_OCCUPANCY = True  # __launch_bounds__ for 2048 threads an SM (bounds)
 OUTER_NARROW = True
 """Kept dims narrower than a warp's tile (32 lanes x vec points) take tiles of
@@ -249,12 +259,14 @@ def outer_lanes(kept: int, vec: int) -> int:
 def outer_split(kern: Kernel, lanes: int, vec: int, block: int, extents: list[int], sm_count: int) -> int:
     """Blocks that share a tile of an outer reduction: about
     OUTER_BLOCKS_PER_SM blocks an SM, each lane combining OUTER_MIN_POINTS
-    reduced points at least, OUTER_MAX_SPLIT at most."""
+    reduced points at least (OUTER_MIN_POINTS_WIDE over several tiles),
+    OUTER_MAX_SPLIT at most."""
     nrows = math.prod(extents[d] for d in kern.kept)
     per_row = math.prod(extents[d] for d in kern.reduced)
     tiles = max(1, -(-nrows // (lanes * vec)))
     want = -(-min(OUTER_BLOCKS_PER_SM, outer_blocks(vec, block)) * sm_count // tiles)
-    return max(1, min(want, per_row // (OUTER_MIN_POINTS * (block // lanes)), OUTER_MAX_SPLIT))
+    least = OUTER_MIN_POINTS_WIDE if tiles > 1 else OUTER_MIN_POINTS
+    return max(1, min(want, per_row // (least * (block // lanes)), OUTER_MAX_SPLIT))
 
 
 def outer_scratch(kern: Kernel, lanes: int, vec: int, count: int, split: int) -> tuple[int, int]:
