@@ -46,7 +46,7 @@ SWEEP = [
     (row_sum_case, F32, [20, 64, 1000, 100000]),
     (row_sum_case, BF16, [7, 4097]),
     (column_sum_case, F32, [8, 64, 1000, 4096, 65536]),
-    (column_sum_case, BF16, [96, 768, 5000]),
+    (column_sum_case, BF16, [96, 768, 4096, 5000]),
 ]
 
 

@@ -952,9 +952,9 @@ OUTER_CASES = [((4096, 64), [0]), ((3000, 5), [0]), ((64, 300, 33), [0, 1]), ((2
 def test_outer_shares_interleave_their_rows(shape, wide):
     """Blocks that share a tile of an outer reduction take every split-th
     group of rows each (cuda_outer's OUTER_INTERLEAVED note), and split it
-    finer where the kept points fill one tile (cuda_outer.OUTER_MIN_POINTS)
-    than where they take several (OUTER_MIN_POINTS_WIDE). The split rule
-    against its constants; the kernel's row loop; results: OUTER_CASES."""
+    finer where the kept points fill one tile than where they take several
+    (cuda_outer.OUTER_WIDE_SHARE). The split rule against its constants; the
+    kernel's row loop; results: OUTER_CASES."""
     from hostir.codegen import cuda_outer
     x = rand((4, shape[1]), D.BFloat16)
     fd_outs, fd = _run_keeping_fd(lambda fd: fd.add_output(fd.ops.sum(declare(fd, x), [0])), [x])
@@ -966,10 +966,13 @@ def test_outer_shares_interleave_their_rows(shape, wide):
     lanes, vec = var.threads or 32, var.vec
     tiles = -(-shape[1] // (lanes * vec))
     assert (tiles > 1) == wide
-    least = cuda_outer.OUTER_MIN_POINTS_WIDE if wide else cuda_outer.OUTER_MIN_POINTS
-    want = -(-min(cuda_outer.OUTER_BLOCKS_PER_SM, cuda_outer.outer_blocks(vec, var.block)) * 132 // tiles)
+    aim = min(cuda_outer.OUTER_BLOCKS_PER_SM, cuda_outer.outer_blocks(vec, var.block))
+    want = -(-(aim // cuda_outer.OUTER_WIDE_SHARE if wide else aim) * 132 // tiles)
     split = spec.split(var, list(shape), 132)
-    assert split == max(1, min(want, shape[0] // (least * (var.block // lanes)), cuda_outer.OUTER_MAX_SPLIT))
+    least = cuda_outer.OUTER_MIN_POINTS * (var.block // lanes)
+    assert split == max(1, min(want, shape[0] // least, cuda_outer.OUTER_MAX_SPLIT))
+    if shape in [(87381, 768), (699050, 96)]:  # (bf16: 4 blocks an SM, 2 over several tiles)
+        assert split * tiles == (264 if wide else 528)
     assert f"r < R; r += split * {var.block // lanes})" in var.source
 
 

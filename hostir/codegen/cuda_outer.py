@@ -199,13 +199,15 @@ OUTER_UNROLL_V8 = 8
 OUTER_COMBINE_UNROLL = 4   # partials the last block's lanes read at once
 OUTER_BLOCKS_PER_SM = 8    # blocks an SM the split aims at (spec.KernelSpec.split)
 OUTER_MIN_POINTS = 64      # ... each lane combining this many reduced points at least
-OUTER_MIN_POINTS_WIDE = 128
-"""... or this many, where the kept points take more than one tile. H100 %
-of copy, same run (shares interleaved, OUTER_INTERLEAVED), 64 / 128: column
-sum bf16 87381x768 83.5 / 87.7, 13421x5000 84.6 / 89.4, fp32 67108x1000 91.7 /
-93.1, 16384x4096 97.0 / 98.2, 1024x65536 97.7 / 101; but one tile lost:
-bf16 699050x96 87.4 / 79.6, fp32 1048576x64 96.4 / 93.4 (8388608x8: 97.3
-both)."""
+OUTER_WIDE_SHARE = 2
+"""... and, where the kept points take more than one tile, this many times
+fewer blocks an SM (the shares' loads in flight). H100 % of copy, same run
+(shares interleaved, OUTER_INTERLEAVED), each lane 64 / 128 reduced points at
+least (about 4 / 2 blocks an SM): column sum bf16 87381x768 83.5 / 87.7,
+13421x5000 84.6 / 89.4, fp32 67108x1000 91.7 / 93.1, 16384x4096 97.0 / 98.2;
+but one tile lost: bf16 699050x96 87.4 / 79.6, fp32 1048576x64 96.4 / 93.4; and
+fewer than 4 blocks an SM of fp32 lost (sum over [0, 1] of 16x512x4096, 2
+blocks an SM: 92.1 -> 79.9)."""
 OUTER_BLOCKS_V8 = 4
 """... but where a lane takes 8 points (2-byte floats), this many blocks of 256
 an SM (64 registers a thread), which the split aims at too: at 32 registers
@@ -259,14 +261,15 @@ def outer_lanes(kept: int, vec: int) -> int:
 def outer_split(kern: Kernel, lanes: int, vec: int, block: int, extents: list[int], sm_count: int) -> int:
     """Blocks that share a tile of an outer reduction: about
     OUTER_BLOCKS_PER_SM blocks an SM, each lane combining OUTER_MIN_POINTS
-    reduced points at least (OUTER_MIN_POINTS_WIDE over several tiles),
-    OUTER_MAX_SPLIT at most."""
+    reduced points at least, OUTER_MAX_SPLIT at most; OUTER_WIDE_SHARE times
+    fewer blocks an SM over several tiles."""
     nrows = math.prod(extents[d] for d in kern.kept)
     per_row = math.prod(extents[d] for d in kern.reduced)
     tiles = max(1, -(-nrows // (lanes * vec)))
-    want = -(-min(OUTER_BLOCKS_PER_SM, outer_blocks(vec, block)) * sm_count // tiles)
-    least = OUTER_MIN_POINTS_WIDE if tiles > 1 else OUTER_MIN_POINTS
-    return max(1, min(want, per_row // (least * (block // lanes)), OUTER_MAX_SPLIT))
+    aim = min(OUTER_BLOCKS_PER_SM, outer_blocks(vec, block))
+    aim = max(1, aim // OUTER_WIDE_SHARE) if tiles > 1 else aim
+    want = -(-aim * sm_count // tiles)
+    return max(1, min(want, per_row // (OUTER_MIN_POINTS * (block // lanes)), OUTER_MAX_SPLIT))
 
 
 def outer_scratch(kern: Kernel, lanes: int, vec: int, count: int, split: int) -> tuple[int, int]:
