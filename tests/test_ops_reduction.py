@@ -967,12 +967,13 @@ def test_outer_shares_interleave_their_rows(shape, wide):
     tiles = -(-shape[1] // (lanes * vec))
     assert (tiles > 1) == wide
     aim = min(cuda_outer.OUTER_BLOCKS_PER_SM, cuda_outer.outer_blocks(vec, var.block))
-    want = -(-(aim // cuda_outer.OUTER_WIDE_SHARE if wide else aim) * 132 // tiles)
+    want = max(1, (aim // cuda_outer.OUTER_WIDE_SHARE if wide else aim) * 132 // tiles)
     split = spec.split(var, list(shape), 132)
     least = cuda_outer.OUTER_MIN_POINTS * (var.block // lanes)
     assert split == max(1, min(want, shape[0] // least, cuda_outer.OUTER_MAX_SPLIT))
     if shape in [(87381, 768), (699050, 96)]:  # (bf16: 4 blocks an SM, 2 over several tiles)
         assert split * tiles == (264 if wide else 528)
+    assert split * tiles <= 4 * 132  # (no SM takes a block more than the rest)
     assert f"r < R; r += split * {var.block // lanes})" in var.source
 
 

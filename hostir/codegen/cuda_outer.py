@@ -207,7 +207,11 @@ least (about 4 / 2 blocks an SM): column sum bf16 87381x768 83.5 / 87.7,
 13421x5000 84.6 / 89.4, fp32 67108x1000 91.7 / 93.1, 16384x4096 97.0 / 98.2;
 but one tile lost: bf16 699050x96 87.4 / 79.6, fp32 1048576x64 96.4 / 93.4; and
 fewer than 4 blocks an SM of fp32 lost (sum over [0, 1] of 16x512x4096, 2
-blocks an SM: 92.1 -> 79.9)."""
+blocks an SM: 92.1 -> 79.9). The blocks are at most the aim times the SMs:
+where a few SMs ran one block more than the rest (the aim's blocks rounded up
+to a whole split a tile), those SMs' shares finished last: column sum fp32
+16384x4096 at 544 blocks 84.0 against 98.2 at 512, bf16 13421x5000 at 280
+68.6 against 89.4 at 260."""
 OUTER_BLOCKS_V8 = 4
 """... but where a lane takes 8 points (2-byte floats), this many blocks of 256
 an SM (64 registers a thread), which the split aims at too: at 32 registers
@@ -268,7 +272,7 @@ def outer_split(kern: Kernel, lanes: int, vec: int, block: int, extents: list[in
     tiles = max(1, -(-nrows // (lanes * vec)))
     aim = min(OUTER_BLOCKS_PER_SM, outer_blocks(vec, block))
     aim = max(1, aim // OUTER_WIDE_SHARE) if tiles > 1 else aim
-    want = -(-aim * sm_count // tiles)
+    want = max(1, aim * sm_count // tiles)  # (no SM runs a block more than the rest: OUTER_WIDE_SHARE)
     return max(1, min(want, per_row // (OUTER_MIN_POINTS * (block // lanes)), OUTER_MAX_SPLIT))
 
 
