@@ -228,13 +228,15 @@ always: fp32 1048576x64 86.0, bf16 699050x96 79.1: a tile's last block reads
 every share's partial)."""
 OUTER_MAX_SPLIT = 1024     # ... and at most this many blocks a tile
 OUTER_MAX_POINTS = 8        # kept points a lane at most (outer_width: 16 bytes of the widest input)
+# (4 for 2-byte floats, H100 % of copy, same run, 8 / 4: column sum bf16
+# 699050x96 86.1 / 78.4, 87381x768 83.7 / 85.9, 13421x5000 84.2 / 84.6.)
 # OUTER_INTERLEAVED (a note; no longer a switch): the blocks sharing a tile take
 # every split-th group of reduced points each, so that they sweep the rows
 # together, not each a contiguous run of them. H100 % of copy, same run,
 # runs / interleaved: column sum fp32 8388608x8 94.4 / 97.3, 1048576x64 94.9 /
 # 96.4, 67108x1000 87.5 / 91.7, 16384x4096 93.4 / 97.0, 1024x65536 94.3 / 97.7,
 # bf16 699050x96 86.1 / 87.4; bf16 87381x768 and 13421x5000 the same (83.5,
-# 84.6; with OUTER_MIN_POINTS_WIDE 87.7, 89.4).
+# 84.6; with half the blocks an SM, OUTER_WIDE_SHARE, 87.7 and 89.4).
 OUTER_FULL_OCCUPANCY = True  # __launch_bounds__ for 2048 threads an SM (bounds)
 OUTER_NARROW = True
 """Kept dims narrower than a warp's tile (32 lanes x vec points) take tiles of

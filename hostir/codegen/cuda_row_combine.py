@@ -40,6 +40,7 @@ class _RowCombines:
         for n in mine:
             a = acc[id(n)]
             L.append(f"    {a} = hir_warp_reduce<{T}>({a}, {_combiner(n)});")
+        assert self.cluster <= 1 or T > 32, "a row split over a cluster takes its CTAs' warps"
         if T <= 32 or not mine:
             return
         if self.cluster > 1:

@@ -43,9 +43,9 @@ class _RowShifts:
         shared memory, point j at j + m_, where the block's rows start elsewhere
         than the last placing (the grid keeps them alike: spec.grid); every
         thread agrees (a block-wide vote), so every thread meets the barriers.
-        A group's share is placed and read by the group's threads alone: groups
-        of a warp or fewer threads vote and wait over their warp, no block
-        barrier a row (WARP_VOTE). The weights are read in aligned vectors (the
+        A group's share is placed and read by the group's threads alone: with
+        WARP_VOTE, groups of a warp or fewer threads vote and wait over their
+        warp, no block barrier a row. The weights are read in aligned vectors (the
         launch checked them: launch_checks.keep_weights_ok), a few round trips
         a placing."""
         L, k, T, v = self.lines, self.k, self.threads, self.vec
