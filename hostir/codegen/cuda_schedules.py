@@ -318,7 +318,7 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
         else:
             first = False
         if self.chunks:  # persistent: the row's vectors are this thread's C vectors
-            self._chunk_loop(self.chunks, wait=first and self.waits)
+            self._chunk_loop(self.chunks, wait=first and self.waits, vote=True)
         elif B > 1:  # every load of a batch of vectors, then their uses
             L.append(f"    for ({idx} r0 = {self._start()}; r0 < R; r0 += {self.span * v * B}) {{")
             batch = {}
@@ -348,10 +348,12 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
             return
         L.append("    }" if not self.chunks else "    }}")
 
-    def _chunk_loop(self, count: int, wait: bool = False) -> None:
+    def _chunk_loop(self, count: int, wait: bool = False, vote: bool = False) -> None:
         """The head of a loop over this thread's first `count` vectors of the
         row (c), each at r where it is in the row (closed by "}}"); `wait`:
-        each chunk kept in shared memory waits for its own copy (ROW_WAITS)."""
+        each chunk kept in shared memory waits for its own copy (ROW_WAITS);
+        `vote`: a shifted row's warp agrees whether its vectors are all wholly
+        of the row (SHIFT_WARP_VOTE: whole_)."""
         L = self.lines
         L.append("    #pragma unroll")
         L.append(f"    for (int c = 0; c < {count}; ++c) {{")
@@ -362,7 +364,14 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
         elif wait:
             L.append(f"      if (c < {self.smem_chunks}) hir_cp_async_wait_pending({self.smem_chunks - 1} - c);")
         L.append(f"      const {self.idx} r = (lane + c * {self.span}) * {self.vec}{' - m_' if self.shift else ''};")
+        if vote and self._warp_vote():
+            L.append(f"      const bool whole_ = __all_sync(0xffffffffu, r >= R || (r >= 0 && r + {self.vec} <= R));")
         L.append("      if (r < R) {")
+
+    def _warp_vote(self) -> bool:
+        """Does a shifted row's warp take the guarded or unguarded points
+        together (SHIFT_WARP_VOTE; rows of a warp or more, SHIFT_SPLIT_THREADS)?"""
+        return SHIFT_WARP_VOTE and self.shift and self.threads >= max(32, SHIFT_SPLIT_THREADS)
 
     def _batch(self, body) -> int:
         """Vectors a thread of a looped row of LOOP_BATCH_THREADS threads (a long
@@ -463,7 +472,8 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
         if self.threads < SHIFT_SPLIT_THREADS:
             self._points(mine, stores, body, acc, inner, base, edge=True)
             return
-        L.append(f"      if ({i} >= 0 && {i} + {v} <= R) {{  // a vector wholly of the row")
+        whole = "whole_" if self.chunks and self._warp_vote() else f"{i} >= 0 && {i} + {v} <= R"
+        L.append(f"      if ({whole}) {{  // a vector wholly of the row")
         self._points(mine, stores, body, acc, dict(inner), base, edge=False)
         L.append("      } else {")
         self._points(mine, stores, body, acc, inner, base, edge=True)
@@ -574,4 +584,12 @@ occupancy (bounds). H100 % of copy, same run, asked / not: layernorm fp32
 40 and none), bf16 87267x769 74.5 / 73.8, 13104x5121 86.6 / 86.8, rmsnorm bf16
 87267x769 83.3 / 82.9, softmax fp16 87267x769 87.0 / 87.1."""
 SHIFT_SPLIT_THREADS = 32  # shifted rows of this many threads or more: vectors wholly of the row unguarded
+SHIFT_WARP_VOTE = False
+"""... where every lane of the warp holds such a vector (a vote a chunk of a
+persistent row), else the warp's guarded points: a warp that holds a row's
+end took both the guarded and the unguarded points one after the other (ncu,
+H100, layernorm bf16 87267x769, a warp a row of 4 chunks: two of its four
+chunks run both; SM 70 % busy, softmax fp16 86 %). Built without a GPU: off
+until timed (tests patch it on; that layernorm's kernel then took 61 registers
+against 48 here, which may cost it a block an SM)."""
 LOAD_HINTS = False  # cache-eviction hints on persistent kernels' loads: measured slower (tune_reduction)
