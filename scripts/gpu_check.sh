@@ -4,7 +4,9 @@
 # Logs and result tables are written under OUT_DIR. `tests` runs the test suites
 # alone, `bench` the benchmarks and the main job (two calls of a time-limited runner);
 # `shapes` the reduction sweep beyond issue 11's listed shapes (SHAPES_ONLY=regex keeps
-# some of its cases: it is long).
+# some of its cases: it is long). HOSTIR_TEST_KNOBS="rows.X=4 cuda_outer.Y=True" runs
+# the tests with those codegen constants set (tests/conftest.py): a knob's kernels
+# against torch before it becomes the default.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUTDIR="${1:-${OUT:-out}}"
