@@ -11,8 +11,9 @@ kernel variants, so one process compares them.
 literals); `--set disable=F1,...` HOSTIR_DISABLE features (an empty value: none
 disabled). Contenders are every combination of the settings given. `--try
 "A=1 B=2"` adds one contender of exactly those settings instead (repeatable;
-"default" for none), where every combination would time settings that cannot
-differ:
+"default" for none; a contender given twice gets two columns, "#2" the
+second: a last `--try default` shows what the run's order alone moves), where
+every combination would time settings that cannot differ:
 
     python benchmarks/knobs.py --only "softmax bf16 .*x131072" \
         --try default --try "rows.ROW_AHEAD=False" --try "rows.ROW_AHEAD=False rows.ROW_WAITS=False"
@@ -122,7 +123,7 @@ def main(argv=None):
         seen.add(name)
         inputs = make_inputs(dev)
         fns = [planned(make, s, inputs) for s in combos] + [lambda: eager(*inputs)]
-        labels = [", ".join(f"{k}={v!r}" for k, v in s.items()) or "default" for s in combos] + ["eager"]
+        labels = _labels(combos) + ["eager"]
         if not args.no_compile:
             torch._dynamo.reset()
             compiled = torch.compile(eager, dynamic=False)
@@ -139,6 +140,18 @@ def main(argv=None):
     meta["unit"] = "% of copy"
     columns = ["case"] + [k for k in rows[0] if k != "case"] if rows else ["case"]
     write_results(Path(args.out), "knobs", meta, rows, columns)
+
+
+def _labels(combos: list[dict]) -> list[str]:
+    """Each contender's column: its settings ("default" for none); a setting
+    given again (a second `--try default`, to see what the run's order alone
+    moves) is numbered, not merged into the first's column."""
+    out = []
+    for s in combos:
+        label = ", ".join(f"{k}={v!r}" for k, v in s.items()) or "default"
+        n = sum(1 for x in out if x == label or x.startswith(label + " #"))
+        out.append(f"{label} #{n + 1}" if n else label)
+    return out
 
 
 if __name__ == "__main__":

@@ -306,16 +306,17 @@ def test_background_compiles_advance_a_bar(tmp_path, logs, monkeypatch):
 
 def test_knobs_times_the_contenders_it_is_given(tmp_path):
     """benchmarks/knobs.py on CPU (tiny cases): `--try` contenders side by side,
-    each a column of the table; `--try` and `--set` together are refused."""
+    each a column of the table (one given twice: two columns, the second
+    numbered); `--try` and `--set` together are refused."""
     bench = ROOT / "benchmarks"
     sys.path.insert(0, str(bench))
     try:
         import knobs
         knobs.main(["--only", "^row sum fp32 .*x20$", "--try", "default", "--try", "rows.SHORT_ROWS=False",
-                    "--no-compile", "--rounds", "1", "--out", str(tmp_path)])
+                    "--try", "default", "--no-compile", "--rounds", "1", "--out", str(tmp_path)])
         (row,) = json.loads((tmp_path / "knobs.json").read_text())["rows"]
-        assert set(row) == {"case", "default", "rows.SHORT_ROWS=False", "eager"}
-        assert row["default"] > 0 and row["rows.SHORT_ROWS=False"] > 0
+        assert list(row) == ["case", "default", "rows.SHORT_ROWS=False", "default #2", "eager"]
+        assert row["default"] > 0 and row["rows.SHORT_ROWS=False"] > 0 and row["default #2"] > 0
         with pytest.raises(SystemExit):
             knobs.main(["--only", "x", "--try", "default", "--set", "rows.SHORT_ROWS=False,True"])
         with pytest.raises(SystemExit, match="one value"):
