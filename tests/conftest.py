@@ -12,18 +12,21 @@ from hostir.ir.verify import verify
 
 def _set_knobs(text: str) -> None:
     """HOSTIR_TEST_KNOBS="rows.X=4 cuda_outer.Y=True": codegen constants
-    (hostir.codegen.MODULE.NAME, Python literals) set for the whole session, to
-    check a setting's kernels against torch on a GPU before it becomes the
-    default (tests that assert the default's schedules may then fail)."""
-    import ast
-    import importlib
-    for part in text.split():
-        name, _, value = part.partition("=")
-        module, _, attr = name.rpartition(".")
-        mod = importlib.import_module(f"hostir.codegen.{module}")
-        if not hasattr(mod, attr):
-            raise ValueError(f"HOSTIR_TEST_KNOBS: hostir.codegen.{module} has no {attr}")
-        setattr(mod, attr, ast.literal_eval(value))
+    (hostir.codegen.MODULE.NAME, Python literals; or disable=FEATURE) set for
+    the whole session, as benchmarks/knobs.py's `--try` sets them, to check a
+    setting's kernels against torch on a GPU before it becomes the default
+    (tests that assert the default's schedules may then fail)."""
+    if not text:
+        return
+    import sys
+    from contextlib import ExitStack
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from knobs import parse_try, setting
+    global _KNOBS
+    _KNOBS = ExitStack()  # (held for the session: never closed, and referenced, so never collected)
+    for name, value in parse_try(text).items():
+        _KNOBS.enter_context(setting(name, value))
 
 
 _set_knobs(os.environ.get("HOSTIR_TEST_KNOBS", ""))

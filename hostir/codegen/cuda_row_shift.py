@@ -43,19 +43,15 @@ class _RowShifts:
         shared memory, point j at j + m_, where the block's rows start elsewhere
         than the last placing (the grid keeps them alike: spec.grid); every
         thread agrees (a block-wide vote), so every thread meets the barriers.
-        A group's share is placed and read by the group's threads alone: with
-        WARP_VOTE, groups of a warp or fewer threads vote and wait over their
-        warp, no block barrier a row. The weights are read in aligned vectors (the
-        launch checked them: launch_checks.keep_weights_ok), a few round trips
-        a placing."""
+        The weights are read in aligned vectors (the launch checked them:
+        launch_checks.keep_weights_ok), a few round trips a placing. (Groups of
+        a warp voting and waiting over their warp alone, no block barrier a
+        row, measured within the run's order: H100 % of copy, same run, block /
+        warp: layernorm bf16 87267x769 80.3 / 82.0, rows it left alone
+        13104x5121 83.4 / 84.7, fp16 16380x4097 82.8 / 83.8; not kept.)"""
         L, k, T, v = self.lines, self.k, self.threads, self.vec
         share = self.chunks * T * v
-        warp = WARP_VOTE and T <= 32
-        if warp:
-            L.append("    if (__any_sync(0xffffffffu, m_ != kept_m_)) {")
-            L.append("      __syncwarp();  // (the last row's readers are done)")
-        else:
-            L.append("    if (__syncthreads_or(m_ != kept_m_)) {  // (the last row's readers are done)")
+        L.append("    if (__syncthreads_or(m_ != kept_m_)) {  // (the last row's readers are done)")
         L.append("      #pragma unroll 1")
         L.append(f"      for ({self.idx} j_ = lane * {v}; j_ < R; j_ += {T * v}) {{")
         at = dict(names)
@@ -67,7 +63,7 @@ class _RowShifts:
                      f"{self.kept_w[id(n)]}[(threadIdx.x / {T}) * {share} + j_ + u + m_] = {got};")
         L.append("      }")
         L.append("      kept_m_ = m_;")
-        L.append("      __syncwarp();" if warp else "      __syncthreads();")
+        L.append("      __syncthreads();")
         L.append("    }")
 
     def _kept_weight(self, n: KNode) -> str:
@@ -110,12 +106,3 @@ class _RowShifts:
         L.append(f"        *reinterpret_cast<uint4*>({arr}) = hir_funnel16(lo_, hi_, ({v} - m_) * "
                  f"{t.dtype.itemsize}); }}")
         return f"({arr})[u]"
-
-
-WARP_VOTE = False
-"""Kept weights (rows.KEEP_WEIGHTS) of groups of a warp or fewer threads are
-voted on and waited for over the warp (_keep_weights), not over the block.
-H100 % of copy, same run, off / on: layernorm bf16 87267x769 (a warp a row)
-80.3 / 82.0; but rows it leaves alone moved as much (13104x5121 83.4 / 84.7,
-fp16 16380x4097 82.8 / 83.8: the run's order), so off; correct on CUDA
-(HOSTIR_TEST_KNOBS)."""
