@@ -1452,36 +1452,6 @@ def _shifted_rows_with_a_weight(x, dtype, n, vec):
         row_rules.SHIFTED_WEIGHTS, row_rules.FUNNEL_WEIGHTS = saved
 
 
-@pytest.mark.parametrize("kind,dtype,n", [("layernorm", D.BFloat16, 769), ("rmsnorm", D.BFloat16, 4097),
-                                          ("softmax", D.Half, 769), ("log_softmax", D.BFloat16, 151935),
-                                          ("softmax", D.BFloat16, 32001)], ids=str)
-def test_shifted_rows_vote_a_warp_at_once(kind, dtype, n, monkeypatch):
-    """cuda_schedules.SHIFT_WARP_VOTE: a persistent shifted row's warp votes
-    each chunk whether all its lanes hold vectors wholly of the row (whole_),
-    and takes the guarded or the unguarded points together. Results against
-    torch (on GPUs the kernels run); the variant's source with the switch
-    on (the nvrtc check compiles it) and off."""
-    from hostir.codegen import cuda_schedules
-    monkeypatch.setattr(cuda_schedules, "SHIFT_WARP_VOTE", True)
-    x = rand((5, n), dtype)
-    spec = _norm_checked(kind, x)
-    k = spec.kernel_for([5, n])[0]
-    var = spec.choose(k, [5, n], [x], None, [])
-    if n == 151935:  # (the variant a GPU of clusters takes: a row over 4 CTAs)
-        vectors = spec._row_vectors([5, n])
-        q = spec._cluster(k, vectors)
-        var = spec.variant(k, var.vec, "int", *spec._row_schedule(k, -(-vectors // q)), cluster=q, shift=True)
-    assert var.shift and var.chunks and var.threads >= 32, var.name
-    passes = var.source.count("if (whole_) {  // a vector wholly of the row")
-    assert passes >= 1 and var.source.count("const bool whole_ = __all_sync(0xffffffffu, r >= R") == passes
-    import conftest
-    conftest._KERNEL_SOURCES.setdefault(var.source, var.name)
-    monkeypatch.setattr(cuda_schedules, "SHIFT_WARP_VOTE", False)
-    spec._variants.clear()
-    assert "whole_" not in spec.variant(k, var.vec, "int", var.threads, var.chunks, var.smem_row,
-                                        cluster=var.cluster, shift=True).source
-
-
 @pytest.mark.parametrize("n", [1027, 769])
 def test_shifted_rows_ask_no_occupancy(n, monkeypatch):
     """cuda_schedules.SHIFT_FULL_OCCUPANCY: a shifted row's kernel (guarded and
@@ -1549,6 +1519,8 @@ def test_shifted_rows_keep_their_weights(dtype, wdtype, n, layout, resident, mon
     keeps = (size <= row_rules.KEEP_WEIGHTS_BYTES and layout == "contiguous"
              and var_.block >= row_rules.KEEP_WEIGHTS_BLOCK)
     assert var_.shift and var_.chunks and var_.keep_weights == keeps, var_.name
+    if layout != "contiguous":  # (off boundaries: never funnel-shifted either, a point at a time)
+        assert not var_.funnel and "hir_funnel16(" not in var_.source, var_.name
     if not keeps:  # (past KEEP_WEIGHTS_BYTES, as fp32 weights of 5121 points; off boundaries)
         return
     assert "kept_m_" in var_.source and "__syncthreads_or(m_ != kept_m_)" in var_.source

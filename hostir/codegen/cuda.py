@@ -492,7 +492,7 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
                   streaming: bool = False, pdl: bool = False, name: str | None = None,
                   threads: int = 32, chunks: int = 0, outer: bool = False, tile: int = -1,
                   smem_row: int = 0, cluster: int = 0, shift: bool = False, double: bool = False,
-                  keep_weights: bool = False) -> str:
+                  keep_weights: bool = False, funnel: bool = False) -> str:
     """CUDA C++ for `kern`, as the `extern "C"` function `name` (default: the
     kernel's): `vec` points per thread iteration (vector loads and stores where
     aligned), `idx` the index type ("int" when offsets fit), `pdl` for a launch
@@ -505,7 +505,8 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
     each row over that many CTAs of a thread-block cluster; `shift` reads rows
     that start off a vector boundary in vectors at the boundaries; `double`
     keeps the row in one of two buffers, the next row copied into the other;
-    `keep_weights` (shifted rows) keeps what every row reads in shared memory."""
+    `keep_weights` (shifted rows) keeps what every row reads in shared memory,
+    `funnel` reads it funnel-shifted from its aligned vectors."""
     name = name or kern.name
     if tile != -1:  # a transpose's tiles, or (tile -2) a staged gather
         from .cuda_tiles import STAGED, _StagePrinter, _TilePrinter, staged_gather
@@ -519,5 +520,5 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
     if kern.reduced:
         from .cuda_schedules import _ReductionPrinter
         return _ReductionPrinter(kern, name, idx, block, threads, pdl, vec, chunks, smem_row,
-                                 cluster, shift, double, keep_weights).source()
+                                 cluster, shift, double, keep_weights, funnel).source()
     return _Printer(kern, name, vec, idx, block, streaming, pdl).source()

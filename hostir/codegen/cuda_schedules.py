@@ -46,7 +46,8 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
 
     def __init__(self, kern: Kernel, name: str, idx: str, block: int, threads: int, pdl: bool,
                  vec: int = 1, chunks: int = 0, smem_row: int = 0, cluster: int = 0,
-                 shift: bool = False, double: bool = False, keep_weights: bool = False):
+                 shift: bool = False, double: bool = False, keep_weights: bool = False,
+                 funnel: bool = False):
         super().__init__(kern, name, vec, idx, block, False, pdl)
         self.shift = shift and vec > 1
         # what every row reads (a weight: rows.SHIFTED_WEIGHTS), read off its vector
@@ -55,7 +56,7 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
         self.funnel: set[int] = set()
         if self.shift:
             invariant = self.vloads & row_invariant_loads(kern)
-            if rows.FUNNEL_WEIGHTS and not keep_weights:
+            if funnel and not keep_weights:
                 self.funnel = {id(n) for n in kern.order if id(n) in invariant and funnel_load(kern, n, vec)}
             self.vloads = self.vloads - invariant
         # ... or kept in shared memory, shifted as the block's rows (rows.KEEP_WEIGHTS): node -> array
@@ -318,7 +319,7 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
         else:
             first = False
         if self.chunks:  # persistent: the row's vectors are this thread's C vectors
-            self._chunk_loop(self.chunks, wait=first and self.waits, vote=True)
+            self._chunk_loop(self.chunks, wait=first and self.waits)
         elif B > 1:  # every load of a batch of vectors, then their uses
             L.append(f"    for ({idx} r0 = {self._start()}; r0 < R; r0 += {self.span * v * B}) {{")
             batch = {}
@@ -348,12 +349,10 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
             return
         L.append("    }" if not self.chunks else "    }}")
 
-    def _chunk_loop(self, count: int, wait: bool = False, vote: bool = False) -> None:
+    def _chunk_loop(self, count: int, wait: bool = False) -> None:
         """The head of a loop over this thread's first `count` vectors of the
         row (c), each at r where it is in the row (closed by "}}"); `wait`:
-        each chunk kept in shared memory waits for its own copy (ROW_WAITS);
-        `vote`: a shifted row's warp agrees whether its vectors are all wholly
-        of the row (SHIFT_WARP_VOTE: whole_)."""
+        each chunk kept in shared memory waits for its own copy (ROW_WAITS)."""
         L = self.lines
         L.append("    #pragma unroll")
         L.append(f"    for (int c = 0; c < {count}; ++c) {{")
@@ -364,14 +363,7 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
         elif wait:
             L.append(f"      if (c < {self.smem_chunks}) hir_cp_async_wait_pending({self.smem_chunks - 1} - c);")
         L.append(f"      const {self.idx} r = (lane + c * {self.span}) * {self.vec}{' - m_' if self.shift else ''};")
-        if vote and self._warp_vote():
-            L.append(f"      const bool whole_ = __all_sync(0xffffffffu, r >= R || (r >= 0 && r + {self.vec} <= R));")
         L.append("      if (r < R) {")
-
-    def _warp_vote(self) -> bool:
-        """Does a shifted row's warp take the guarded or unguarded points
-        together (SHIFT_WARP_VOTE; rows of a warp or more, SHIFT_SPLIT_THREADS)?"""
-        return SHIFT_WARP_VOTE and self.shift and self.threads >= max(32, SHIFT_SPLIT_THREADS)
 
     def _batch(self, body) -> int:
         """Vectors a thread of a looped row of LOOP_BATCH_THREADS threads (a long
@@ -468,12 +460,23 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
         # others take the unguarded points (rows of SHIFT_SPLIT_THREADS threads or more).
         # H100 % of copy, same run, every vector guarded / these: softmax bf16
         # 2097x32001 88.7 / 92.3, 1335x50257 87.7 / 91.3, log-softmax bf16 2097x32001
-        # 86.7 / 91.4, layernorm bf16 13104x5121 79.4 / 80.6
+        # 86.7 / 91.4, layernorm bf16 13104x5121 79.4 / 80.6. Tried: a warp that
+        # holds a row's end takes both paths one after the other, so its warp voted
+        # each chunk (__all_sync) and took one: H100, same run, off (twice) / on:
+        # rmsnorm bf16 87267x769 86.5, 86.5 / 88.6, softmax fp16 769 96.3, 96.3 /
+        # 96.3, log-softmax bf16 2097x32001 92.7, 92.8 / 84.9, 441x151935 77.5,
+        # 77.2 / 74.5; removed. Also tried: a pass that combines nothing (the
+        # stores) as one path, only its stores guarded (1440 -> 1240 instructions,
+        # layernorm bf16 769): same run, off / on, rows in registers: rmsnorm bf16
+        # 87267x769 84.4, 86.3 / 88.8 (84.1, 86.3 / 88.9), layernorm bf16 769 80.1,
+        # 81.9 / 80.0, 13104x5121 83.4, 83.7 / 84.4, fp16 16380x4097 82.8, 84.8 /
+        # 85.9; with the weights funnel-shifted (rows.FUNNEL_WEIGHTS) rmsnorm 769
+        # 91.6, 93.5 / 92.8, layernorm fp16 4097 92.6, 93.1 / 92.7; rows in shared
+        # memory: log-softmax bf16 2097x32001 90.7, 92.6 / 87.5. Not kept.
         if self.threads < SHIFT_SPLIT_THREADS:
             self._points(mine, stores, body, acc, inner, base, edge=True)
             return
-        whole = "whole_" if self.chunks and self._warp_vote() else f"{i} >= 0 && {i} + {v} <= R"
-        L.append(f"      if ({whole}) {{  // a vector wholly of the row")
+        L.append(f"      if ({i} >= 0 && {i} + {v} <= R) {{  // a vector wholly of the row")
         self._points(mine, stores, body, acc, dict(inner), base, edge=False)
         L.append("      } else {")
         self._points(mine, stores, body, acc, inner, base, edge=True)
@@ -584,12 +587,4 @@ occupancy (bounds). H100 % of copy, same run, asked / not: layernorm fp32
 40 and none), bf16 87267x769 74.5 / 73.8, 13104x5121 86.6 / 86.8, rmsnorm bf16
 87267x769 83.3 / 82.9, softmax fp16 87267x769 87.0 / 87.1."""
 SHIFT_SPLIT_THREADS = 32  # shifted rows of this many threads or more: vectors wholly of the row unguarded
-SHIFT_WARP_VOTE = False
-"""... where every lane of the warp holds such a vector (a vote a chunk of a
-persistent row), else the warp's guarded points: a warp that holds a row's
-end took both the guarded and the unguarded points one after the other (ncu,
-H100, layernorm bf16 87267x769, a warp a row of 4 chunks: two of its four
-chunks run both; SM 70 % busy, softmax fp16 86 %). Built without a GPU: off
-until timed (tests patch it on; that layernorm's kernel then took 61 registers
-against 48 here, which may cost it a block an SM)."""
 LOAD_HINTS = False  # cache-eviction hints on persistent kernels' loads: measured slower (tune_reduction)

@@ -72,10 +72,8 @@ def funnel_load(kernel: Kernel, node, vec: int) -> bool:
 
 
 def funnel_slots(kernel: Kernel, vec: int) -> frozenset:
-    """The inputs a shifted variant reads funnel-shifted (rows.FUNNEL_WEIGHTS):
-    their vectors must start at boundaries (shift_ok's `weights`)."""
-    if not rows.FUNNEL_WEIGHTS:
-        return frozenset()
+    """The inputs a shifted variant would read funnel-shifted (rows.FUNNEL_WEIGHTS,
+    spec.Variant.funnel: where their vectors start at boundaries)."""
     loads = vector_loads(kernel, vec) & row_invariant_loads(kernel)
     return frozenset(n.arg for n in kernel.order if id(n) in loads and funnel_load(kernel, n, vec))
 
@@ -94,8 +92,7 @@ def shift_possible(kernel: Kernel, vec: int, extents: list[int], enabled: bool =
                                        not invariant & {id(n) for n in cached_loads(kernel, vec)})
 
 
-def shift_ok(kernel: Kernel, vec: int, tensors: list, extents: list[int], enabled: bool = True,
-             weights: list = ()) -> bool:
+def shift_ok(kernel: Kernel, vec: int, tensors: list, extents: list[int], enabled: bool = True) -> bool:
     """Can rows of one reduced (innermost) dim that start off a vector boundary,
     or whose length is no multiple of `vec`, be read in vectors at the
     boundaries (a shifted variant: cuda_schedules, `shift`)? Every row-moving
@@ -105,13 +102,12 @@ def shift_ok(kernel: Kernel, vec: int, tensors: list, extents: list[int], enable
     and the outputs); some vector load reads the rows. A load every row reads
     alike (a weight) would be read off its boundaries: such kernels are refused,
     unless rows.SHIFTED_WEIGHTS reads those a point at a time (where no pass
-    keeps them). A vector past a row's ends stays within the 16-byte line of a
+    keeps them; funnel-shifted where their vectors start at boundaries:
+    spec.Variant.funnel). A vector past a row's ends stays within the 16-byte line of a
     point of the row (never past a page). H100 % of copy, same run, a point at a time ->
     shifted: softmax bf16 4096x50257 55.3 -> 85.7, log-softmax 57.3 -> 91.0,
     softmax fp32 59.6 -> 78.3, softmax bf16 16384x1027 46.3 -> 55.1."""
     if not tensors or not shift_possible(kernel, vec, extents, enabled):
-        return False
-    if not vector_ok(vec, list(weights), [vec]):  # (funnel-shifted: their vectors at boundaries)
         return False
     strides = None
     for t in tensors:

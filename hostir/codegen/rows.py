@@ -94,7 +94,12 @@ and each thread has twice the loads in flight (0: off). H100 % of copy, same
 run, off / 4 / 8: softmax fp16 87267x769 87.6 / 96.6 / 96.4, rmsnorm bf16
 87267x769 81.8 / 86.7 / 86.7, layernorm bf16 87267x769 73.1 / 81.8 / 82.1,
 rmsnorm bf16 67108x1000 95.7 / 96.5 / 96.3; rows of 512, 768, 1000 (fp32
-too), 1027 and 3000 points within 0.6."""
+too), 1027 and 3000 points within 0.6. Tried: such a row whose last vectors a
+thread leave most of the warp idle (769 shifted points: 97 vectors of 8, 4 a
+thread of 32, the fourth one thread's) in vectors half as wide, 7 a thread
+(194 of 224): H100 % of copy, same run, 8 wide / 4 wide (twice): softmax fp16
+87267x769 96.3 / 93.0, 95.1, rmsnorm bf16 86.5 / 89.3, 89.9, layernorm bf16
+82.5 / 79.9, 82.0 (54 registers against 48); not kept."""
 
 
 def loop_threads(vectors: int) -> int:
@@ -271,7 +276,7 @@ on the rows' loads (long scoreboard 10.1 against 4.2 cycles an instruction,
 0.48 issued warps a scheduler against 0.74; grid 1184 blocks against 16380),
 not understood."""
 
-FUNNEL_WEIGHTS = False
+FUNNEL_WEIGHTS = True
 """... and, where that weight is read in 16-byte vectors, its shifted vector
 funnel-shifted from the two aligned vectors around it (cuda_row_shift
 _funnel_load, hir_funnel16; the weight's start must lie on a boundary), not
@@ -280,7 +285,11 @@ read a point at a time. Built because ncu on an H200 found layernorm bf16
 (16 scalar loads a vector of 8 points); measured on an H100, off / on, % of
 copy: layernorm bf16 13104x5121 79.7 / 77.9 (its kernel took 52 registers
 against 48: four blocks of 256 an SM instead of five), rmsnorm bf16 16380x4097
-99.1 / 99.3. Off; correct on CUDA both ways (test_rows_off_vector_boundaries)."""
+99.1 / 99.3. Since weights are kept (KEEP_WEIGHTS), rows that do not keep them
+read them funnel-shifted, where their vectors start at boundaries (else a
+point at a time: spec.Variant.funnel). H100 % of copy, same run, off (twice) /
+on: rmsnorm bf16 87267x769 84.1, 86.3 / 92.5; layernorm fp16 16380x4097
+(blocks of 128: not kept) 83.1, 84.3 / 91.7."""
 
 
 def group_threads() -> tuple[int, ...]:

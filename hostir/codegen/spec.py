@@ -79,6 +79,7 @@ class Variant:
     shift: bool = False  # ... rows that start off a vector boundary: vectors at the boundaries (launch_checks.shift_ok)
     double: bool = False  # ... the row kept in one of two buffers, the next row copied into the other (rows.ROW_DOUBLE)
     keep_weights: bool = False  # ... shifted rows: each block keeps the weights in shared memory (rows.KEEP_WEIGHTS)
+    funnel: bool = False  # ... else reads them funnel-shifted from their aligned vectors (rows.FUNNEL_WEIGHTS)
 
     @property
     def block(self) -> int:
@@ -108,7 +109,7 @@ class Variant:
         o = self.options
         src = kernel_source(self.kernel, self.vec, self.idx, self.block, o.streaming, o.pdl,
                             self.name, self.threads, self.chunks, self.outer, self.tile, self.smem_row,
-                            self.cluster, self.shift, self.double, self.keep_weights)
+                            self.cluster, self.shift, self.double, self.keep_weights, self.funnel)
         return defines(o, self.kernel) + src
 
     @cached_property
@@ -249,9 +250,11 @@ class KernelSpec(_RowRules):
             stored = [outs[s] for s in self._full_outs(kernel)] if outs is not None else []
             shift = vec > 1 and not vector_ok(vec, [ins[s] for s in vector_slots(kernel, vec)] + stored, extents)
             if shift and not shift_ok(kernel, vec, [ins[s] for s in vector_slots(kernel, vec, moving=True)] + stored,
-                                      extents, self.options.shifted_rows,
-                                      [ins[s] for s in funnel_slots(kernel, vec)]):
+                                      extents, self.options.shifted_rows):
                 return self.variant(kernel, 1, idx, rows.row_threads(per_row))
+            # (the weights of a shifted row funnel-shifted where their vectors start at boundaries)
+            funnel = shift and rows.FUNNEL_WEIGHTS and bool(slots := funnel_slots(kernel, vec)) and \
+                vector_ok(vec, [ins[s] for s in slots], [vec])
             vectors = -(-(per_row + vec - 1) // vec) if shift else per_row // vec  # (shifted: a head)
             d = self._double(kernel, vectors) if vec > 1 and not shift and launches_clusters(ins) else 0
             if d:
@@ -259,7 +262,7 @@ class KernelSpec(_RowRules):
                 return self.variant(kernel, vec, idx, rows.ROW_THREADS[-1], c, c, cluster=d, double=True)
             q = self._cluster(kernel, vectors) if vec > 1 and launches_clusters(ins) else 0
             var = self.variant(kernel, vec, idx, *self._row_schedule(kernel, -(-vectors // max(1, q))),
-                               cluster=q, shift=shift)
+                               cluster=q, shift=shift, funnel=funnel)
             if shift and self._keeps_weights(var, math.prod(extents[d] for d in kernel.kept)) and \
                     keep_weights_ok(kernel, vec, ins):
                 var = self.variant(kernel, vec, idx, var.threads, var.chunks, var.smem_row, shift=True,
@@ -411,8 +414,11 @@ class KernelSpec(_RowRules):
 
     def variant(self, kernel: Kernel, vec: int, idx: str, threads: int = 0, chunks: int = 0,
                 smem_row: int = 0, outer: bool = False, tile: int = -1, cluster: int = 0,
-                shift: bool = False, double: bool = False, keep_weights: bool = False) -> Variant:
-        key = (id(kernel), vec, idx, threads, chunks, smem_row, outer, tile, cluster, shift, double, keep_weights)
+                shift: bool = False, double: bool = False, keep_weights: bool = False,
+                funnel: bool = False) -> Variant:
+        funnel = funnel and shift and not keep_weights
+        key = (id(kernel), vec, idx, threads, chunks, smem_row, outer, tile, cluster, shift, double, keep_weights,
+               funnel)
         got = self._variants.get(key)
         if got is None:
             o = self.options
@@ -421,11 +427,11 @@ class KernelSpec(_RowRules):
             name = (f"{kernel.name}{'_pair' * len(kernel.pairs)}_v{vec}_"
                     f"{'i32' if idx == 'int' else 'i64'}{f'_t{threads}' if threads else ''}"
                     f"{f'_c{chunks}' if chunks else ''}{('_smem' if smem_row >= chunks else f'_smem{smem_row}') if smem_row else ''}{'_outer' if outer else ''}"
-                    f"{f'_q{cluster}' if cluster else ''}{'_db' if double else ''}{'_sh' if shift else ''}{'_kw' if keep_weights else ''}"
+                    f"{f'_q{cluster}' if cluster else ''}{'_db' if double else ''}{'_sh' if shift else ''}{'_kw' if keep_weights else ''}{'_fw' if funnel else ''}"
                     f"{f'_tile{tile}' if tile >= 0 else ''}{'_staged' if tile == STAGED else ''}{tune}")
             got = self._variants[key] = Variant(kernel, vec, idx, o, name, vector_slots(kernel, vec),
                                                 threads, chunks, outer, tile, smem_row, cluster, shift, double,
-                                                keep_weights)
+                                                keep_weights, funnel)
         return got
 
     def typical_variants(self) -> list[Variant]:
