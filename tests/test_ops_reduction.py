@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from hostir import DataType, FusionDefinition
 from hostir.ir.errors import DefinitionError
-from ops_util import COMPLEX, FLOATS, TORCH, check, declare, rand, relayout, run
+from ops_util import COMPLEX, FLOATS, FROM_TORCH, TORCH, check, declare, rand, relayout, run
 
 D = DataType
 RED_DTYPES = [D.Float, D.Double, D.Half, D.BFloat16, D.Int, D.Int32, D.Bool]
@@ -1340,6 +1340,24 @@ def test_max_with_a_complex_dtype_is_refused():
         fd.add_output(t)
 
 
+def _layernorm_checked(x, w, b, weight_decl="sym"):
+    """A layernorm of x's rows (fp32 math, x's dtype out) with weight w (declared
+    `weight_decl`) and bias b, run and checked against torch; returns the
+    reduction kernel's spec."""
+    def build(fd):
+        t = fd.ops.cast(declare(fd, x), D.Float)
+        var, mean = fd.ops.var_mean(t, [1], correction=0, keepdim=True)
+        y = fd.ops.mul(fd.ops.sub(t, mean), fd.ops.rsqrt(fd.ops.add(var, 1e-5)))
+        wd = fd.ops.cast(declare(fd, w, weight_decl), D.Float)
+        y = fd.ops.add(fd.ops.mul(y, wd), fd.ops.cast(declare(fd, b), D.Float))
+        fd.add_output(fd.ops.cast(y, FROM_TORCH[x.dtype]))
+    (out,), fd = _run_keeping_fd(build, [x, w, b])
+    want = F.layer_norm(x.double(), (x.shape[1],), w.double(), b.double(), 1e-5)
+    check(out, want.to(out.dtype), kind="reduction")
+    (spec,) = _reduction_specs(fd)
+    return spec
+
+
 @pytest.mark.parametrize("dtype,n,threads", [(D.Float, 2048, 1536), (D.BFloat16, 2048, 2048),
                                              (D.Float, 512, 1536), (D.BFloat16, 512, 2048)],
                          ids=lambda v: getattr(v, "name", str(v)))
@@ -1350,18 +1368,7 @@ def test_persistent_rows_ask_for_the_threads_their_registers_allow(dtype, n, thr
     registers and asks for 1536 (cuda_schedules.FULL_OCCUPANCY_WORDS). The
     results match torch either way."""
     x = rand((6, n), dtype)
-    w, b = rand((n,), dtype), rand((n,), dtype)
-
-    def build(fd):
-        t = fd.ops.cast(declare(fd, x), D.Float)
-        var, mean = fd.ops.var_mean(t, [1], correction=0, keepdim=True)
-        y = fd.ops.mul(fd.ops.sub(t, mean), fd.ops.rsqrt(fd.ops.add(var, 1e-5)))
-        y = fd.ops.add(fd.ops.mul(y, fd.ops.cast(declare(fd, w), D.Float)), fd.ops.cast(declare(fd, b), D.Float))
-        fd.add_output(fd.ops.cast(y, dtype))
-    (out,), fd = _run_keeping_fd(build, [x, w, b])
-    want = F.layer_norm(x.double(), (n,), w.double(), b.double(), 1e-5)
-    check(out, want.to(out.dtype), kind="reduction")
-    (spec,) = _reduction_specs(fd)
+    spec = _layernorm_checked(x, rand((n,), dtype), rand((n,), dtype))
     k = spec.kernel_for([6, n])[0]
     vec = spec._vec[id(k)]
     sched = spec._row_schedule(k, n // vec)
@@ -1500,19 +1507,7 @@ def test_shifted_rows_keep_their_weights(dtype, wdtype, n, layout, resident, mon
     w = {"contiguous": lambda: rand((n,), wdtype), "strided": lambda: rand((2 * n,), wdtype)[::2],
          "offset": lambda: rand((n + 1,), wdtype)[1:]}[layout]()
     b = rand((n,), wdtype)
-
-    def build(fd):
-        t = fd.ops.cast(declare(fd, x), D.Float)
-        var, mean = fd.ops.var_mean(t, [1], correction=0, keepdim=True)
-        y = fd.ops.mul(fd.ops.sub(t, mean), fd.ops.rsqrt(fd.ops.add(var, 1e-5)))
-        wd = declare(fd, w, "strided" if layout == "strided" else "sym")
-        y = fd.ops.add(fd.ops.mul(y, fd.ops.cast(wd, D.Float)), fd.ops.cast(declare(fd, b), D.Float))
-        fd.add_output(fd.ops.cast(y, dtype))
-    (out,), fd = _run_keeping_fd(build, [x, w, b])
-    t = x.double()
-    var, mean = torch.var_mean(t, 1, correction=0, keepdim=True)
-    check(out, ((t - mean) * torch.rsqrt(var + 1e-5) * w.double() + b.double()).to(x.dtype), kind="reduction")
-    (spec,) = _reduction_specs(fd)
+    spec = _layernorm_checked(x, w, b, "strided" if layout == "strided" else "sym")
     k = spec.kernels[0]
     var_ = spec.choose(k, [rows_count, n], [x, w, b], None, [])
     size = (w.element_size() + b.element_size()) * var_.chunks * var_.vec * var_.block
@@ -1538,6 +1533,40 @@ def test_shifted_rows_keep_their_weights(dtype, wdtype, n, layout, resident, mon
     monkeypatch.setattr(row_rules, "KEEP_WEIGHTS_BLOCK", var_.block)
     monkeypatch.setattr(row_rules, "KEEP_WEIGHTS_ROWS", rows_count + 1)  # (few rows: read from global memory)
     assert not spec.choose(k, [rows_count, n], [x, w, b], None, []).keep_weights
+
+
+@pytest.mark.parametrize("resident", [3, 16])
+@pytest.mark.parametrize("dtype,n", [(D.BFloat16, 333), (D.BFloat16, 769), (D.Float, 333), (D.Half, 1001)], ids=str)
+def test_shifted_rows_keep_weights_at_every_shift(dtype, n, resident, monkeypatch):
+    """rows.KEEP_EVERY_SHIFT: a block of a warp a row places a layernorm's
+    weight and bias once, before its first row, at every shift a row may start
+    at (each warp its shifts), and each row reads the share of its own shift:
+    no placing and no barrier a row. With 3 blocks every row of a block starts
+    elsewhere. Results against torch (on GPUs the variant runs; the nvrtc check
+    compiles it); blocks of fewer warps than the vector's points place a row's."""
+    import conftest
+    from hostir.codegen import rows as row_rules
+    from hostir.runtime import backend, launch
+    monkeypatch.setattr(row_rules, "KEEP_WEIGHTS_ROWS", 1)
+    monkeypatch.setattr(row_rules, "KEEP_EVERY_SHIFT", True)
+    monkeypatch.setattr(backend, "sm_count", lambda device: 1)
+    monkeypatch.setattr(launch.CompiledKernel, "resident_blocks", lambda self, device, block: resident)
+    rows_count = 41
+    x = rand((rows_count, n), dtype)
+    w, b = rand((n,), dtype), rand((n,), dtype)
+    spec = _layernorm_checked(x, w, b)
+    k = spec.kernels[0]
+    var_ = spec.choose(k, [rows_count, n], [x, w, b], None, [])
+    assert var_.shift and var_.keep_weights and var_.threads == 32 and var_.block // 32 >= var_.vec, var_.name
+    src = var_.source
+    assert "every shift a row may start at, placed once" in src and "kept_m_" not in src
+    head, rows_part = src.split("__syncthreads();", 1)
+    assert "*>(in1 + " in head and "in1" not in rows_part and "__syncthreads" not in rows_part
+    assert "kw0 + m_ * " in rows_part  # (each row its own shift's share)
+    conftest._KERNEL_SOURCES.setdefault(src, var_.name)
+    monkeypatch.setattr(row_rules, "KEEP_EVERY_SHIFT", False)
+    spec._variants.clear()
+    assert "kept_m_" in spec.choose(k, [rows_count, n], [x, w, b], None, []).source
 
 
 @pytest.mark.parametrize("kind", ["softmax", "log_softmax", "rmsnorm", "layernorm"])

@@ -275,6 +275,15 @@ point loads no bottleneck (L1 70 % busy) and the kept variant waiting longer
 on the rows' loads (long scoreboard 10.1 against 4.2 cycles an instruction,
 0.48 issued warps a scheduler against 0.74; grid 1184 blocks against 16380),
 not understood."""
+KEEP_EVERY_SHIFT = False
+"""... and where a block has as many groups as a vector has points or more (a
+warp a row in blocks of 256), the block places the weights once, before its
+first row, at every shift a row may start at (group g the shifts g, g +
+groups, ...: the same shared memory as a share a group), and each row reads
+the share of its own shift: no vote and no block barrier a row, and rows of
+any shift (cuda_row_shift._every_shift). Built without a GPU: off until timed
+(the warps' own placing a row without the block barrier had measured 1.0 to
+1.7 points above the block's, within the run's order: _keep_weights)."""
 
 FUNNEL_WEIGHTS = True
 """... and, where that weight is read in 16-byte vectors, its shifted vector
