@@ -45,17 +45,18 @@ class _RowShifts:
             ct = CTYPE[k.inputs[n.arg].dtype]
             self.lines.append(f"  __shared__ __align__(16) {ct} {self.kept_w[id(n)]}[{size}];")
         if self._every_shift():
-            self._place({}, "s_", "  ")
+            self._place({}, every=True)
             return
         self.lines.append("  int kept_m_ = -1;  // the shift the kept weights are placed at")
 
-    def _place(self, names, shift: str, indent: str) -> None:
-        """Place the kept weights, point j at j + `shift`, in the share of
-        `shift` (every shift: each group placing the shifts s_ = its group,
-        + groups, ...) or of the thread's group; then a block barrier."""
+    def _place(self, names, every: bool = False) -> None:
+        """Place the kept weights, point j at j + m_, in the share of the
+        thread's group (in the row loop), or, `every` shift (before it), at j +
+        s_ in the share of s_, each group placing the shifts s_ = its group, +
+        groups, ...; then a block barrier."""
         L, k, T, v = self.lines, self.k, self.threads, self.vec
         share = self.chunks * T * v
-        every = shift == "s_"
+        shift, indent = ("s_", "  ") if every else ("m_", "    ")
         if every:
             L.append(f"{indent}#pragma unroll 1")
             L.append(f"{indent}for (int s_ = threadIdx.x / {T}; s_ < {v}; s_ += {self.block // T}) {{"
@@ -92,7 +93,7 @@ class _RowShifts:
         if self._every_shift():
             return
         self.lines.append("    if (__syncthreads_or(m_ != kept_m_)) {  // (the last row's readers are done)")
-        self._place(names, "m_", "    ")
+        self._place(names)
         self.lines.append("    }")
 
     def _kept_weight(self, n: KNode) -> str:
