@@ -1535,40 +1535,6 @@ def test_shifted_rows_keep_their_weights(dtype, wdtype, n, layout, resident, mon
     assert not spec.choose(k, [rows_count, n], [x, w, b], None, []).keep_weights
 
 
-@pytest.mark.parametrize("resident", [3, 16])
-@pytest.mark.parametrize("dtype,n", [(D.BFloat16, 333), (D.BFloat16, 769), (D.Float, 333), (D.Half, 1001)], ids=str)
-def test_shifted_rows_keep_weights_at_every_shift(dtype, n, resident, monkeypatch):
-    """rows.KEEP_EVERY_SHIFT: a block of a warp a row places a layernorm's
-    weight and bias once, before its first row, at every shift a row may start
-    at (each warp its shifts), and each row reads the share of its own shift:
-    no placing and no barrier a row. With 3 blocks every row of a block starts
-    elsewhere. Results against torch (on GPUs the variant runs; the nvrtc check
-    compiles it); blocks of fewer warps than the vector's points place a row's."""
-    import conftest
-    from hostir.codegen import rows as row_rules
-    from hostir.runtime import backend, launch
-    monkeypatch.setattr(row_rules, "KEEP_WEIGHTS_ROWS", 1)
-    monkeypatch.setattr(row_rules, "KEEP_EVERY_SHIFT", True)
-    monkeypatch.setattr(backend, "sm_count", lambda device: 1)
-    monkeypatch.setattr(launch.CompiledKernel, "resident_blocks", lambda self, device, block: resident)
-    rows_count = 41
-    x = rand((rows_count, n), dtype)
-    w, b = rand((n,), dtype), rand((n,), dtype)
-    spec = _layernorm_checked(x, w, b)
-    k = spec.kernels[0]
-    var_ = spec.choose(k, [rows_count, n], [x, w, b], None, [])
-    assert var_.shift and var_.keep_weights and var_.threads == 32 and var_.block // 32 >= var_.vec, var_.name
-    src = var_.source
-    assert "every shift a row may start at, placed once" in src and "kept_m_" not in src
-    head, rows_part = src.split("__syncthreads();", 1)
-    assert "*>(in1 + " in head and "in1" not in rows_part and "__syncthreads" not in rows_part
-    assert "kw0 + m_ * " in rows_part  # (each row its own shift's share)
-    conftest._KERNEL_SOURCES.setdefault(src, var_.name)
-    monkeypatch.setattr(row_rules, "KEEP_EVERY_SHIFT", False)
-    spec._variants.clear()
-    assert "kept_m_" in spec.choose(k, [rows_count, n], [x, w, b], None, []).source
-
-
 @pytest.mark.parametrize("kind", ["softmax", "log_softmax", "rmsnorm", "layernorm"])
 @pytest.mark.parametrize("dtype,n", [(D.BFloat16, 49152), (D.BFloat16, 131072), (D.Float, 40000), (D.Half, 65536),
                                      (D.BFloat16, 262144)],

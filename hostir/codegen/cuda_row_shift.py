@@ -8,7 +8,6 @@ _keep_weights, _kept_weight), or funnel-shifted from its two aligned vectors
 and unguarded points of a vector are cuda_schedules' (_points)."""
 from __future__ import annotations
 
-from . import rows
 from .cuda import CTYPE, VEC_TYPE, _closure, _offset
 from .kir import K, KNode
 from .row_loads import kept_weights
@@ -30,53 +29,14 @@ class _RowShifts:
         p = f"in{first.arg} + {_offset([at[id(x)] for x in first.src[1:]], f'in{first.arg}')}"
         L.append(f"      m_ = (int)(reinterpret_cast<unsigned long long>({p}) / sizeof(*in{first.arg}) % {self.vec}); }}")
 
-    def _every_shift(self) -> bool:
-        """Are the kept weights placed once at every shift a row may start at
-        (rows.KEEP_EVERY_SHIFT: a block of as many groups as a vector's points
-        or more, so the shifts' shares fit the groups' shared memory)?"""
-        return rows.KEEP_EVERY_SHIFT and self.block // self.threads >= self.vec
-
     def _kept_slots(self) -> None:
         """The shared memory of each kept weight (rows.KEEP_WEIGHTS): a group's
-        share holds the row's points, shifted, in its vectors (or, every
-        shift placed once: the share of shift s holds them placed at s)."""
+        share holds the row's points, shifted, in its vectors."""
         k, size = self.k, self.block * self.chunks * self.vec
         for n in kept_weights(k, self.vec):
             ct = CTYPE[k.inputs[n.arg].dtype]
             self.lines.append(f"  __shared__ __align__(16) {ct} {self.kept_w[id(n)]}[{size}];")
-        if self._every_shift():
-            self._place({}, every=True)
-            return
         self.lines.append("  int kept_m_ = -1;  // the shift the kept weights are placed at")
-
-    def _place(self, names, every: bool = False) -> None:
-        """Place the kept weights, point j at j + m_, in the share of the
-        thread's group (in the row loop), or, `every` shift (before it), at j +
-        s_ in the share of s_, each group placing the shifts s_ = its group, +
-        groups, ...; then a block barrier."""
-        L, k, T, v = self.lines, self.k, self.threads, self.vec
-        share = self.chunks * T * v
-        shift, indent = ("s_", "  ") if every else ("m_", "    ")
-        if every:
-            L.append(f"{indent}#pragma unroll 1")
-            L.append(f"{indent}for (int s_ = threadIdx.x / {T}; s_ < {v}; s_ += {self.block // T}) {{"
-                     "  // every shift a row may start at, placed once")
-        L.append(f"{indent}  #pragma unroll 1")
-        L.append(f"{indent}  for ({self.idx} j_ = lane * {v}; j_ < R; j_ += {T * v}) {{")
-        at = dict(names)
-        loads = kept_weights(k, v)
-        self.emit_all(_closure(loads, set()), at, "j_", indent + "    ")
-        where = shift if every else f"(threadIdx.x / {T})"
-        for n in loads:
-            got = self.vector_load(n, at)
-            L.append(f"{indent}    for (int u = 0; u < {v}; ++u) if (j_ + u < R) "
-                     f"{self.kept_w[id(n)]}[{where} * {share} + j_ + u + {shift}] = {got};")
-        L.append(f"{indent}  }}")
-        if every:
-            L.append(f"{indent}}}")
-        else:
-            L.append(f"{indent}  kept_m_ = m_;")
-        L.append(f"{indent}{'' if every else '  '}__syncthreads();")
 
     def _keep_weights(self, names) -> None:
         """Place what every row reads (rows.KEEP_WEIGHTS) in the group's share of
@@ -84,17 +44,27 @@ class _RowShifts:
         than the last placing (the grid keeps them alike: spec.grid); every
         thread agrees (a block-wide vote), so every thread meets the barriers.
         The weights are read in aligned vectors (the launch checked them:
-        launch_checks.keep_weights_ok), a few round trips a placing. Placed
-        once at every shift (_every_shift): nothing a row. (Groups of
+        launch_checks.keep_weights_ok), a few round trips a placing. (Groups of
         a warp voting and waiting over their warp alone, no block barrier a
         row, measured within the run's order: H100 % of copy, same run, block /
         warp: layernorm bf16 87267x769 80.3 / 82.0, rows it left alone
         13104x5121 83.4 / 84.7, fp16 16380x4097 82.8 / 83.8; not kept.)"""
-        if self._every_shift():
-            return
-        self.lines.append("    if (__syncthreads_or(m_ != kept_m_)) {  // (the last row's readers are done)")
-        self._place(names)
-        self.lines.append("    }")
+        L, k, T, v = self.lines, self.k, self.threads, self.vec
+        share = self.chunks * T * v
+        L.append("    if (__syncthreads_or(m_ != kept_m_)) {  // (the last row's readers are done)")
+        L.append("      #pragma unroll 1")
+        L.append(f"      for ({self.idx} j_ = lane * {v}; j_ < R; j_ += {T * v}) {{")
+        at = dict(names)
+        loads = kept_weights(k, v)
+        self.emit_all(_closure(loads, set()), at, "j_", "        ")
+        for n in loads:
+            got = self.vector_load(n, at)
+            L.append(f"        for (int u = 0; u < {v}; ++u) if (j_ + u < R) "
+                     f"{self.kept_w[id(n)]}[(threadIdx.x / {T}) * {share} + j_ + u + m_] = {got};")
+        L.append("      }")
+        L.append("      kept_m_ = m_;")
+        L.append("      __syncthreads();")
+        L.append("    }")
 
     def _kept_weight(self, n: KNode) -> str:
         """A kept weight's points of this vector (j x vec - m_ onwards: its place
@@ -105,8 +75,7 @@ class _RowShifts:
         word = next(w for w in (16, 8, 4, 2, 1) if size % w == 0)
         arr = self.fresh()
         share = self.chunks * self.threads * v
-        where = "m_" if self._every_shift() else f"(threadIdx.x / {self.threads})"
-        at = f"{self.kept_w[id(n)]} + {where} * {share} + i{self.inner} + m_"
+        at = f"{self.kept_w[id(n)]} + (threadIdx.x / {self.threads}) * {share} + i{self.inner} + m_"
         L.append(f"      alignas(16) {ct} {arr}[{v}];")
         if word == 1:
             L.append(f"      for (int u = 0; u < {v}; ++u) {arr}[u] = ({at})[u];")
