@@ -2,11 +2,17 @@
 profiler (`ncu --kernel-name regex:hir_ python benchmarks/run_case.py REGEX`).
 Settings as knobs.py's `--set` (one value each) follow the call count:
 
-    python benchmarks/run_case.py "softmax bf16 512x131072" 5 rows.ROW_DOUBLE=True"""
+    python benchmarks/run_case.py "softmax bf16 512x131072" 5 rows.ROW_DOUBLE=True
+
+`--info` (anywhere) prints each kernel the calls loaded: its registers, spill
+bytes and static shared memory a thread block, and the blocks an SM the
+launches found (the compiler on the GPU's machine decides these)."""
 from __future__ import annotations
 
+import gc
 import re
 import sys
+import warnings
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -21,6 +27,8 @@ from knobs import parse_setting, setting  # noqa: E402
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    info = "--info" in argv
+    argv = [a for a in argv if a != "--info"]
     pattern, calls = argv[0], int(argv[1]) if len(argv) > 1 else 5
     settings = [parse_setting(a) for a in argv[2:]]
     for name, fd, _, make_inputs, _ in reduction_shapes.cases(1 << 26, None):
@@ -33,8 +41,28 @@ def main(argv=None):
                     fd.execute(inputs)
             torch.cuda.synchronize()
             print(name, flush=True)
+            if info:
+                kernel_info()
             return
     raise SystemExit(f"no case matches {pattern!r}")
+
+
+def kernel_info() -> None:
+    """Registers, spills, static shared memory and blocks an SM of every loaded kernel."""
+    from hostir.runtime.launch import CompiledKernel, _driver
+    cu = _driver()
+    A = cu.CUfunction_attribute
+    with warnings.catch_warnings():  # (isinstance on every object wakes deprecated aliases)
+        warnings.simplefilter("ignore")
+        kernels = [o for o in gc.get_objects() if isinstance(o, CompiledKernel) and o._funcs]
+    for k in kernels:
+        for f in k._funcs.values():
+            regs = cu.cuFuncGetAttribute(A.CU_FUNC_ATTRIBUTE_NUM_REGS, f)[1]
+            local = cu.cuFuncGetAttribute(A.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, f)[1]
+            smem = cu.cuFuncGetAttribute(A.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f)[1]
+            resident = {key[1]: n for key, n in k._resident.items()}
+            print(f"  {k.name}: {regs} registers, {local} bytes local, {smem} bytes static shared "
+                  f"+ {k.smem} dynamic; resident (block: blocks or clusters) {resident}", flush=True)
 
 
 if __name__ == "__main__":
