@@ -17,6 +17,9 @@ every combination would time settings that cannot differ:
 
     python benchmarks/knobs.py --only "softmax bf16 .*x131072" \
         --try default --try "rows.ROW_AHEAD=False" --try "rows.ROW_AHEAD=False rows.ROW_WAITS=False"
+
+`--case NAME` (repeatable) times a case of any shape by its name instead of
+the sweep's (`--case "column sum fp32 1917396x35"`: reduction_shapes.by_name).
 """
 from __future__ import annotations
 
@@ -90,7 +93,9 @@ def planned(make, settings: dict, inputs):
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="benchmarks/out")
-    ap.add_argument("--only", required=True, help="a regex: the cases whose name matches")
+    ap.add_argument("--only", default=None, help="a regex: the cases whose name matches")
+    ap.add_argument("--case", action="append", default=[],
+                    help='a case by its name, any shape ("column sum fp32 1917396x35"; repeatable)')
     ap.add_argument("--set", action="append", default=[], help="MODULE.NAME=V1,V2 or disable=F1,F2")
     ap.add_argument("--try", dest="tries", action="append", default=[],
                     help='one contender: "MODULE.NAME=V disable=F ..." or "default"')
@@ -108,7 +113,15 @@ def main(argv=None):
         if args.set:
             raise SystemExit("--try and --set: give the contenders one way")
         combos = [parse_try(t) for t in args.tries]
-    if args.suite == "indexing":
+    if args.only is None and not args.case:
+        raise SystemExit("--only REGEX or --case NAME: which cases")
+    if args.case:
+        for name in args.case:
+            if reduction_shapes.by_name(name) is None:
+                raise SystemExit(f"--case {name!r}: not KIND DTYPE RxC (kinds {sorted(reduction_shapes.KINDS)})")
+        makers = [lambda name=name: reduction_shapes.by_name(name) for name in args.case]
+        args.only = args.only or ""
+    elif args.suite == "indexing":
         import indexing
         makers = indexing.makers(dev.type != "cuda")
     else:

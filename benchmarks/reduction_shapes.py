@@ -6,14 +6,21 @@ input (2^26 by default). hostir vs torch eager vs torch.compile, one run,
 contenders alternating, % of the copy bandwidth measured in the run.
 
     python benchmarks/reduction_shapes.py [--out DIR] [--only REGEX] [--elements N] [--small]
+    python benchmarks/reduction_shapes.py --draw 24 [--seed S] [--no-compile]
 
 `--only` keeps the cases whose name matches (say `--only "softmax|rmsnorm"`), so
-a long sweep can be split over several calls.
+a long sweep can be split over several calls. `--draw N` times N cases drawn
+at random instead (kind, dtype, a row length log-uniform over 64 to 262144
+points, half of them no multiple of 8; column sums: 8 to 65536 columns), new
+ones each run: shapes nobody tuned for. It prints its seed (`--seed` draws
+the same cases again).
 """
 from __future__ import annotations
 
 import argparse
+import random
 import re
+import time
 import sys
 from pathlib import Path
 
@@ -50,6 +57,39 @@ SWEEP = [
 ]
 
 
+DRAWN = [(softmax_case, (BF16, F16, F32)), (log_softmax_case, (BF16, F16, F32)),
+         (rmsnorm_case, (BF16, F16, F32)), (layernorm_case, (BF16, F16, F32)),
+         (row_sum_case, (BF16, F32)), (column_sum_case, (BF16, F32))]
+
+
+def drawn(n: int, seed: int, elements: int):
+    """`n` cases drawn with `seed` (see the module's note)."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        make, dtypes = rng.choice(DRAWN)
+        dtype = rng.choice(dtypes)
+        lo, hi = (3, 16) if make is column_sum_case else (6, 18)
+        c = int(2 ** rng.uniform(lo, hi))
+        c = c | 1 if rng.random() < 0.5 else max(8, c // 8 * 8)
+        out.append(make(max(1, elements // c), c, dtype))
+    return out
+
+
+KINDS = {"softmax": softmax_case, "log-softmax": log_softmax_case, "rmsnorm": rmsnorm_case,
+         "layernorm": layernorm_case, "row sum": row_sum_case, "column sum": column_sum_case}
+DTYPES = {"bf16": BF16, "fp16": F16, "fp32": F32}
+
+
+def by_name(name: str):
+    """The case a name this module prints stands for ("column sum fp32
+    1917396x35": its shape as given), or None."""
+    m = re.fullmatch(r"(.+) (bf16|fp16|fp32) (\d+)x(\d+)", name.strip())
+    if m is None or m.group(1) not in KINDS:
+        return None
+    return KINDS[m.group(1)](int(m.group(3)), int(m.group(4)), DTYPES[m.group(2)])
+
+
 def cases(elements: int, only: str | None):
     out = []
     for make, dtype, lengths in SWEEP:
@@ -69,12 +109,20 @@ def main(argv=None):
     ap.add_argument("--small", action="store_true", help="2^14 points a case (a smoke run)")
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--draw", type=int, default=0, help="time this many cases drawn at random")
+    ap.add_argument("--seed", type=int, default=None, help="the draw's seed (default: the time)")
     args = ap.parse_args(argv)
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     elements = 1 << 14 if args.small or dev.type == "cpu" else args.elements
     bw = copy_bandwidth(dev)
     rows = []
-    for case in cases(elements, args.only):
+    if args.draw:
+        seed = args.seed if args.seed is not None else int(time.time()) % 100000
+        print(f"drawn cases: --draw {args.draw} --seed {seed}", flush=True)
+        todo = drawn(args.draw, seed, elements)
+    else:
+        todo = cases(elements, args.only)
+    for case in todo:
         rows.append(measure(case, dev, bw, args.rounds, use_compile=not args.no_compile))
         print(f"{rows[-1]['case']}: {rows[-1]['% copy']:.1f} % of copy, "
               f"vs compile {rows[-1].get('vs compile', float('nan')):.2f}", flush=True)

@@ -944,10 +944,40 @@ def test_var_mean_of_a_transposed_input_and_a_short_row(correction):
 # over long reduced dims on GPUs (partials combined in order by the last block;
 # 600000x8: a split of over cuda_outer.OUTER_GROUP shares, combined in two levels).
 OUTER_CASES = [((4096, 64), [0]), ((3000, 5), [0]), ((64, 300, 33), [0, 1]), ((2, 70000, 3), [1]),
-               ((5, 1, 7), [0, 1]), ((0, 9), [0]), ((7, 0), [0]), ((600000, 8), [0]), ((9001, 600), [0])]
+               ((5, 1, 7), [0, 1]), ((0, 9), [0]), ((7, 0), [0]), ((600000, 8), [0]), ((9001, 600), [0]),
+               ((1000, 35), [0]), ((300, 141), [0]), ((129, 568), [0]), ((50, 1300), [0]), ((40, 67), [0])]
 
 
-@pytest.mark.parametrize("shape,wide", [((9001, 600), True), ((87381, 768), True), ((600000, 8), False),
+@pytest.mark.parametrize("shape,dtype,lanes,block,vec", [
+    ((1000, 35), D.Float, 35, 256, 1), ((300, 141), D.Float, 141, 1024, 1), ((300, 141), D.BFloat16, 141, 1024, 1),
+    ((1000, 67), D.Float, 67, 1024, 1), ((3000, 5), D.Float, 5, 256, 1), ((129, 568), D.BFloat16, 32, 256, 8),
+    ((70, 96), D.BFloat16, 16, 256, 8), ((9001, 600), D.Float, 32, 256, 4), ((4096, 64), D.Float, 16, 256, 4),
+    ((100, 4096), D.Float, 32, 256, 4), ((50, 1300), D.BFloat16, 32, 256, 4)], ids=str)
+def test_outer_wrapped_tiles(shape, dtype, lanes, block, vec):
+    """Kept points that tiles of 32 lanes or narrow ones cover with many lanes
+    idle take one tile as wide as they are (cuda_outer.OUTER_WRAPPED): a lane
+    a point (no vectors), the block's rows of lanes side by side, a block of
+    256, 512 or 1024 threads with few idle; others keep their tiles. Kept
+    points that refuse a vector take the widest they allow (bf16 1300: 4,
+    not 1). The rule, the kernel's lanes, results against torch (OUTER_CASES
+    runs more)."""
+    from hostir.codegen import cuda_outer
+    x = rand(shape, dtype)
+    fd_outs, fd = _run_keeping_fd(lambda fd: fd.add_output(fd.ops.sum(declare(fd, x), [0])), [x])
+    check(fd_outs[0], _torch_sum(x, [0], False), kind="reduction", atol=1e-5 * shape[0] ** 0.5)
+    (spec,) = _reduction_specs(fd)
+    k = spec.kernel_for(list(shape))[0]
+    var = spec.choose(k, list(shape), [x], None, [])
+    assert var.outer and (var.threads or 32) == lanes and var.block == block and var.vec == vec, var.name
+    if cuda_outer.wrapped(lanes):
+        assert f"threadIdx.x % {lanes}, ty = threadIdx.x / {lanes};" in var.source
+        rows_of_lanes = block // lanes
+        assert f"red0[{rows_of_lanes}][{lanes * var.vec + 1}]" in var.source
+        assert (f"ty < {rows_of_lanes} ? g * {rows_of_lanes}" in var.source) == (block % lanes != 0)
+        assert spec.split(var, list(shape), 132) >= 1
+
+
+@pytest.mark.parametrize("shape,wide", [((9001, 1024), True), ((87381, 768), True), ((600000, 8), False),
                                         ((699050, 96), False), ((1024, 65536), True)], ids=str)
 def test_outer_shares_interleave_their_rows(shape, wide):
     """Blocks that share a tile of an outer reduction take every split-th

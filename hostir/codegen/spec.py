@@ -19,7 +19,7 @@ from functools import cached_property
 from .. import config
 from .cuda import NARROW, kernel_source, vector_width
 from .cuda_row_copies import copies_ahead
-from .cuda_outer import outer_lanes, outer_ok, outer_scratch, outer_split, outer_width
+from .cuda_outer import outer_block, outer_lanes, outer_ok, outer_scratch, outer_split, outer_width, wrapped
 from .row_loads import invariant_bytes, kept_weight_bytes, kept_weights, row_cache_bytes
 from .launch_checks import funnel_slots, keep_weights_ok, launches_clusters, shift_ok, vector_ok, vector_slots
 from .cuda_tiles import STAGE_BYTES, STAGED, stage_block, staged_gather, tile_loads
@@ -89,6 +89,8 @@ class Variant:
             return self._stage_block
         if self.tile >= 0:
             return 256
+        if self.outer and wrapped(self.threads):  # (a tile as wide as the kept points)
+            return outer_block(self.threads)
         if self.threads >= 128:
             return self.threads
         return self.options.block
@@ -240,9 +242,12 @@ class KernelSpec(_RowRules):
         if kernel.reduced and self._outer(kernel):
             vec = self._vec[id(kernel)]
             kept = math.prod(extents[d] for d in kernel.kept)
-            var = self.variant(kernel, vec, idx, outer_lanes(kept, vec), outer=True)
-            if vec > 1 and not vector_ok(vec, [ins[s] for s in var.vector_slots], extents):
-                var = self.variant(kernel, 1, idx, outer_lanes(kept, 1), outer=True)
+            var = self.variant(kernel, vec, idx, outer_lanes(kept, vec, kernel), outer=True)
+            while var.vec > 1 and not vector_ok(var.vec, [ins[s] for s in var.vector_slots], extents):
+                # (narrower vectors where the kept points or the tensors' alignment refuse these:
+                # bf16 50000x1300 in 8-byte vectors, not 2-byte points)
+                vec = var.vec // 2
+                var = self.variant(kernel, vec, idx, outer_lanes(kept, vec, kernel), outer=True)
             return var
         if kernel.reduced:
             vec = self._vec[id(kernel)]
