@@ -18,8 +18,9 @@ every combination would time settings that cannot differ:
     python benchmarks/knobs.py --only "softmax bf16 .*x131072" \
         --try default --try "rows.ROW_AHEAD=False" --try "rows.ROW_AHEAD=False rows.ROW_WAITS=False"
 
-`--case NAME` (repeatable) times a case of any shape by its name instead of
-the sweep's (`--case "column sum fp32 1917396x35"`: reduction_shapes.by_name).
+`--case NAME` (repeatable) times a case of any shape by its name too (`--case
+"column sum fp32 1917396x35"`: reduction_shapes.by_name), after the sweep's
+cases `--only` keeps.
 """
 from __future__ import annotations
 
@@ -115,23 +116,22 @@ def main(argv=None):
         combos = [parse_try(t) for t in args.tries]
     if args.only is None and not args.case:
         raise SystemExit("--only REGEX or --case NAME: which cases")
-    if args.case:
-        for name in args.case:
-            if reduction_shapes.by_name(name) is None:
-                raise SystemExit(f"--case {name!r}: not KIND DTYPE RxC (kinds {sorted(reduction_shapes.KINDS)})")
-        makers = [lambda name=name: reduction_shapes.by_name(name) for name in args.case]
-        args.only = args.only or ""
-    elif args.suite == "indexing":
+    for name in args.case:
+        if reduction_shapes.by_name(name) is None:
+            raise SystemExit(f"--case {name!r}: not KIND DTYPE RxC (kinds {sorted(reduction_shapes.KINDS)})")
+    makers = []  # (maker, filtered by --only)
+    if args.suite == "indexing" and args.only is not None:
         import indexing
-        makers = indexing.makers(dev.type != "cuda")
-    else:
-        makers = [lambda make=make, c=c, dt=dt: make(max(1, elements // c), c, dt)
+        makers = [(m, True) for m in indexing.makers(dev.type != "cuda")]
+    elif args.only is not None:
+        makers = [(lambda make=make, c=c, dt=dt: make(max(1, elements // c), c, dt), True)
                   for make, dt, lengths in reduction_shapes.SWEEP for c in lengths]
+    makers += [(lambda name=name: reduction_shapes.by_name(name), False) for name in args.case]
     bw = copy_bandwidth(dev)
     rows, seen = [], set()
-    for make in makers:
+    for make, filtered in makers:
         name, _, eager, make_inputs, nbytes = make()
-        if not re.search(args.only, name) or name in seen:
+        if filtered and not re.search(args.only, name) or name in seen:
             continue
         seen.add(name)
         inputs = make_inputs(dev)

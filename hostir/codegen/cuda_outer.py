@@ -59,7 +59,7 @@ class _OuterPrinter(_ReductionPrinter):
             L.append(f"    {acc_type(n)} a{j}[{V}];")
             L.append(f"    #pragma unroll\n    for (int u = 0; u < {V}; ++u) a{j}[u] = {acc_init(n)};")
         acc = {id(n): f"a{j}[u]" for j, n in enumerate(reduces)}
-        L.append(f"    #pragma unroll {OUTER_UNROLL if V < 8 else OUTER_UNROLL_V8}")
+        L.append(f"    #pragma unroll {OUTER_UNROLL_V1 if V == 1 else OUTER_UNROLL if V < 8 else OUTER_UNROLL_V8}")
         start = f"ty < {ty_n} ? g * {ty_n} + ty : R" if idle else f"g * {ty_n} + ty"
         L.append(f"    for ({idx} r = {start}; r < R; r += split * {ty_n}) {{  // (OUTER_INTERLEAVED)")
         self._split("r", k.reduced, "      ")
@@ -223,6 +223,15 @@ OUTER_UNROLL_V8 = 8
 """... of 8 points a lane (2-byte floats). H200 % of copy, same run, 4 / 8
 (64 points a lane at least): column sum bf16 699050x96 64.0 / 63.7, 87381x768
 72.7 / 75.8, 13421x5000 73.8 / 76.0; fp32 (4 a lane) gained nothing clear."""
+OUTER_UNROLL_V1 = 32
+"""... of a point a lane (kept points no multiple of a vector: 4 bytes of
+fp32, 2 of bf16 a load). H100 % of copy, same run, 4 / 8 / 16: column sum
+fp32 1917396x35 82.4 / 75.1 / 87.4, 475949x141 84.7 / 78.3 / 89.8, 1000000x67
+85.3 / 78.8 / 88.7, bf16 2000000x33 51.3 / 45.3 / 71.5; another run, 4 / 16 /
+32: fp32 1917396x35 85.6 / 90.9 / 90.4, 475949x141 87.8 / 93.0 / 93.2,
+1000000x67 88.3 / 92.1 / 90.5, 6710886x5 82.4 / 86.3 / 88.3, 33000x2033 (tiles
+of 32 lanes) 86.0 / 86.6 / 93.8 (torch.compile 89.9), bf16 2000000x33 51.1 /
+70.9 / 72.5, 1000000x67 51.9 / 73.2 / 74.5."""
 OUTER_COMBINE_UNROLL = 4   # partials the last block's lanes read at once
 OUTER_BLOCKS_PER_SM = 8    # blocks an SM the split aims at (spec.KernelSpec.split)
 OUTER_MIN_POINTS = 64      # ... each lane combining this many reduced points at least

@@ -144,10 +144,15 @@ clusters of 2 69.0). A row split over a cluster is read in chunks of
 its CTAs' threads (CTA q the q-th 1024 vectors of each): where its last chunk
 is in part, the first CTAs take more of the row, and every CTA waits for them
 at each cluster barrier: clusters only where the row fills CLUSTER_MIN_FILL of
-its chunks (log-softmax bf16 1000x140000, 85 %: loop 75.7, clusters 73.3).
+its chunks (log-softmax bf16 1000x140000, 85 %: loop 75.7, clusters 73.3;
+CLUSTER_MIN_FILL 0.9 then). At 0.8, H100 % of copy, same run, 0.9 (twice) /
+0.8: layernorm bf16 984x68184 72.2, 72.4 / 78.1, softmax fp16 388x172839 72.9,
+73.6 / 77.8, bf16 386x173681 73.6, 73.7 / 76.9, rmsnorm bf16 1000x67000 79.5,
+81.0 / 83.2; but softmax fp32 671x100000 88.6, 88.7 / 86.6; 17 other long
+rows within the run's order.
 CTAs that each take a contiguous part of the row lost: rmsnorm bf16
 1024x131072 88.8 -> 83.8, layernorm 82.3 -> 70.4."""
-CLUSTER_MIN_FILL = 0.9
+CLUSTER_MIN_FILL = 0.8
 CLUSTER_ONE_BLOCK = 12
 """Clusters whose CTAs take one block an SM each (a softmax's shares of this
 many vectors a thread of 1024 or more, up to SMEM_ROW_LONG_CHUNKS; 0: none)
