@@ -14,6 +14,18 @@ Measured on an H100 (tune_reduction.py): layernorm bf16 16384x8192 ran at 88 %
 of copy with 32 points a thread at 62 % occupancy; torch.compile's kernel keeps
 16 at 100 %. Rows longer than 1024 threads' worth take more a thread, up to
 PERSISTENT_MAX_CHUNKS vectors; longer rows than that loop over the row."""
+REGISTER_ROW_POINTS = 24
+"""... but a row that the registers of 1024 threads or fewer hold at that
+(not a long row) aims at this many points a thread (register_row's
+`chunks`): at 16, short rows spread over more lanes than they filled. H100 %
+of copy, same run, 16 (twice) / 24 / 32 (PERSISTENT_POINTS then, which set
+both): softmax bf16 200000x333 58.5, 58.4 / 92.9 / 93.6, rmsnorm bf16
+400000x150 71.2, 71.5 / 86.3 / 86.2, 57309x1171 84.2, 85.5 / 94.3 / 94.3,
+layernorm bf16 379146x177 65.7, 67.1 / 74.3 / 74.6, 699050x96 95.3, 96.2 /
+98.1 / 98.2, fp32 65344x1027 96.9, 96.9 / 98.2 / 98.2, rmsnorm fp16
+161708x415 84.8, 86.1 / 86.1 / 94.3; but 32 lost rows of 64 (softmax bf16
+1048576x64 97.4, 98.4 / 98.4 / 90.8); 16 others of the sweep within the
+run's order."""
 PERSISTENT_MAX_CHUNKS = 8
 LOOP_ROW_THREADS = 512
 LOOP_ROW_BYTES = 64 * 1024

@@ -106,7 +106,8 @@ class _RowRules:
             if kernel is not self.online and held_words(kernel, vec, c) <= rows.REGISTER_LONG_WORDS:
                 return rows.ROW_THREADS[-1], c, 0
             return rows.ONLINE_LOOP_THREADS if kernel is self.online else rows.loop_threads(vectors), 0, 0
-        if vec > 1 and several and vectors > chunks * rows.ROW_THREADS[-1]:  # a long row
+        long = vec > 1 and several and vectors > chunks * rows.ROW_THREADS[-1]
+        if long:  # a long row
             t = next((t for t in rows.ROW_THREADS if t >= 256 and vectors <= rows.SMEM_ROW_CHUNKS * t), 0)
             one = not t and not two_reads and vectors <= rows.SMEM_ROW_LONG_CHUNKS * rows.ROW_THREADS[-1]
             t = rows.ROW_THREADS[-1] if one else t
@@ -121,7 +122,8 @@ class _RowRules:
                     return t, c, kept
             chunks = min(rows.PERSISTENT_MAX_CHUNKS, -(-vectors // rows.ROW_THREADS[-1]))
         if vec > 1 and several and vectors <= chunks * rows.ROW_THREADS[-1]:
-            return rows.register_row(vectors, chunks, vec)
+            aim = chunks if long else max(chunks, rows.REGISTER_ROW_POINTS // vec)  # (rows.REGISTER_ROW_POINTS)
+            return rows.register_row(vectors, aim, vec)
         return rows.row_threads(vectors), 0, 0
 
     def _cluster(self, kernel: Kernel, vectors: int) -> int:
