@@ -31,20 +31,8 @@ def main(argv=None):
     argv = [a for a in argv if a != "--info"]
     pattern, calls = argv[0], int(argv[1]) if len(argv) > 1 else 5
     settings = [parse_setting(a) for a in argv[2:]]
-    for name, fd, _, make_inputs, _ in reduction_shapes.cases(1 << 26, None):
-        if re.search(pattern, name):
-            inputs = make_inputs(torch.device("cuda"))
-            with ExitStack() as stack:
-                for key, values in settings:
-                    stack.enter_context(setting(key, values[0]))
-                for _ in range(calls):
-                    fd.execute(inputs)
-            torch.cuda.synchronize()
-            print(name, flush=True)
-            if info:
-                kernel_info()
-            return
-    case = reduction_shapes.by_name(pattern)  # (any shape, by its name: "layernorm bf16 379146x177")
+    case = next((c for c in reduction_shapes.cases(1 << 26, None) if re.search(pattern, c[0])), None)
+    case = case or reduction_shapes.by_name(pattern)  # (any shape, by its name: "layernorm bf16 379146x177")
     if case is None:
         raise SystemExit(f"no case matches {pattern!r}")
     name, fd, _, make_inputs, _ = case

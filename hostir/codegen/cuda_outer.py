@@ -169,48 +169,30 @@ class _OuterPrinter(_ReductionPrinter):
     def _block_combine(self, reduces, indent: str) -> None:
         """Lane ty == 0 of each column takes in the other lanes' values: a
         tile narrower than a warp first combines the warp's lanes of each
-        column (shuffles), then lane ty == 0 each warp's value, in order."""
+        column (shuffles), then lane ty == 0 each warp's value, in order; a
+        wrapped tile's rows of lanes each place their values, and row 0 takes
+        in the others in order."""
         L, V, X = self.lines, self.vec, self.lanes
-        if self.wrapped:
-            self._rows_combine(reduces, indent)
-            return
-        warps = self.block // 32
+        ty_n = self.block // X
+        slots = ty_n if self.wrapped else self.block // 32
         L.append(f"{indent}#pragma unroll")
         L.append(f"{indent}for (int u = 0; u < {V}; ++u) {{")
         for j, n in enumerate(reduces):
-            if X < 32:
+            if X < 32 and not self.wrapped:
                 L.append(f"{indent}  for (int o = 16; o >= {X}; o /= 2) {{ const {acc_type(n)} x = a{j}[u], "
                          f"y = hir_shfl_xor(a{j}[u], o, 32); a{j}[u] = {_COMBINE[n.arg]}; }}")
-            guard = f"if ((threadIdx.x & 31) < {X}) " if X < 32 else ""
-            L.append(f"{indent}  {guard}red{j}[threadIdx.x / 32][tx * {V} + u] = a{j}[u];")
+            if self.wrapped:
+                guard, slot = (f"if (ty < {ty_n}) " if self.block % X else ""), "ty"
+            else:
+                guard, slot = (f"if ((threadIdx.x & 31) < {X}) " if X < 32 else ""), "threadIdx.x / 32"
+            L.append(f"{indent}  {guard}red{j}[{slot}][tx * {V} + u] = a{j}[u];")
         L.append(f"{indent}}}")
         L.append(f"{indent}__syncthreads();")
         L.append(f"{indent}if (ty == 0) {{")
         L.append(f"{indent}  #pragma unroll")
         L.append(f"{indent}  for (int u = 0; u < {V}; ++u) {{")
         for j, n in enumerate(reduces):
-            L.append(f"{indent}    for (int w = 1; w < {warps}; ++w) {{ const {acc_type(n)} x = a{j}[u], "
-                     f"y = red{j}[w][tx * {V} + u]; a{j}[u] = {_COMBINE[n.arg]}; }}")
-        L.append(f"{indent}  }}")
-        L.append(f"{indent}}}")
-        L.append(f"{indent}__syncthreads();  // red is reused by the next tile")
-
-
-    def _rows_combine(self, reduces, indent: str) -> None:
-        """A wrapped tile's combine: each of the block's rows of lanes (ty)
-        places its values, and row 0 takes in the others in order."""
-        L, V, ty_n = self.lines, self.vec, self.block // self.lanes
-        L.append(f"{indent}#pragma unroll")
-        L.append(f"{indent}for (int u = 0; u < {V}; ++u) {{")
-        for j in range(len(reduces)):
-            L.append(f"{indent}  if (ty < {ty_n}) red{j}[ty][tx * {V} + u] = a{j}[u];")
-        L.append(f"{indent}}}")
-        L.append(f"{indent}__syncthreads();")
-        L.append(f"{indent}if (ty == 0) {{")
-        L.append(f"{indent}  #pragma unroll")
-        L.append(f"{indent}  for (int u = 0; u < {V}; ++u) {{")
-        for j, n in enumerate(reduces):
-            L.append(f"{indent}    for (int w = 1; w < {ty_n}; ++w) {{ const {acc_type(n)} x = a{j}[u], "
+            L.append(f"{indent}    for (int w = 1; w < {slots}; ++w) {{ const {acc_type(n)} x = a{j}[u], "
                      f"y = red{j}[w][tx * {V} + u]; a{j}[u] = {_COMBINE[n.arg]}; }}")
         L.append(f"{indent}  }}")
         L.append(f"{indent}}}")
