@@ -118,16 +118,19 @@ def main(argv=None):
     rows = []
     if args.draw:
         seed = args.seed if args.seed is not None else int(time.time()) % 100000
-        print(f"drawn cases: --draw {args.draw} --seed {seed}", flush=True)
+        drew = f"--draw {args.draw} --seed {seed}"
+        print(f"drawn cases: {drew}", flush=True)
         todo = drawn(args.draw, seed, elements)
     else:
-        todo = cases(elements, args.only)
+        drew, todo = None, cases(elements, args.only)
     for case in todo:
         rows.append(measure(case, dev, bw, args.rounds, use_compile=not args.no_compile))
         print(f"{rows[-1]['case']}: {rows[-1]['% copy']:.1f} % of copy, "
               f"vs compile {rows[-1].get('vs compile', float('nan')):.2f}", flush=True)
     meta = meta_for(dev)
     meta["copy GB/s"] = round(bw / 1e9, 1)
+    if drew:
+        meta["cases"] = f"drawn at random ({drew})"
     write_results(Path(args.out), "reduction_shapes", meta, rows, COLUMNS)
 
 

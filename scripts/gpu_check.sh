@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # On a GPU machine: the GPU test suites and the benchmarks in one command.
-#   scripts/gpu_check.sh [OUT_DIR] [all|tests|bench|shapes]   (default: $OUT, else ./out; all)
+#   scripts/gpu_check.sh [OUT_DIR] [all|tests|bench|shapes|draw]   (default: $OUT, else ./out; all)
 # Logs and result tables are written under OUT_DIR. `tests` runs the test suites
 # alone, `bench` the benchmarks and the main job (two calls of a time-limited runner);
 # `shapes` the reduction sweep beyond issue 11's listed shapes (SHAPES_ONLY=regex keeps
-# some of its cases: it is long). HOSTIR_TEST_KNOBS="rows.X=4 cuda_outer.Y=True" runs
+# some of its cases: it is long); `draw` DRAW_N reductions of shapes drawn at random
+# (default 24; DRAW_SEED replays a draw), which `bench` runs a dozen of. HOSTIR_TEST_KNOBS="rows.X=4 cuda_outer.Y=True" runs
 # the tests with those codegen constants set (tests/conftest.py): a knob's kernels
 # against torch before it becomes the default.
 set -uo pipefail
@@ -19,6 +20,11 @@ PART="${2:-all}"
 status=0
 nvidia-smi > "$OUTDIR/nvidia-smi.txt" 2>&1 || true
 "$PY" -c "import torch, cuda.bindings, cuda.core; print(torch.__version__, torch.cuda.get_device_name())" | tee "$OUTDIR/env.txt"
+if [ "$PART" = draw ]; then
+  "$PY" benchmarks/reduction_shapes.py --out "$OUTDIR/draw" --draw "${DRAW_N:-24}" ${DRAW_SEED:+--seed "$DRAW_SEED"} 2>&1 \
+    | tee "$OUTDIR/bench_draw.log" | tail -40 || status=1
+  exit $status
+fi
 if [ "$PART" = shapes ]; then
   "$PY" benchmarks/reduction_shapes.py --out "$OUTDIR" ${SHAPES_ONLY:+--only "$SHAPES_ONLY"} 2>&1 \
     | tee "$OUTDIR/bench_shapes.log" | tail -60 || status=1
@@ -37,6 +43,7 @@ fi
 echo "== benchmarks"
 "$PY" benchmarks/pointwise.py --out "$OUTDIR" 2>&1 | tee "$OUTDIR/bench_pointwise.log" | tail -20 || status=1
 "$PY" benchmarks/reduction.py --out "$OUTDIR" 2>&1 | tee "$OUTDIR/bench_reduction.log" | tail -20 || status=1
+"$PY" benchmarks/reduction_shapes.py --out "$OUTDIR/draw" --draw 12 2>&1 | tee "$OUTDIR/bench_draw.log" | tail -16 || status=1
 "$PY" benchmarks/scan.py --out "$OUTDIR" 2>&1 | tee "$OUTDIR/bench_scan.log" | tail -12 || status=1
 "$PY" benchmarks/indexing.py --out "$OUTDIR" 2>&1 | tee "$OUTDIR/bench_indexing.log" | tail -10 || status=1
 "$PY" benchmarks/random_ops.py --out "$OUTDIR" 2>&1 | tee "$OUTDIR/bench_random.log" | tail -8 || status=1

@@ -321,5 +321,37 @@ def test_knobs_times_the_contenders_it_is_given(tmp_path):
             knobs.main(["--only", "x", "--try", "default", "--set", "rows.SHORT_ROWS=False,True"])
         with pytest.raises(SystemExit, match="one value"):
             knobs.main(["--only", "x", "--try", "rows.SHORT_ROWS=False,True"])
+        # cases of any shape by name, after the sweep's that --only keeps
+        knobs.main(["--only", "^row sum fp32 .*x20$", "--case", "column sum fp32 40x35", "--case",
+                    "layernorm bf16 9x177", "--try", "default", "--no-compile", "--rounds", "1", "--out", str(tmp_path)])
+        rows = json.loads((tmp_path / "knobs.json").read_text())["rows"]
+        assert [r["case"] for r in rows][1:] == ["column sum fp32 40x35", "layernorm bf16 9x177"]
+        assert rows[0]["case"].startswith("row sum fp32 ") and all(list(r) == ["case", "default", "eager"]
+                                                                   for r in rows)
+        with pytest.raises(SystemExit, match="KIND DTYPE RxC"):
+            knobs.main(["--case", "column sum fp64 40x35", "--try", "default"])
+        with pytest.raises(SystemExit, match="which cases"):
+            knobs.main(["--try", "default"])
+    finally:
+        sys.path.remove(str(bench))
+
+
+def test_reduction_shapes_draws_cases_a_seed_replays(tmp_path, capsys):
+    """benchmarks/reduction_shapes.py --draw: random cases (kinds, dtypes,
+    rows of 64 to 262144 points, half of them odd), the same again for the
+    same seed, which the run prints and its table records."""
+    bench = ROOT / "benchmarks"
+    sys.path.insert(0, str(bench))
+    try:
+        import reduction_shapes as rs
+        names = [c[0] for c in rs.drawn(40, 11, 1 << 26)]
+        assert names == [c[0] for c in rs.drawn(40, 11, 1 << 26)] != [c[0] for c in rs.drawn(40, 12, 1 << 26)]
+        lengths = [int(n.rsplit("x", 1)[1]) for n in names if not n.startswith("column")]
+        assert lengths and all(64 <= c <= 262144 for c in lengths) and any(c % 2 for c in lengths)
+        assert all(rs.by_name(n)[0] == n for n in names[:5])  # (a name stands for its case)
+        rs.main(["--draw", "2", "--seed", "11", "--no-compile", "--rounds", "1", "--out", str(tmp_path)])
+        assert "--draw 2 --seed 11" in capsys.readouterr().out
+        got = json.loads((tmp_path / "reduction_shapes.json").read_text())
+        assert got["meta"]["cases"] == "drawn at random (--draw 2 --seed 11)" and len(got["rows"]) == 2
     finally:
         sys.path.remove(str(bench))
