@@ -10,10 +10,10 @@ contenders alternating, % of the copy bandwidth measured in the run.
 
 `--only` keeps the cases whose name matches (say `--only "softmax|rmsnorm"`), so
 a long sweep can be split over several calls. `--draw N` times N cases drawn
-at random instead (kind, dtype, a row length log-uniform over 64 to 262144
-points, half of them no multiple of 8; column sums: 8 to 65536 columns), new
-ones each run: shapes nobody tuned for. It prints its seed (`--seed` draws
-the same cases again).
+at random instead: a kind (the sweep's, row max, var_mean), a dtype, a row
+length log-uniform over 64 to 262144 points, half of them no multiple of 8
+(column sums: 8 to 65536 columns). They are new each run: shapes nobody
+tuned for. It prints its seed (`--seed` draws the same cases again).
 """
 from __future__ import annotations
 
@@ -33,9 +33,29 @@ from harness import COLUMNS, copy_bandwidth, measure, meta_for, write_results  #
 from reduction import (column_sum_case, layernorm_case, log_softmax_case, rmsnorm_case,  # noqa: E402
                        row_sum_case, softmax_case)
 
-from hostir import DataType  # noqa: E402
+from reduction import SHORT, TORCH, _rows  # noqa: E402
+
+from hostir import DataType, FusionDefinition  # noqa: E402
 
 BF16, F16, F32 = DataType.BFloat16, DataType.Half, DataType.Float
+
+
+def row_max_case(r, c, dtype=F32):
+    """The max of each row, in the input's dtype."""
+    with FusionDefinition() as fd:
+        fd.add_output(fd.ops.max(_rows(fd, dtype), [1]))
+    return (f"row max {SHORT[dtype]} {r}x{c}", fd, lambda x: x.amax(1),
+            lambda d: [torch.randn(r, c, device=d, dtype=TORCH[dtype])], dtype.itemsize * (r * c + r))
+
+
+def var_mean_case(r, c, dtype=BF16):
+    """torch.var_mean over each row (correction 1), in fp32: two outputs a row."""
+    with FusionDefinition() as fd:
+        var, mean = fd.ops.var_mean(fd.ops.cast(_rows(fd, dtype), F32), [1], correction=1)
+        fd.add_output(var)
+        fd.add_output(mean)
+    return (f"var_mean {SHORT[dtype]} {r}x{c}", fd, lambda x: torch.var_mean(x.float(), 1),
+            lambda d: [torch.randn(r, c, device=d, dtype=TORCH[dtype])], dtype.itemsize * r * c + 8 * r)
 
 # (case maker, dtype, row lengths): rows of each length, as many as --elements allows
 # (softmax bf16 98304, fp32 40960: rows of 12 and 10 vectors a thread one block an SM
@@ -59,7 +79,8 @@ SWEEP = [
 
 DRAWN = [(softmax_case, (BF16, F16, F32)), (log_softmax_case, (BF16, F16, F32)),
          (rmsnorm_case, (BF16, F16, F32)), (layernorm_case, (BF16, F16, F32)),
-         (row_sum_case, (BF16, F32)), (column_sum_case, (BF16, F32))]
+         (row_sum_case, (BF16, F32)), (column_sum_case, (BF16, F32)), (row_max_case, (BF16, F32)),
+         (var_mean_case, (BF16, F16, F32))]
 
 
 def drawn(n: int, seed: int, elements: int):
@@ -77,7 +98,8 @@ def drawn(n: int, seed: int, elements: int):
 
 
 KINDS = {"softmax": softmax_case, "log-softmax": log_softmax_case, "rmsnorm": rmsnorm_case,
-         "layernorm": layernorm_case, "row sum": row_sum_case, "column sum": column_sum_case}
+         "layernorm": layernorm_case, "row sum": row_sum_case, "column sum": column_sum_case,
+         "row max": row_max_case, "var_mean": var_mean_case}
 DTYPES = {"bf16": BF16, "fp16": F16, "fp32": F32}
 
 
