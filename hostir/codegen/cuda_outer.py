@@ -30,6 +30,8 @@ class _OuterPrinter(_ReductionPrinter):
         super().__init__(kern, name, idx, block, lanes, pdl, vec)
         self.lanes = lanes  # a tile's width in lanes (fewer than a warp: narrow kept dims)
         self.wrapped = wrapped(lanes)  # ... or as wide as the kept dims (OUTER_WRAPPED)
+        # ... whose block has threads past its rows of lanes (they take no rows)
+        self.idle = self.wrapped and block % lanes != 0
         self.inner = self.n - 1  # the innermost kept index is `ii` in per-point code
 
     def source(self) -> str:
@@ -47,7 +49,7 @@ class _OuterPrinter(_ReductionPrinter):
         L.append(f"  const {idx} tiles = (nslots + {X * V - 1}) / {X * V};")
         L.append(f"  for ({idx} b = blockIdx.x; b < tiles * split; b += gridDim.x) {{")
         L.append(f"    const {idx} tile = b / split, g = b % split;")
-        idle = f"ty < {ty_n} && " if self.wrapped and self.block % X else ""  # (threads past the block's rows)
+        idle = f"ty < {ty_n} && " if self.idle else ""
         L.append(f"    const bool active = {idle}tile * {X * V} + tx * {V} < nslots;")
         L.append(f"    const {idx} row = active ? tile * {X * V} + tx * {V} : 0;")
         self._split("row", k.kept, "    ")
@@ -60,7 +62,7 @@ class _OuterPrinter(_ReductionPrinter):
             L.append(f"    #pragma unroll\n    for (int u = 0; u < {V}; ++u) a{j}[u] = {acc_init(n)};")
         acc = {id(n): f"a{j}[u]" for j, n in enumerate(reduces)}
         L.append(f"    #pragma unroll {OUTER_UNROLL_V1 if V == 1 else OUTER_UNROLL if V < 8 else OUTER_UNROLL_V8}")
-        start = f"ty < {ty_n} ? g * {ty_n} + ty : R" if idle else f"g * {ty_n} + ty"
+        start = f"ty < {ty_n} ? g * {ty_n} + ty : R" if self.idle else f"g * {ty_n} + ty"
         L.append(f"    for ({idx} r = {start}; r < R; r += split * {ty_n}) {{  // (OUTER_INTERLEAVED)")
         self._split("r", k.reduced, "      ")
         roots = [s for n in reduces for s in n.src] + [x for st in full_stores for x in (st[1], *st[2])]
@@ -182,7 +184,7 @@ class _OuterPrinter(_ReductionPrinter):
                 L.append(f"{indent}  for (int o = 16; o >= {X}; o /= 2) {{ const {acc_type(n)} x = a{j}[u], "
                          f"y = hir_shfl_xor(a{j}[u], o, 32); a{j}[u] = {_COMBINE[n.arg]}; }}")
             if self.wrapped:
-                guard, slot = (f"if (ty < {ty_n}) " if self.block % X else ""), "ty"
+                guard, slot = (f"if (ty < {ty_n}) " if self.idle else ""), "ty"
             else:
                 guard, slot = (f"if ((threadIdx.x & 31) < {X}) " if X < 32 else ""), "threadIdx.x / 32"
             L.append(f"{indent}  {guard}red{j}[{slot}][tx * {V} + u] = a{j}[u];")
