@@ -945,7 +945,8 @@ def test_var_mean_of_a_transposed_input_and_a_short_row(correction):
 # 600000x8: a split of over cuda_outer.OUTER_GROUP shares, combined in two levels).
 OUTER_CASES = [((4096, 64), [0]), ((3000, 5), [0]), ((64, 300, 33), [0, 1]), ((2, 70000, 3), [1]),
                ((5, 1, 7), [0, 1]), ((0, 9), [0]), ((7, 0), [0]), ((600000, 8), [0]), ((9001, 600), [0]),
-               ((1000, 35), [0]), ((300, 141), [0]), ((129, 568), [0]), ((50, 1300), [0]), ((40, 67), [0])]
+               ((1000, 35), [0]), ((300, 141), [0]), ((129, 568), [0]), ((50, 1300), [0]), ((40, 67), [0]),
+               ((3, 855), [0]), ((4099, 1), [0]), ((10001, 33), [0]), ((7, 9, 1023), [0, 1])]
 
 
 @pytest.mark.parametrize("shape,dtype,lanes,block,vec", [
@@ -953,15 +954,16 @@ OUTER_CASES = [((4096, 64), [0]), ((3000, 5), [0]), ((64, 300, 33), [0, 1]), ((2
     ((1000, 67), D.Float, 67, 1024, 1), ((3000, 5), D.Float, 5, 256, 1), ((129, 568), D.BFloat16, 32, 256, 8),
     ((70, 96), D.BFloat16, 16, 256, 8), ((9001, 600), D.Float, 32, 256, 4), ((4096, 64), D.Float, 16, 256, 4),
     ((100, 4096), D.Float, 32, 256, 4), ((50, 1300), D.BFloat16, 32, 256, 4)], ids=str)
-def test_outer_wrapped_tiles(shape, dtype, lanes, block, vec):
+def test_outer_wrapped_tiles(shape, dtype, lanes, block, vec, monkeypatch):
     """Kept points that tiles of 32 lanes or narrow ones cover with many lanes
     idle take one tile as wide as they are (cuda_outer.OUTER_WRAPPED): a lane
     a point (no vectors), the block's rows of lanes side by side, a block of
     256, 512 or 1024 threads with few idle; others keep their tiles. Kept
     points that refuse a vector take the widest they allow (bf16 1300: 4,
     not 1). The rule, the kernel's lanes, results against torch (OUTER_CASES
-    runs more)."""
-    from hostir.codegen import cuda_outer
+    runs more). (Tiles where the flat schedule does not run: cuda_flat.)"""
+    from hostir.codegen import cuda_flat, cuda_outer
+    monkeypatch.setattr(cuda_flat, "OUTER_FLAT", False)
     x = rand(shape, dtype)
     fd_outs, fd = _run_keeping_fd(lambda fd: fd.add_output(fd.ops.sum(declare(fd, x), [0])), [x])
     check(fd_outs[0], _torch_sum(x, [0], False), kind="reduction", atol=1e-5 * shape[0] ** 0.5)
@@ -979,13 +981,14 @@ def test_outer_wrapped_tiles(shape, dtype, lanes, block, vec):
 
 @pytest.mark.parametrize("shape,wide", [((9001, 1024), True), ((87381, 768), True), ((600000, 8), False),
                                         ((699050, 96), False), ((1024, 65536), True)], ids=str)
-def test_outer_shares_interleave_their_rows(shape, wide):
+def test_outer_shares_interleave_their_rows(shape, wide, monkeypatch):
     """Blocks that share a tile of an outer reduction take every split-th
     group of rows each (cuda_outer's OUTER_INTERLEAVED note), and split it
     finer where the kept points fill one tile than where they take several
     (cuda_outer.OUTER_WIDE_SHARE). The split rule against its constants; the
-    kernel's row loop; results: OUTER_CASES."""
-    from hostir.codegen import cuda_outer
+    kernel's row loop; results: OUTER_CASES. (Tiles: cuda_flat off.)"""
+    from hostir.codegen import cuda_flat, cuda_outer
+    monkeypatch.setattr(cuda_flat, "OUTER_FLAT", False)
     x = rand((4, shape[1]), D.BFloat16)
     fd_outs, fd = _run_keeping_fd(lambda fd: fd.add_output(fd.ops.sum(declare(fd, x), [0])), [x])
     check(fd_outs[0], x.double().sum(0).to(x.dtype), kind="reduction")
@@ -1005,6 +1008,72 @@ def test_outer_shares_interleave_their_rows(shape, wide):
         assert split * tiles == (264 if wide else 528)
     assert split * tiles <= 4 * 132  # (no SM takes a block more than the rest)
     assert f"r < R; r += split * {var.block // lanes})" in var.source
+
+
+def _flat_build(kind: str, x: torch.Tensor, y: torch.Tensor, decl: str):
+    def build(fd):
+        t = declare(fd, x, decl)
+        if kind == "product":  # two inputs read flat, a prologue and an epilogue
+            r = fd.ops.sum(fd.ops.mul(t, declare(fd, y)), [0])
+            fd.add_output(fd.ops.mul(fd.ops.cast(r, D.Float), 0.5))
+        elif kind == "bias":  # a weight along the kept dim: not flat (tiles)
+            fd.add_output(fd.ops.sum(fd.ops.add(t, declare(fd, y[0])), [0]))
+        elif kind == "abs max":
+            fd.add_output(fd.ops.max(fd.ops.abs(t), [0]))
+        else:
+            fd.add_output(getattr(fd.ops, kind)(t, [0]))
+    return build
+
+
+def _flat_want(kind: str, x: torch.Tensor, y: torch.Tensor):
+    xd, yd = x.double(), y.double()
+    if kind == "product":
+        return ((x * y).double().sum(0).to(x.dtype).double() * 0.5).float()
+    if kind == "bias":
+        return (x + y[0]).double().sum(0).to(x.dtype)
+    if kind == "abs max":
+        return x.abs().amax(0)
+    return {"sum": xd.sum(0), "min": xd.amin(0), "prod": xd.prod(0)}[kind].to(x.dtype)
+
+
+@pytest.mark.parametrize("shape,layout,flat", [
+    ((1000, 35), "contiguous", True), ((129, 855), "contiguous", True), ((3, 855), "contiguous", True),
+    ((2050, 96), "contiguous", True), ((77, 1), "contiguous", True), ((33, 1023), "contiguous", True),
+    ((40, 1025), "contiguous", False), ((1000, 35), "offset", False), ((1000, 35), "strided", False),
+    ((64, 128), "contiguous", False)], ids=str)
+@pytest.mark.parametrize("kind", ["sum", "product", "bias", "abs max", "min", "prod"])
+@pytest.mark.parametrize("dtype", [D.Float, D.BFloat16, D.Half], ids=lambda d: d.name)
+def test_outer_flat(shape, layout, flat, kind, dtype):
+    """Column sums over few kept points (cuda_flat.FLAT_MAX_KEPT) whose tiles
+    would read narrow vectors or leave lanes idle read their contiguous span
+    flat, in 16-byte vectors across the rows' boundaries, where every input
+    is contiguous from a 16-byte boundary (`offset`: one point past it;
+    `strided`: every other row) and read at the point's own place (`bias`, a
+    weight along the kept dim: tiles). Results against torch, the rule, and
+    the kernel's steps."""
+    lo, hi = (0.97, 1.03) if kind == "prod" else (-3.0, 3.0)
+    x = rand((2 * shape[0], shape[1]), dtype, low=lo, high=hi)
+    if layout == "offset":
+        x = x.flatten()[1:1 + math.prod(shape)].view(shape)
+    else:
+        x = x[::2] if layout == "strided" else x[:shape[0]]
+    y = rand(shape, dtype)
+    ins = {"product": [x, y], "bias": [x, y[0]]}.get(kind, [x])
+    (out,), fd = _run_keeping_fd(_flat_build(kind, x, y, "strided" if layout == "strided" else "sym"), ins)
+    want = _flat_want(kind, x, y)
+    narrow = dtype is not D.Float  # (the product's sum rounded to it, then a float: rtol of that rounding)
+    check(out, want, kind="reduction", atol=(1e-2 if narrow else 1e-5) * shape[0] ** 0.5,
+          rtol=1.6e-2 if narrow else None)
+    (spec,) = _reduction_specs(fd)
+    k = spec.kernel_for(list(shape))[0]
+    var = spec.choose(k, list(shape), ins, None, [])
+    assert var.outer and var.flat == (flat and kind != "bias"), var.name
+    if var.flat:
+        from hostir.codegen import cuda_flat
+        m = max(1, cuda_flat.FLAT_BLOCK // shape[1])
+        assert var.vec == 16 // x.element_size() and var.block == -(-m * shape[1] // 32) * 32
+        assert f"const int f = (s * {m * shape[1]} + threadIdx.x) * {var.vec};" in var.source
+        assert spec.split(var, list(shape), 132) >= 1
 
 
 @pytest.mark.parametrize("shape,dims", OUTER_CASES, ids=lambda c: str(c))

@@ -492,7 +492,7 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
                   streaming: bool = False, pdl: bool = False, name: str | None = None,
                   threads: int = 32, chunks: int = 0, outer: bool = False, tile: int = -1,
                   smem_row: int = 0, cluster: int = 0, shift: bool = False, double: bool = False,
-                  keep_weights: bool = False, funnel: bool = False) -> str:
+                  keep_weights: bool = False, funnel: bool = False, flat: bool = False) -> str:
     """CUDA C++ for `kern`, as the `extern "C"` function `name` (default: the
     kernel's): `vec` points per thread iteration (vector loads and stores where
     aligned), `idx` the index type ("int" when offsets fit), `pdl` for a launch
@@ -506,7 +506,8 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
     that start off a vector boundary in vectors at the boundaries; `double`
     keeps the row in one of two buffers, the next row copied into the other;
     `keep_weights` (shifted rows) keeps what every row reads in shared memory,
-    `funnel` reads it funnel-shifted from its aligned vectors."""
+    `funnel` reads it funnel-shifted from its aligned vectors; `flat`: an outer
+    reduction read flat, `vec` points a thread a step (cuda_flat)."""
     name = name or kern.name
     if tile != -1:  # a transpose's tiles, or (tile -2) a staged gather
         from .cuda_tiles import STAGED, _StagePrinter, _TilePrinter, staged_gather
@@ -514,6 +515,9 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
             g, extent = staged_gather(kern)
             return _StagePrinter(kern, name, idx, pdl, g, extent).source()
         return _TilePrinter(kern, name, idx, pdl, tile).source()
+    if flat:
+        from .cuda_flat import _FlatPrinter
+        return _FlatPrinter(kern, name, idx, block, pdl, vec, threads).source()
     if outer:
         from .cuda_outer import _OuterPrinter
         return _OuterPrinter(kern, name, idx, block, pdl, vec, threads or 32).source()

@@ -35,15 +35,24 @@ class _OuterPrinter(_ReductionPrinter):
         self.inner = self.n - 1  # the innermost kept index is `ii` in per-point code
 
     def source(self) -> str:
+        reduces, rows, names = self._head()
+        self._stream(reduces, rows, names)
+        self._finish(reduces, rows, names)
+        return self.wrap()
+
+    def _head(self):
+        """The block's loop over (tile, share) pairs, up to the kept dims'
+        values of this lane's points: (the REDUCEs, the kept dims' nodes, their
+        names so far)."""
         k, idx, L, V, X = self.k, self.idx, self.lines, self.vec, self.lanes
-        ty_n, last_dim = self.block // X, self.n - 1
+        ty_n = self.block // X
         rows = row_nodes(k)
         reduces = [n for n in k.order if n.op == K.REDUCE]
-        full_stores, row_stores = split_stores(k, rows)
         self.pdl_wait()
         L.append(f"  const int tx = threadIdx.x % {X}, ty = threadIdx.x / {X};")
         for j, n in enumerate(reduces):
             L.append(f"  __shared__ {acc_type(n)} red{j}[{ty_n if self.wrapped else self.block // 32}][{X * V + 1}];")
+        self._shared(reduces)
         L.append("  __shared__ bool last;")
         L.append(f"  const {idx} R = {' * '.join(f'e{d}' for d in k.reduced)};")
         L.append(f"  const {idx} tiles = (nslots + {X * V - 1}) / {X * V};")
@@ -56,7 +65,19 @@ class _OuterPrinter(_ReductionPrinter):
         level = levels(k)
         names: dict[int, str] = {}  # values of the kept dims that do not move along them
         self.emit_all([n for n in k.order if id(n) in rows and level[id(n)] == 0
-                       and id(n) not in self.dep], names, f"i{last_dim}", "    ")
+                       and id(n) not in self.dep], names, f"i{self.n - 1}", "    ")
+        return reduces, rows, names
+
+    def _shared(self, reduces) -> None:
+        """Shared arrays beyond the block combine's (none here)."""
+
+    def _stream(self, reduces, rows, names) -> None:
+        """Each lane's accumulators over its share of the tile's reduced points
+        (and the stores at every point), then the block's combined in lane
+        ty == 0 of each column."""
+        k, idx, L, V = self.k, self.idx, self.lines, self.vec
+        ty_n, last_dim = self.block // self.lanes, self.n - 1
+        full_stores, _ = split_stores(k, rows)
         for j, n in enumerate(reduces):
             L.append(f"    {acc_type(n)} a{j}[{V}];")
             L.append(f"    #pragma unroll\n    for (int u = 0; u < {V}; ++u) a{j}[u] = {acc_init(n)};")
@@ -86,6 +107,12 @@ class _OuterPrinter(_ReductionPrinter):
         L.append("      }")
         L.append("    }")
         self._block_combine(reduces, "    ")
+
+    def _finish(self, reduces, rows, names) -> None:
+        """The split's partials combined (by the tile's last block to arrive),
+        then the epilogue at each of the tile's kept points."""
+        k, idx, L, V = self.k, self.idx, self.lines, self.vec
+        _, row_stores = split_stores(k, rows)
         L.append("    if (split > 1) {")
         # two levels: the last block of each group of OUTER_GROUP shares combines the
         # group's partials into a group partial; the last group's, those (one level
@@ -110,15 +137,14 @@ class _OuterPrinter(_ReductionPrinter):
         if row_stores:
             L.append("    #pragma unroll")
             L.append(f"    for (int u = 0; u < {V}; ++u) {{")
-            L.append(f"      const {idx} ii = i{last_dim} + u;")
+            L.append(f"      const {idx} ii = i{self.n - 1} + u;")
             point = dict(names)
+            acc = {id(n): f"a{j}[u]" for j, n in enumerate(reduces)}
             for n in reduces:
                 point[id(n)] = acc_value(n, acc[id(n)])
             self._epilogue(rows, row_stores, point, "      ", "ty == 0 && active", "ii")
             L.append("    }")
         L.append("  }")
-        return self.wrap()
-
 
     def _publish(self, reduces, at: str, counter: str, arrivals: str) -> None:
         """Lane ty == 0 writes the block's values to partial slot `at`; the block

@@ -19,6 +19,7 @@ from functools import cached_property
 from .. import config
 from .cuda import NARROW, kernel_source, vector_width
 from .cuda_row_copies import copies_ahead
+from .cuda_flat import flat_block, flat_fits, flat_ok, flat_over, flat_width
 from .cuda_outer import outer_block, outer_lanes, outer_ok, outer_scratch, outer_split, outer_width, wrapped
 from .row_loads import invariant_bytes, kept_weight_bytes, kept_weights, row_cache_bytes
 from .launch_checks import funnel_slots, keep_weights_ok, launches_clusters, shift_ok, vector_ok, vector_slots
@@ -80,6 +81,7 @@ class Variant:
     double: bool = False  # ... the row kept in one of two buffers, the next row copied into the other (rows.ROW_DOUBLE)
     keep_weights: bool = False  # ... shifted rows: each block keeps the weights in shared memory (rows.KEEP_WEIGHTS)
     funnel: bool = False  # ... else reads them funnel-shifted from their aligned vectors (rows.FUNNEL_WEIGHTS)
+    flat: bool = False   # an outer reduction read flat, `vec` points a thread a step (cuda_flat)
 
     @property
     def block(self) -> int:
@@ -89,6 +91,8 @@ class Variant:
             return self._stage_block
         if self.tile >= 0:
             return 256
+        if self.flat:
+            return flat_block(self.threads)
         if self.outer and wrapped(self.threads):  # (a tile as wide as the kept points)
             return outer_block(self.threads)
         if self.threads >= 128:
@@ -111,7 +115,7 @@ class Variant:
         o = self.options
         src = kernel_source(self.kernel, self.vec, self.idx, self.block, o.streaming, o.pdl,
                             self.name, self.threads, self.chunks, self.outer, self.tile, self.smem_row,
-                            self.cluster, self.shift, self.double, self.keep_weights, self.funnel)
+                            self.cluster, self.shift, self.double, self.keep_weights, self.funnel, self.flat)
         return defines(o, self.kernel) + src
 
     @cached_property
@@ -248,6 +252,9 @@ class KernelSpec(_RowRules):
                 # bf16 50000x1300 in 8-byte vectors, not 2-byte points)
                 vec = var.vec // 2
                 var = self.variant(kernel, vec, idx, outer_lanes(kept, vec, kernel), outer=True)
+            if self._flat(kernel) and flat_over(var.vec, self._vec[id(kernel)], var.threads or 32, kept) and \
+                    flat_fits(kernel, extents, ins):
+                return self.variant(kernel, flat_width(kernel), idx, kept, outer=True, flat=True)
             return var
         if kernel.reduced:
             vec = self._vec[id(kernel)]
@@ -326,6 +333,13 @@ class KernelSpec(_RowRules):
                 if x.ndim and x.stride(-1) == 1 and x.shape[-1] > 1:
                     return t
         return -1
+
+    def _flat(self, kernel: Kernel) -> bool:
+        key = (id(kernel), "flat")
+        got = self._positions.get(key)
+        if got is None:
+            got = self._positions[key] = flat_ok(kernel)
+        return got
 
     def _outer(self, kernel: Kernel) -> bool:
         key = (id(kernel), "outer")
@@ -420,10 +434,10 @@ class KernelSpec(_RowRules):
     def variant(self, kernel: Kernel, vec: int, idx: str, threads: int = 0, chunks: int = 0,
                 smem_row: int = 0, outer: bool = False, tile: int = -1, cluster: int = 0,
                 shift: bool = False, double: bool = False, keep_weights: bool = False,
-                funnel: bool = False) -> Variant:
+                funnel: bool = False, flat: bool = False) -> Variant:
         funnel = funnel and shift and not keep_weights
         key = (id(kernel), vec, idx, threads, chunks, smem_row, outer, tile, cluster, shift, double, keep_weights,
-               funnel)
+               funnel, flat)
         got = self._variants.get(key)
         if got is None:
             o = self.options
@@ -431,12 +445,12 @@ class KernelSpec(_RowRules):
                     f"{'_fm' if o.fast_math else ''}{'_chk' if o.check_indices else ''}")
             name = (f"{kernel.name}{'_pair' * len(kernel.pairs)}_v{vec}_"
                     f"{'i32' if idx == 'int' else 'i64'}{f'_t{threads}' if threads else ''}"
-                    f"{f'_c{chunks}' if chunks else ''}{('_smem' if smem_row >= chunks else f'_smem{smem_row}') if smem_row else ''}{'_outer' if outer else ''}"
+                    f"{f'_c{chunks}' if chunks else ''}{('_smem' if smem_row >= chunks else f'_smem{smem_row}') if smem_row else ''}{'_outer' if outer else ''}{'_flat' if flat else ''}"
                     f"{f'_q{cluster}' if cluster else ''}{'_db' if double else ''}{'_sh' if shift else ''}{'_kw' if keep_weights else ''}{'_fw' if funnel else ''}"
                     f"{f'_tile{tile}' if tile >= 0 else ''}{'_staged' if tile == STAGED else ''}{tune}")
             got = self._variants[key] = Variant(kernel, vec, idx, o, name, vector_slots(kernel, vec),
                                                 threads, chunks, outer, tile, smem_row, cluster, shift, double,
-                                                keep_weights, funnel)
+                                                keep_weights, funnel, flat)
         return got
 
     def typical_variants(self) -> list[Variant]:
@@ -450,6 +464,8 @@ class KernelSpec(_RowRules):
                 narrow = outer_lanes(6 * self._vec[id(k)], self._vec[id(k)])
                 if narrow:  # a narrow kept dim's tile
                     out.append(self.variant(k, self._vec[id(k)], "int", narrow, outer=True))
+                if self._flat(k):  # read flat: odd kept points, many rows of lanes, or one
+                    out += [self.variant(k, flat_width(k), "int", c, outer=True, flat=True) for c in (35, 855)]
             elif k.reduced:
                 out += [self.variant(k, 1, "long long", rows.ROW_THREADS[0])]
                 out += [self.variant(k, self._vec[id(k)], "int", t) for t in rows.ROW_THREADS[::2]]
