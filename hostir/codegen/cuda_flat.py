@@ -51,7 +51,7 @@ def flat_ok(kern: Kernel) -> bool:
     dims follow; each reduction reads its inputs where it reduces, every
     load's place the point's own (indices the iteration's, in order; a
     predicate always true), nothing else moving with the indices; no store at
-    every point; the shared arrays fit."""
+    every point."""
     if not (OUTER_FLAT and outer_ok(kern) and kern.inputs):
         return False
     n = len(kern.extent_vals)
@@ -73,9 +73,15 @@ def flat_ok(kern: Kernel) -> bool:
                 return False
         elif x.op in (K.RNG, K.CHECK) or (x.op != K.INDEX and id(x) in moves):
             return False
-    v = flat_width(kern)
-    per = sum(acc_bytes(x) for x in reduces)
-    return FLAT_BLOCK * v * per + 64 <= SHARED_BYTES // 2
+    return True
+
+
+def flat_bytes(kern: Kernel, kept: int) -> int:
+    """The shared memory of a flat schedule's block over `kept` kept points:
+    a slot a thread's point, and the wrapped tile's combine rows."""
+    per = sum(acc_bytes(x) for x in kern.order if x.op == K.REDUCE)
+    m = flat_block(kept) // kept
+    return (m * kept * flat_width(kern) + m * (kept + 1)) * per + 64
 
 
 def _body(kern: Kernel, reduces) -> list:
@@ -96,12 +102,13 @@ def flat_over(vec: int, widest: int, lanes: int, kept: int) -> bool:
 
 def flat_fits(kern: Kernel, extents: list[int], ins: list) -> bool:
     """Does this launch run flat: few kept points (FLAT_MAX_KEPT), some
-    reduced, and each input the kernel reads contiguous in the iteration's
+    reduced, its block's shared arrays within SHARED_BYTES, and each input the kernel reads contiguous in the iteration's
     shape from a 16-byte boundary?"""
     kept = 1
     for d in kern.kept:
         kept *= extents[d]
-    if not (0 < kept <= FLAT_MAX_KEPT) or not all(extents[d] for d in kern.reduced):
+    if not (0 < kept <= FLAT_MAX_KEPT) or not all(extents[d] for d in kern.reduced) or \
+            flat_bytes(kern, kept) > SHARED_BYTES:
         return False
     shape = tuple(extents)
     for t in (ins[a] for a in {x.arg for x in kern.order if x.op == K.LOAD}):

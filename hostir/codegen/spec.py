@@ -19,8 +19,8 @@ from functools import cached_property
 from .. import config
 from .cuda import NARROW, kernel_source, vector_width
 from .cuda_row_copies import copies_ahead
-from .cuda_flat import flat_block, flat_fits, flat_ok, flat_over, flat_width
-from .cuda_outer import outer_block, outer_lanes, outer_ok, outer_scratch, outer_split, outer_width, wrapped
+from .cuda_flat import flat_block, flat_bytes, flat_fits, flat_ok, flat_over, flat_width
+from .cuda_outer import SHARED_BYTES, outer_block, outer_lanes, outer_ok, outer_scratch, outer_split, outer_width, wrapped
 from .row_loads import invariant_bytes, kept_weight_bytes, kept_weights, row_cache_bytes
 from .launch_checks import funnel_slots, keep_weights_ok, launches_clusters, shift_ok, vector_ok, vector_slots
 from .cuda_tiles import STAGE_BYTES, STAGED, stage_block, staged_gather, tile_loads
@@ -465,7 +465,8 @@ class KernelSpec(_RowRules):
                 if narrow:  # a narrow kept dim's tile
                     out.append(self.variant(k, self._vec[id(k)], "int", narrow, outer=True))
                 if self._flat(k):  # read flat: odd kept points, many rows of lanes, or one
-                    out += [self.variant(k, flat_width(k), "int", c, outer=True, flat=True) for c in (35, 855)]
+                    out += [self.variant(k, flat_width(k), "int", c, outer=True, flat=True) for c in (35, 855)
+                            if flat_bytes(k, c) <= SHARED_BYTES]
             elif k.reduced:
                 out += [self.variant(k, 1, "long long", rows.ROW_THREADS[0])]
                 out += [self.variant(k, self._vec[id(k)], "int", t) for t in rows.ROW_THREADS[::2]]
