@@ -353,7 +353,9 @@ class KernelSpec(_RowRules):
         """Blocks that share a tile of an outer reduction (cuda_outer.outer_split); 1 elsewhere."""
         if not variant.outer:
             return 1
-        return outer_split(variant.kernel, variant.threads or 32, variant.vec, variant.block, extents, sm_count)
+        # (a flat block's F accumulators fit in full occupancy's registers: cuda_flat's bounds)
+        return outer_split(variant.kernel, variant.threads or 32, 1 if variant.flat else variant.vec,
+                           variant.block, extents, sm_count)
 
     @staticmethod
     def scratch_size(variant: Variant, count: int, split: int) -> tuple[int, int]:
