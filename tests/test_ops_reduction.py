@@ -481,8 +481,14 @@ def test_launch_rule_of_long_rows(dtype, monkeypatch):
                 assert sp._row_schedule(k, n // vec) == (1024, c, 0)
                 assert "__launch_bounds__(1024, 2)" in sp.variant(k, vec, "int", 1024, c).source
             continue
-        for n in (20480, 24576, longest):  # 3 vectors of x, one of the weight and bias: 20
+        for n in (20480, 24576):  # 3 vectors of x, one of the weight and bias: 20 (bounds of 2 blocks spill)
             assert sp._row_schedule(k, n // vec) == (S.loop_threads(n // vec), 0, 0)
+            # ... but a shifted row (no bounds) keeps them, up to REGISTER_LONG_MOST
+            assert sp._row_schedule(k, n // vec + 1, shift=True) == (1024, -(-(n // vec + 1) // 1024), 0)
+        # 4 vectors of x: 24 words, one block an SM (rows.REGISTER_LONG_MOST)
+        assert sp._row_schedule(k, longest // vec) == (1024, 4, 0)
+        assert "__launch_bounds__(1024, 1)" in sp.variant(k, vec, "int", 1024, 4).source
+        monkeypatch.setattr(S, "REGISTER_LONG_MOST", 16)
         assert sp._row_schedule(k, longest // vec) == (S.LOOP_ROW_THREADS, 0, 0)
         assert sp._row_schedule(k, 2 * longest // vec)[1] > 0  # shared memory (or registers)
     if dtype is D.BFloat16:  # a row in shared memory: read past L1 (its kept part), stored evict-first
@@ -1464,7 +1470,7 @@ def test_persistent_rows_ask_for_the_threads_their_registers_allow(dtype, n, thr
     """A persistent layernorm asks the compiler for a full SM (2048 threads, 32
     registers) where the vectors a thread holds fit (bf16: 2 chunks of x, a
     weight and a bias vector); fp32 (4 chunks of x, weight, bias) spilled at 32
-    registers and asks for 1536 (cuda_schedules.FULL_OCCUPANCY_WORDS). The
+    registers and asks for 1536 (rows.FULL_OCCUPANCY_WORDS). The
     results match torch either way."""
     x = rand((6, n), dtype)
     spec = _layernorm_checked(x, rand((n,), dtype), rand((n,), dtype))

@@ -196,11 +196,11 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
         its row's loads is hidden by other blocks' rows, and at fewer resident
         threads normalizations ran at 60-75 % occupancy and short of copy speed.
         Where the vectors a thread holds at once (its kept chunks, and one of
-        each other vector load) take more than FULL_OCCUPANCY_WORDS registers,
+        each other vector load) take more than rows.FULL_OCCUPANCY_WORDS registers,
         it asks for 1536 threads (40 registers): at 32 an fp32 layernorm
         (4 chunks of x, a vector of weight and of bias) spilled. So does a row
         of two passes of 1024 threads held past 16 points a thread
-        (rows.REGISTER_LONG_WORDS). A row kept in shared memory and registers
+        (rows.REGISTER_LONG_WORDS, REGISTER_LONG_MOST). A row kept in shared memory and registers
         asks for the blocks its shared memory leaves room for (SMEM_REST_BOUNDS;
         H100 % of copy, without / with: softmax bf16 4096x65536 96.9 / 98.6,
         fp16 2048x65536 96.4 / 100.1, layernorm bf16 2048x65536 90.6 / 95.4)."""
@@ -215,8 +215,8 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
             held = 0
         if FULL_OCCUPANCY and held and self.block <= 1024 and \
                 (self.chunks * self.vec <= 16 or (self._passes == 2 and self.threads == 1024
-                                                  and held <= rows.REGISTER_LONG_WORDS)):
-            threads = 2048 if held <= FULL_OCCUPANCY_WORDS else 1536
+                                                  and held <= rows.REGISTER_LONG_MOST)):
+            threads = 2048 if held <= rows.FULL_OCCUPANCY_WORDS else 1536
             if threads // self.block:
                 return f"{self.block}, {threads // self.block}"
         return str(self.block)
@@ -579,7 +579,6 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
 
 
 FULL_OCCUPANCY = True  # persistent kernels ask for 2048 threads an SM (tune_reduction toggles it)
-FULL_OCCUPANCY_WORDS = 20  # ... where the vectors a thread holds take this many registers at most
 FIRST_LOADS_AHEAD = True  # a persistent row's first pass loads every kept vector before using them
 LOOP_BATCH_THREADS = 1024  # looped rows of this many threads load batches of vectors (_batch)
 LOOP_BATCH_VECTORS = 6     # ... about this many vectors a thread at once

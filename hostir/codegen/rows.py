@@ -63,6 +63,19 @@ two blocks an SM then fit 32 registers a thread. H100 bf16 % of copy, same
 run, loop / registers: rmsnorm 8192x24576 94.4 / 99.4 (torch.compile 99.8);
 but layernorm 8192x24576 (weight and bias: 20 words, 46 registers, one block
 an SM) 96.5 / 82.8."""
+FULL_OCCUPANCY_WORDS = 20
+"""Persistent rows whose vectors a thread holds at once take this many
+registers at most ask for 2048 threads an SM (cuda_schedules' bounds), more
+for 1536."""
+REGISTER_LONG_MOST = 24
+"""... and up to this many where the row is off vector boundaries (a shifted
+row: no launch bounds) or past FULL_OCCUPANCY_WORDS (bounds of
+one block of 1024 an SM, no spills); not at 17-20, whose bounds of two blocks
+an SM spill. H100 % of copy, same run, loop / registers (24 words any row):
+layernorm bf16 2730x24577 61.7 / 69.4, 2219x30237 59.9 / 73.5, 2086x32167 60.1
+/ 74.9, 2048x32768 87.5 / 91.1, rmsnorm fp16 2730x24577 82.7 / 84.6; but
+layernorm bf16 8192x24576 (20 words) 92.0 / 88.8, so there it loops (fp16
+3355x20000, 20 words too, gained: 87.2 / 93.0)."""
 
 
 REGISTER_ROWS = True

@@ -273,7 +273,7 @@ class KernelSpec(_RowRules):
                 c = -(-(-(-vectors // d)) // rows.ROW_THREADS[-1])
                 return self.variant(kernel, vec, idx, rows.ROW_THREADS[-1], c, c, cluster=d, double=True)
             q = self._cluster(kernel, vectors) if vec > 1 and launches_clusters(ins) else 0
-            var = self.variant(kernel, vec, idx, *self._row_schedule(kernel, -(-vectors // max(1, q))),
+            var = self.variant(kernel, vec, idx, *self._row_schedule(kernel, -(-vectors // max(1, q)), shift),
                                cluster=q, shift=shift, funnel=funnel)
             if shift and self._keeps_weights(var, math.prod(extents[d] for d in kernel.kept)) and \
                     keep_weights_ok(kernel, vec, ins):

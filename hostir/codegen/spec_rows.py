@@ -77,7 +77,7 @@ class _RowRules:
                                           len(per_pass) == 2 and per_pass[0] > 0 and per_pass[1] == 0)
         return got
 
-    def _row_schedule(self, kernel: Kernel, vectors: int) -> tuple[int, int, int]:
+    def _row_schedule(self, kernel: Kernel, vectors: int, shift: bool = False) -> tuple[int, int, int]:
         """(threads, chunks, smem_row) for rows of `vectors` vectors: a kernel
         that makes several passes keeps the row, PERSISTENT_POINTS points a
         thread in registers; a longer row in shared memory, SMEM_ROW_CHUNKS
@@ -91,7 +91,8 @@ class _RowRules:
         layernorm, an rmsnorm, the online softmax: the row read twice) keeps rows
         past LOOP_MIN_POINTS in registers where REGISTER_LONG_WORDS allow, else
         loops over them up to LOOP_ROW_BYTES, with loop_threads threads (the
-        online kernel ONLINE_LOOP_THREADS): its later reads hit L1 or L2. The
+        online kernel ONLINE_LOOP_THREADS): its later reads hit L1 or L2
+        (`shift`: rows off vector boundaries, REGISTER_LONG_SHIFTED). The
         constants are codegen/rows.py's. The online kernel takes the plain
         one's schedule where that keeps the row in shared memory (rows.ONLINE_KEPT)."""
         if kernel is self.online and rows.ONLINE_KEPT and (plain := self._row_schedule(self.plain, vectors))[2]:
@@ -103,7 +104,9 @@ class _RowRules:
         row_bytes = row_cache_bytes(kernel, vec, points) if vec > 1 and several else 0
         if vec > 1 and two_reads and points >= rows.LOOP_MIN_POINTS and row_bytes <= rows.LOOP_ROW_BYTES:
             c = -(-vectors // rows.ROW_THREADS[-1])
-            if kernel is not self.online and held_words(kernel, vec, c) <= rows.REGISTER_LONG_WORDS:
+            held = held_words(kernel, vec, c)
+            if kernel is not self.online and (held <= rows.REGISTER_LONG_WORDS or held <= rows.REGISTER_LONG_MOST and (
+                    shift or held > rows.FULL_OCCUPANCY_WORDS)):  # (rows.REGISTER_LONG_MOST)
                 return rows.ROW_THREADS[-1], c, 0
             return rows.ONLINE_LOOP_THREADS if kernel is self.online else rows.loop_threads(vectors), 0, 0
         long = vec > 1 and several and vectors > chunks * rows.ROW_THREADS[-1]
