@@ -7,7 +7,7 @@
 # some of its cases: it is long); `draw` DRAW_N reductions of shapes drawn at random
 # (default 24; DRAW_SEED replays a draw), which `bench` runs a dozen of. HOSTIR_TEST_KNOBS="rows.X=4 cuda_outer.Y=True" runs
 # the tests with those codegen constants set (tests/conftest.py): a knob's kernels
-# against torch before it becomes the default.
+# against torch before it becomes the default. GPU_TEST_WORKERS: pytest workers (default 8).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUTDIR="${1:-${OUT:-out}}"
@@ -32,7 +32,7 @@ if [ "$PART" = shapes ]; then
 fi
 if [ "$PART" != bench ]; then
 echo "== GPU tests: op and random-fusion tests on cuda through generated kernels, plus gpu-marked tests"
-HOSTIR_TEST_DEVICE=cuda HOSTIR_TEST_NVRTC=0 "$PY" -m pytest -q -p no:cacheprovider -n 8 \
+HOSTIR_TEST_DEVICE=cuda HOSTIR_TEST_NVRTC=0 "$PY" -m pytest -q -p no:cacheprovider -n "${GPU_TEST_WORKERS:-8}" \
   tests/test_ops_pointwise.py tests/test_ops_shape.py tests/test_ops_reduction.py \
   tests/test_kernels.py tests/test_host_ir.py tests/test_host_memory.py tests/test_fuzz.py \
   tests/test_ops_scan.py tests/test_ops_indexing.py tests/test_ops_random.py tests/test_seed003.py tests/test_trace.py \
