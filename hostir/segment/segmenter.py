@@ -305,6 +305,8 @@ class Segmenter:
                 g = self.group_of[id(c)]
                 if g not in cgroups:
                     cgroups.append(g)
+            if expr_kind(e) == "pointwise" and len(cgroups) > 1:
+                cgroups = self._merge_siblings(cgroups)
             is_output = id(e) in self.outputs or id(e) in self.view_outputs
             reasons = []
             placed = False
@@ -323,6 +325,35 @@ class Segmenter:
         self._merge_horizontal()
         return self._segments()
 
+    @staticmethod
+    def _alike(a: _Group, b: _Group) -> bool:
+        """Could groups a and b run as one kernel side by side (same kind, iteration space and reduced dims)?"""
+        return (a.kind == b.kind and a.kind in ("pointwise", "reduction", "normalization")
+                and a.space == b.space and a.reduced == b.reduced and a.out_space == b.out_space)
+
+    def _absorb(self, a: _Group, b: _Group) -> None:
+        """Group b joins group a (horizontally: neither reads the other)."""
+        self.merged_into[b.id] = a
+        for v in b.members:
+            self.group_of[id(v)] = a
+        a.members.extend(b.members)
+        a.reasons.extend(b.reasons)
+        self.groups.remove(b)
+
+    def _merge_siblings(self, cgroups: list) -> list:
+        """The groups reading one pointwise value, those alike merged first (a
+        var_mean's mean and var: one kernel reading the input once, not a
+        kernel storing the value for another to read it again)."""
+        out: list = []
+        for g in cgroups:
+            home = next((a for a in out if self._alike(a, g) and not self._reaches(a, g)
+                         and not self._reaches(g, a)), None)
+            if home is None:
+                out.append(g)
+            else:
+                self._absorb(home, g)
+        return out
+
     def _merge_horizontal(self):
         i = 0
         while i < len(self.groups):
@@ -330,16 +361,9 @@ class Segmenter:
             j = i + 1
             while j < len(self.groups):
                 b = self.groups[j]
-                same = (a.kind == b.kind and a.kind in ("pointwise", "reduction", "normalization")
-                        and a.space == b.space and a.reduced == b.reduced
-                        and a.out_space == b.out_space)
+                same = self._alike(a, b)
                 if same and not self._reaches(a, b) and not self._reaches(b, a):
-                    self.merged_into[b.id] = a
-                    for v in b.members:
-                        self.group_of[id(v)] = a
-                    a.members.extend(b.members)
-                    a.reasons.extend(b.reasons)
-                    self.groups.pop(j)
+                    self._absorb(a, b)
                     continue
                 if not same and not self._reaches(a, b) and not self._reaches(b, a):
                     b.reasons.append(
