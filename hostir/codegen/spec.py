@@ -334,19 +334,19 @@ class KernelSpec(_RowRules):
                     return t
         return -1
 
-    def _flat(self, kernel: Kernel) -> bool:
-        key = (id(kernel), "flat")
+    def _once(self, kernel: Kernel, rule) -> bool:
+        """`rule(kernel)` (what the kernel alone decides), computed once per kernel."""
+        key = (id(kernel), rule.__name__)
         got = self._positions.get(key)
         if got is None:
-            got = self._positions[key] = flat_ok(kernel)
+            got = self._positions[key] = rule(kernel)
         return got
 
+    def _flat(self, kernel: Kernel) -> bool:
+        return self._once(kernel, flat_ok)
+
     def _outer(self, kernel: Kernel) -> bool:
-        key = (id(kernel), "outer")
-        got = self._positions.get(key)
-        if got is None:
-            got = self._positions[key] = outer_ok(kernel)
-        return got
+        return self._once(kernel, outer_ok)
 
     @staticmethod
     def split(variant: Variant, extents: list[int], sm_count: int) -> int:
