@@ -97,8 +97,7 @@ def _body(kern: Kernel, reduces) -> list:
     entering the kept dims' values that no index moves (the printer names
     those once)."""
     moving = index_deps(kern, range(len(kern.extent_vals)))
-    return closure_of([s for x in reduces for s in x.src],
-                      {id(x) for x in kern.order if id(x) in row_nodes(kern) and id(x) not in moving})
+    return closure_of([s for x in reduces for s in x.src], row_nodes(kern) - moving)
 
 
 def flat_over(vec: int, widest: int, lanes: int, kept: int) -> bool:

@@ -92,7 +92,7 @@ class _RowRules:
         past LOOP_MIN_POINTS in registers where REGISTER_LONG_WORDS allow, else
         loops over them up to LOOP_ROW_BYTES, with loop_threads threads (the
         online kernel ONLINE_LOOP_THREADS): its later reads hit L1 or L2
-        (`shift`: rows off vector boundaries, REGISTER_LONG_SHIFTED). The
+        (`shift`: rows off vector boundaries, up to REGISTER_LONG_MOST). The
         constants are codegen/rows.py's. The online kernel takes the plain
         one's schedule where that keeps the row in shared memory (rows.ONLINE_KEPT)."""
         if kernel is self.online and rows.ONLINE_KEPT and (plain := self._row_schedule(self.plain, vectors))[2]:
