@@ -1016,6 +1016,36 @@ def test_outer_shares_interleave_their_rows(shape, wide, monkeypatch):
     assert f"r < R; r += split * {var.block // lanes})" in var.source
 
 
+@pytest.mark.parametrize("shape,dtype,few", [
+    ((300, 1001), D.BFloat16, True), ((2000, 4095), D.Half, True), ((513, 33), D.BFloat16, False),
+    ((300, 1001), D.Float, False), ((100, 4223), D.BFloat16, True), ((100, 4225), D.BFloat16, False),
+    ((64, 1024), D.BFloat16, False)], ids=str)
+def test_outer_few_blocks(shape, dtype, few, monkeypatch):
+    """Column sums of 2-byte floats whose kept points refuse a vector (tiles of
+    a warp's lanes of a point each) and take no more tiles than the SMs ask for
+    cuda_outer.OUTER_FEW_BLOCKS blocks an SM (their registers: the rows' loads
+    in flight), and the split aims at it; 4-byte floats, vectors, more tiles
+    than SMs (132 here: 4225 points take 133) and narrow or wrapped tiles keep
+    the full-occupancy bounds. Results against torch, the rule, the bounds."""
+    from hostir.codegen import cuda_flat, cuda_outer
+    monkeypatch.setattr(cuda_flat, "OUTER_FLAT", False)
+    x = rand(shape, dtype)
+    fd_outs, fd = _run_keeping_fd(lambda fd: fd.add_output(fd.ops.sum(declare(fd, x), [0])), [x])
+    check(fd_outs[0], x.double().sum(0).to(x.dtype), kind="reduction")
+    (spec,) = _reduction_specs(fd)
+    k = spec.kernel_for(list(shape))[0]
+    var = spec.choose(k, list(shape), [x], None, [])
+    assert var.outer and var.few == few, var.name
+    blocks = cuda_outer.OUTER_FEW_BLOCKS if few else cuda_outer.outer_blocks(var.vec, var.block)
+    assert f"__launch_bounds__({var.block}, {blocks})" in var.source
+    tiles = -(-shape[1] // ((var.threads or 32) * var.vec))
+    big = [1 << 20, shape[1]]  # (rows enough for the split to reach its aim)
+    aim = blocks // cuda_outer.OUTER_WIDE_SHARE if tiles > 1 else blocks
+    assert spec.split(var, big, 132) == min(max(1, aim * 132 // tiles), cuda_outer.OUTER_MAX_SPLIT)
+    monkeypatch.setattr(cuda_outer, "OUTER_FEW_BLOCKS", 0)
+    assert not spec.choose(k, list(shape), [x], None, []).few
+
+
 def _flat_build(kind: str, x: torch.Tensor, y: torch.Tensor, decl: str):
     def build(fd):
         t = declare(fd, x, decl)

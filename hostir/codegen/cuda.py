@@ -492,7 +492,8 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
                   streaming: bool = False, pdl: bool = False, name: str | None = None,
                   threads: int = 32, chunks: int = 0, outer: bool = False, tile: int = -1,
                   smem_row: int = 0, cluster: int = 0, shift: bool = False, double: bool = False,
-                  keep_weights: bool = False, funnel: bool = False, flat: bool = False) -> str:
+                  keep_weights: bool = False, funnel: bool = False, flat: bool = False,
+                  few: bool = False) -> str:
     """CUDA C++ for `kern`, as the `extern "C"` function `name` (default: the
     kernel's): `vec` points per thread iteration (vector loads and stores where
     aligned), `idx` the index type ("int" when offsets fit), `pdl` for a launch
@@ -507,7 +508,8 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
     keeps the row in one of two buffers, the next row copied into the other;
     `keep_weights` (shifted rows) keeps what every row reads in shared memory,
     `funnel` reads it funnel-shifted from its aligned vectors; `flat`: an outer
-    reduction read flat, `vec` points a thread a step (cuda_flat)."""
+    reduction read flat, `vec` points a thread a step (cuda_flat); `few`: an
+    outer reduction's blocks ask for OUTER_FEW_BLOCKS an SM (cuda_outer.outer_few)."""
     name = name or kern.name
     if tile != -1:  # a transpose's tiles, or (tile -2) a staged gather
         from .cuda_tiles import STAGED, _StagePrinter, _TilePrinter, staged_gather
@@ -520,7 +522,7 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
         return _FlatPrinter(kern, name, idx, block, pdl, vec, threads).source()
     if outer:
         from .cuda_outer import _OuterPrinter
-        return _OuterPrinter(kern, name, idx, block, pdl, vec, threads or 32).source()
+        return _OuterPrinter(kern, name, idx, block, pdl, vec, threads or 32, few).source()
     if kern.reduced:
         from .cuda_schedules import _ReductionPrinter
         return _ReductionPrinter(kern, name, idx, block, threads, pdl, vec, chunks, smem_row,

@@ -26,9 +26,10 @@ class _OuterPrinter(_ReductionPrinter):
     runs the epilogue."""
 
     def __init__(self, kern: Kernel, name: str, idx: str, block: int, pdl: bool, vec: int = 1,
-                 lanes: int = 32):
+                 lanes: int = 32, few: bool = False):
         super().__init__(kern, name, idx, block, lanes, pdl, vec)
         self.lanes = lanes  # a tile's width in lanes (fewer than a warp: narrow kept dims)
+        self.few = few  # ... in OUTER_FEW_BLOCKS blocks an SM (outer_few)
         self.wrapped = wrapped(lanes)  # ... or as wide as the kept dims (OUTER_WRAPPED)
         # ... whose block has threads past its rows of lanes (they take no rows)
         self.idle = self.wrapped and block % lanes != 0
@@ -212,7 +213,7 @@ class _OuterPrinter(_ReductionPrinter):
         2-byte floats: without bounds a bf16 column sum's kernel took 43
         registers, 5 blocks of 256 an SM, and its grid ran in 1.6 waves."""
         if OUTER_FULL_OCCUPANCY and self.block <= 1024:
-            return f"{self.block}, {outer_blocks(self.vec, self.block)}"
+            return f"{self.block}, {OUTER_FEW_BLOCKS if self.few else outer_blocks(self.vec, self.block)}"
         return str(self.block)
 
     def _block_combine(self, reduces, indent: str) -> None:
@@ -326,6 +327,27 @@ def outer_blocks(vec: int, block: int) -> int:
     return min(full, OUTER_BLOCKS_V8) if vec >= 8 and OUTER_BLOCKS_V8 else full
 
 
+OUTER_FEW_BLOCKS = 4
+"""Tiles of a warp's lanes of a point each (kept points no multiple of a
+vector) of 2-byte floats, no more tiles than SMs (outer_few), ask for this
+many blocks of 256 an SM (64 registers a thread: the unrolled rows' loads in
+flight), and their split aims at it (0: off). H200 % of copy, same run
+(twice), 8 / 4: column sum bf16 8192x4095 57.2, 56.4 / 71.3, 68.0; 50000x1301
+58.6, 58.6 / 73.3, 72.3; 20000x3001 58.0 / 64.9; fp16 16384x4097 70.0, 71.6 /
+78.5, 78.5. More tiles than SMs lost (the grid then in more waves): bf16
+2009x33403 76.5, 75.0 / 69.3, 68.7, 1000x50257 66.9, 66.1 / 62.7, 62.7; and
+fp32 (4-byte loads) lost: 5000x13001 89.1, 86.7 / 73.0, 71.3, 33000x2033 87.0
+/ 82.5."""
+
+
+def outer_few(kern: Kernel, vec: int, lanes: int, kept: int, sm_count: int) -> bool:
+    """Does an outer reduction's tiling take OUTER_FEW_BLOCKS blocks an SM:
+    tiles of a warp's lanes (`lanes` 0) of a point each over 2-byte inputs,
+    no more tiles than `sm_count`?"""
+    return bool(OUTER_FEW_BLOCKS) and vec == 1 and lanes == 0 and bool(kern.inputs) and \
+        max(t.dtype.itemsize for t in kern.inputs) == 2 and -(-kept // 32) <= sm_count
+
+
 OUTER_WRAPPED = True
 """Kept points that tiles of 32 lanes (or narrow ones) cover with many lanes
 idle (35 fp32 columns: two tiles of 32 lanes, 29 of them idle) take one tile
@@ -386,15 +408,16 @@ def outer_lanes(kept: int, vec: int, kern: Kernel | None = None) -> int:
     return x
 
 
-def outer_split(kern: Kernel, lanes: int, vec: int, block: int, extents: list[int], sm_count: int) -> int:
+def outer_split(kern: Kernel, lanes: int, vec: int, block: int, extents: list[int], sm_count: int,
+                few: bool = False) -> int:
     """Blocks that share a tile of an outer reduction: about
-    OUTER_BLOCKS_PER_SM blocks an SM, each lane combining OUTER_MIN_POINTS
-    reduced points at least, OUTER_MAX_SPLIT at most; OUTER_WIDE_SHARE times
-    fewer blocks an SM over several tiles."""
+    OUTER_BLOCKS_PER_SM blocks an SM (`few`: OUTER_FEW_BLOCKS), each lane
+    combining OUTER_MIN_POINTS reduced points at least, OUTER_MAX_SPLIT at
+    most; OUTER_WIDE_SHARE times fewer blocks an SM over several tiles."""
     nrows = math.prod(extents[d] for d in kern.kept)
     per_row = math.prod(extents[d] for d in kern.reduced)
     tiles = max(1, -(-nrows // (lanes * vec)))
-    aim = min(OUTER_BLOCKS_PER_SM, outer_blocks(vec, block))
+    aim = min(OUTER_BLOCKS_PER_SM, OUTER_FEW_BLOCKS if few else outer_blocks(vec, block))
     aim = max(1, aim // OUTER_WIDE_SHARE) if tiles > 1 else aim
     want = max(1, aim * sm_count // tiles)  # (no SM runs a block more than the rest: OUTER_WIDE_SHARE)
     return max(1, min(want, per_row // (OUTER_MIN_POINTS * (block // lanes)), OUTER_MAX_SPLIT))

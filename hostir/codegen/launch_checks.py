@@ -27,6 +27,22 @@ def launches_clusters(tensors) -> bool:
     return False
 
 
+@functools.cache
+def _device_sms(index: int) -> int:
+    import torch
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def launch_sms(tensors, default: int = 132) -> int:
+    """The SMs of the CUDA device these tensors are on (`default` off CUDA:
+    an H100's, so a CPU run picks the variants an H100 would)."""
+    for t in tensors:
+        dev = getattr(t, "device", None)
+        if dev is not None and dev.type == "cuda":
+            return _device_sms(dev.index if dev.index is not None else 0)
+    return default
+
+
 def vector_slots(kernel: Kernel, vec: int, moving: bool = False) -> frozenset:
     """The inputs a kernel reads with vector loads of `vec` points (`moving`:
     only loads whose place moves with the kept dims, not a weight every row reads)."""

@@ -20,9 +20,11 @@ from .. import config
 from .cuda import NARROW, kernel_source, vector_width
 from .cuda_row_copies import copies_ahead
 from .cuda_flat import flat_block, flat_bytes, flat_fits, flat_ok, flat_over, flat_width
-from .cuda_outer import SHARED_BYTES, outer_block, outer_lanes, outer_ok, outer_scratch, outer_split, outer_width, wrapped
+from .cuda_outer import (SHARED_BYTES, outer_block, outer_few, outer_lanes, outer_ok, outer_scratch, outer_split,
+                         outer_width, wrapped)
 from .row_loads import invariant_bytes, kept_weight_bytes, kept_weights, row_cache_bytes
-from .launch_checks import funnel_slots, keep_weights_ok, launches_clusters, shift_ok, vector_ok, vector_slots
+from .launch_checks import (funnel_slots, keep_weights_ok, launch_sms, launches_clusters, shift_ok, vector_ok,
+                            vector_slots)
 from .cuda_tiles import STAGE_BYTES, STAGED, stage_block, staged_gather, tile_loads
 from . import rows
 from .spec_rows import _RowRules
@@ -82,6 +84,7 @@ class Variant:
     keep_weights: bool = False  # ... shifted rows: each block keeps the weights in shared memory (rows.KEEP_WEIGHTS)
     funnel: bool = False  # ... else reads them funnel-shifted from their aligned vectors (rows.FUNNEL_WEIGHTS)
     flat: bool = False   # an outer reduction read flat, `vec` points a thread a step (cuda_flat)
+    few: bool = False    # ... or in tiles whose blocks ask for OUTER_FEW_BLOCKS an SM (cuda_outer.outer_few)
 
     @property
     def block(self) -> int:
@@ -115,7 +118,8 @@ class Variant:
         o = self.options
         src = kernel_source(self.kernel, self.vec, self.idx, self.block, o.streaming, o.pdl,
                             self.name, self.threads, self.chunks, self.outer, self.tile, self.smem_row,
-                            self.cluster, self.shift, self.double, self.keep_weights, self.funnel, self.flat)
+                            self.cluster, self.shift, self.double, self.keep_weights, self.funnel, self.flat,
+                            self.few)
         return defines(o, self.kernel) + src
 
     @cached_property
@@ -255,6 +259,8 @@ class KernelSpec(_RowRules):
             if self._flat(kernel) and flat_over(var.vec, self._vec[id(kernel)], var.threads or 32, kept) and \
                     flat_fits(kernel, extents, ins):
                 return self.variant(kernel, flat_width(kernel), idx, kept, outer=True, flat=True)
+            if outer_few(kernel, var.vec, var.threads, kept, launch_sms(ins)):
+                return self.variant(kernel, var.vec, idx, var.threads, outer=True, few=True)
             return var
         if kernel.reduced:
             vec = self._vec[id(kernel)]
@@ -355,7 +361,7 @@ class KernelSpec(_RowRules):
             return 1
         # (a flat block's F accumulators fit in full occupancy's registers: cuda_flat's bounds)
         return outer_split(variant.kernel, variant.threads or 32, 1 if variant.flat else variant.vec,
-                           variant.block, extents, sm_count)
+                           variant.block, extents, sm_count, variant.few)
 
     @staticmethod
     def scratch_size(variant: Variant, count: int, split: int) -> tuple[int, int]:
@@ -436,10 +442,10 @@ class KernelSpec(_RowRules):
     def variant(self, kernel: Kernel, vec: int, idx: str, threads: int = 0, chunks: int = 0,
                 smem_row: int = 0, outer: bool = False, tile: int = -1, cluster: int = 0,
                 shift: bool = False, double: bool = False, keep_weights: bool = False,
-                funnel: bool = False, flat: bool = False) -> Variant:
+                funnel: bool = False, flat: bool = False, few: bool = False) -> Variant:
         funnel = funnel and shift and not keep_weights
         key = (id(kernel), vec, idx, threads, chunks, smem_row, outer, tile, cluster, shift, double, keep_weights,
-               funnel, flat)
+               funnel, flat, few)
         got = self._variants.get(key)
         if got is None:
             o = self.options
@@ -447,12 +453,12 @@ class KernelSpec(_RowRules):
                     f"{'_fm' if o.fast_math else ''}{'_chk' if o.check_indices else ''}")
             name = (f"{kernel.name}{'_pair' * len(kernel.pairs)}_v{vec}_"
                     f"{'i32' if idx == 'int' else 'i64'}{f'_t{threads}' if threads else ''}"
-                    f"{f'_c{chunks}' if chunks else ''}{('_smem' if smem_row >= chunks else f'_smem{smem_row}') if smem_row else ''}{'_outer' if outer else ''}{'_flat' if flat else ''}"
+                    f"{f'_c{chunks}' if chunks else ''}{('_smem' if smem_row >= chunks else f'_smem{smem_row}') if smem_row else ''}{'_outer' if outer else ''}{'_flat' if flat else ''}{'_few' if few else ''}"
                     f"{f'_q{cluster}' if cluster else ''}{'_db' if double else ''}{'_sh' if shift else ''}{'_kw' if keep_weights else ''}{'_fw' if funnel else ''}"
                     f"{f'_tile{tile}' if tile >= 0 else ''}{'_staged' if tile == STAGED else ''}{tune}")
             got = self._variants[key] = Variant(kernel, vec, idx, o, name, vector_slots(kernel, vec),
                                                 threads, chunks, outer, tile, smem_row, cluster, shift, double,
-                                                keep_weights, funnel, flat)
+                                                keep_weights, funnel, flat, few)
         return got
 
     def typical_variants(self) -> list[Variant]:
@@ -463,6 +469,8 @@ class KernelSpec(_RowRules):
             if k.reduced and self._outer(k):
                 out += [self.variant(k, 1, "long long", outer=True), self.variant(k, 1, "int", outer=True),
                         self.variant(k, self._vec[id(k)], "int", outer=True)]
+                if outer_few(k, 1, 0, 32, 1):  # 2-byte inputs: tiles of a point a lane in few blocks an SM
+                    out.append(self.variant(k, 1, "int", outer=True, few=True))
                 narrow = outer_lanes(6 * self._vec[id(k)], self._vec[id(k)])
                 if narrow:  # a narrow kept dim's tile
                     out.append(self.variant(k, self._vec[id(k)], "int", narrow, outer=True))
