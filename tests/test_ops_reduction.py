@@ -567,6 +567,63 @@ def test_rows_held_in_registers():
     assert not _is_online(spec.kernel_for([4, 12296])[0])   # 512 x 4 vectors, 25 % idle
 
 
+@pytest.mark.parametrize("shape,kind,dtype,threads", [
+    ((37, 144), "var_mean", D.Float, 16), ((50, 160), "var_mean", D.BFloat16, 8), ((9, 400), "sum", D.Float, 32),
+    ((5, 856), "max", D.Float, 64), ((3, 4097), "sum", D.BFloat16, 256), ((40, 12), "sum", D.Float, 1),
+    ((33, 64), "sum", D.Half, 4), ((7, 36), "var_mean", D.Float, 4)], ids=str)
+def test_one_pass_rows_load_batches(shape, kind, dtype, threads):
+    """A one-pass row (a sum, a max, a var_mean) read in vectors loads each
+    thread's few vectors (up to ROW_WORK, or rows.SHORT_ROW_MOST short) before
+    it uses them (rows.ONE_PASS_BATCH), in blocks that ask for 2048
+    threads an SM; a short row whose threads' last loads would leave many
+    slots empty takes fewer threads (rows.SHORT_ROW_FILL: 36 vectors over 16
+    threads, not 32). Results against torch (the GPU runs the batches), the
+    rule, the kernel's loop."""
+    from hostir.codegen import rows
+    assert rows.row_threads(36, batched=True) == 16 and rows.row_threads(36) == 32
+    assert rows.row_threads(20, batched=True) == 8 and rows.row_threads(8, batched=True) == 4
+    assert rows.row_threads(3, batched=True) == 1 and rows.row_threads(100, batched=True) == 32
+    x = rand(shape, dtype)
+
+    def build(fd):
+        t = declare(fd, x)
+        if kind == "var_mean":
+            var, mean = fd.ops.var_mean(t, [1], correction=1)
+            fd.add_output(var)
+            fd.add_output(mean)
+        else:
+            fd.add_output(getattr(fd.ops, kind)(t, [1]))
+    outs, fd = _run_keeping_fd(build, [x])
+    xd = x.double()
+    if kind == "var_mean":
+        v, m = torch.var_mean(xd, 1, correction=1)
+        check(outs[0], v.to(x.dtype), kind="reduction")
+        check(outs[1], m.to(x.dtype), kind="reduction")
+    else:
+        check(outs[0], (xd.sum(1) if kind == "sum" else xd.amax(1)).to(x.dtype), kind="reduction")
+    (spec,) = _reduction_specs(fd)
+    k = spec.kernel_for(list(shape))[0]
+    var = spec.choose(k, list(shape), [x], None, [])
+    assert var.threads == threads and not var.chunks and var.vec > 1, var.name
+    src = var.source
+    assert f"for (int r0 = {'lane * ' + str(var.vec) if not var.shift else ''}" in src
+    assert f"__launch_bounds__({var.block}, {2048 // var.block})" in src
+    off = rows.ONE_PASS_BATCH
+    try:
+        rows.ONE_PASS_BATCH = 0
+        plain = kernel_text_source(var)
+        assert "for (int r0" not in plain and "#pragma unroll 4" in plain
+    finally:
+        rows.ONE_PASS_BATCH = off
+
+
+def kernel_text_source(var):
+    """A variant's source printed anew (Variant.source is cached)."""
+    from hostir.codegen.cuda import kernel_source
+    return kernel_source(var.kernel, var.vec, var.idx, var.block, threads=var.threads, shift=var.shift,
+                         funnel=var.funnel, name=var.name)
+
+
 def test_looped_rows_in_flight_fit_l2():
     """A kernel that reads its looped rows again (rows past registers and
     shared memory) launches whole blocks an SM such that its rows in flight fit

@@ -82,6 +82,7 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
         self._invariant: set[int] | None = None  # row-invariant loads (load_hint)
         self._kept_load = False                  # emitting a load into shared memory (load_hint)
         self._passes = 0                         # passes over the row (source)
+        self._batched = False                    # a one-pass row's vectors loaded in batches (_batch)
         # the row kept whole in one of two buffers, the next row copied into the other
         # at the start of each row (rows.ROW_DOUBLE; spec.KernelSpec._double)
         self.double = double and self.smem_row and self.smem_chunks >= self.chunks and not self.shift
@@ -210,6 +211,8 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
             per_sm = min(2048 // self.block, rows.SMEM_PER_SM // max(1, row_cache_bytes(
                 self.k, self.vec, self.smem_chunks * self.vec * self.block)))
             return f"{self.block}, {max(1, per_sm)}"
+        if rows.ONE_PASS_BOUNDS and self._batched and self.block <= 1024:
+            return f"{self.block}, {2048 // self.block}"
         held = held_words(self.k, self.vec, self.chunks) if self.chunks and not self.smem_row else 0
         if self.shift and not SHIFT_FULL_OCCUPANCY:
             held = 0
@@ -294,6 +297,7 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
         the innermost extent and the tensors' alignment allow it)."""
         L, idx, v, k = self.lines, self.idx, self.vec, self.k
         B = 1 if self.chunks else self._batch(body)
+        self._batched = self._batched or (B > 1 and self._passes == 1 and self.threads < LOOP_BATCH_THREADS)
         if self.chunks and FIRST_LOADS_AHEAD and (not self.smem_row or self._async_row()) and \
                 any(id(n) in self.cache and id(n) not in self.loaded for n in body):
             # the first pass: every kept vector's load, then their uses (the compiler
@@ -322,19 +326,7 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
             self._chunk_loop(self.chunks, wait=first and self.waits)
         elif B > 1:  # every load of a batch of vectors, then their uses
             L.append(f"    for ({idx} r0 = {self._start()}; r0 < R; r0 += {self.span * v * B}) {{")
-            batch = {}
-            for n in body:
-                if id(n) in self.vloads and id(n) not in batch:
-                    batch[id(n)] = self.fresh()
-                    L.append(f"      alignas(16) {CTYPE[n.dtype]} {batch[id(n)]}[{B * v}];")
-            for phase in ("loads", "uses"):
-                L.append("      #pragma unroll")
-                L.append(f"      for (int c = 0; c < {B}; ++c) {{")
-                L.append(f"        const {idx} r = r0 + c * {self.span * v};")
-                L.append("        if (r < R) {")
-                self._split("r", k.reduced, "      ")
-                self._vector_step(mine, stores, body, names, acc, batch, phase)
-                L.append("      }}")
+            self._batch_body(B, mine, stores, body, names, acc)
             L.append("    }")
             return
         else:  # unrolled: several vectors' loads in flight before their values are used
@@ -348,6 +340,24 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
             L.append("    }")
             return
         L.append("    }" if not self.chunks else "    }}")
+
+    def _batch_body(self, B: int, mine, stores, body, names, acc) -> None:
+        """A batch of B vectors a thread at r0 onwards, each where it starts in
+        the row: every load, then their uses."""
+        L, idx, v = self.lines, self.idx, self.vec
+        batch = {}
+        for n in body:
+            if id(n) in self.vloads and id(n) not in batch:
+                batch[id(n)] = self.fresh()
+                L.append(f"      alignas(16) {CTYPE[n.dtype]} {batch[id(n)]}[{B * v}];")
+        for phase in ("loads", "uses"):
+            L.append("      #pragma unroll")
+            L.append(f"      for (int c = 0; c < {B}; ++c) {{")
+            L.append(f"        const {idx} r = r0 + c * {self.span * v};")
+            L.append("        if (r < R) {")
+            self._split("r", self.k.reduced, "      ")
+            self._vector_step(mine, stores, body, names, acc, batch, phase)
+            L.append("      }}")
 
     def _chunk_loop(self, count: int, wait: bool = False) -> None:
         """The head of a loop over this thread's first `count` vectors of the
@@ -384,9 +394,17 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
         (layernorm 1024x131072 43.2 %); rows of fewer threads lose (layernorm
         16384x8192 at 256 threads: 98.2 unrolled, 90.7 in batches of 2: the
         registers cost blocks an SM)."""
+        loads = len({id(n) for n in body if id(n) in self.vloads})
+        if rows.ONE_PASS_BATCH and self._passes == 1 and self.threads < LOOP_BATCH_THREADS:
+            # a one-pass row (a row sum, a var_mean) of fewer threads: each thread's
+            # few vectors (rows.row_threads: up to ROW_WORK, SHORT_ROW_WORK short)
+            # all loaded before their uses; unrolled, the loop's main body needs 4
+            # whole steps and the rest ran one load at a time
+            short = max(rows.SHORT_ROW_WORK, rows.SHORT_ROW_MOST if rows.SHORT_ROW_FILL else 0)
+            work = min(rows.ONE_PASS_BATCH, short if self.threads < 32 else rows.ROW_WORK)
+            return max((b for b in range(work, 0, -1) if b * loads <= max(rows.ONE_PASS_VECTORS, loads)), default=1)
         if self.block != LOOP_BATCH_THREADS or self.threads != self.block:
             return 1
-        loads = len({id(n) for n in body if id(n) in self.vloads})
         return max((b for b in (4, 2, 1) if b * loads <= max(LOOP_BATCH_VECTORS, loads)), default=1)
 
     def _vector_step(self, mine, stores, body, names, acc, batch=None, phase="") -> None:

@@ -337,10 +337,26 @@ rows' loads in flight. H100 % of copy, same run, 16 / 8 / 4: row sum fp32
 67108x1000 97.3 / 97.4 / 100, bf16 16380x4097 91.0 / 94.4 / 97.2."""
 
 
-def row_threads(reduced: int) -> int:
+def row_threads(reduced: int, batched: bool = False) -> int:
     """Threads that combine one row of `reduced` vectors (or points, unvectorized)
     in one pass: part of a warp for short rows (SHORT_ROW_WORK a thread), a warp
-    up to 32 x ROW_WORK, more for long ones (about ROW_WORK or more a thread)."""
+    up to 32 x ROW_WORK, more for long ones (about ROW_WORK or more a thread).
+    `batched` (a one-pass row read in vectors, each thread's loaded before their
+    uses: ONE_PASS_BATCH): fewer threads, up to SHORT_ROW_MOST
+    vectors each, where they leave SHORT_ROW_FILL more of their loads' slots
+    filled (SHORT_ROW_FILL)."""
+    t = _row_threads(reduced)
+    if not (batched and SHORT_ROWS and SHORT_ROW_FILL):
+        return t
+
+    def fill(n: int) -> float:
+        return reduced / (n * -(-reduced // n))
+    fewer = [n for n in SHORT_ROW_THREADS if n < t and -(-reduced // n) <= SHORT_ROW_MOST]
+    best = max(fewer, key=lambda n: (fill(n), n), default=t)
+    return best if fill(best) >= fill(t) + SHORT_ROW_FILL else t
+
+
+def _row_threads(reduced: int) -> int:
     if SHORT_ROWS:
         t = next((t for t in SHORT_ROW_THREADS if reduced <= SHORT_ROW_WORK * t), 0)
         if t:
@@ -349,6 +365,37 @@ def row_threads(reduced: int) -> int:
         if reduced <= ROW_WORK * t:
             return t
     return ROW_THREADS[-1]
+
+
+ONE_PASS_BATCH = 4
+"""One-pass rows (a row sum, a max, a var_mean) of fewer than 1024 threads: the
+vectors a thread loads before it uses them (cuda_schedules' _batch; 0:
+`#pragma unroll 4`, whose main body needs 4 whole steps: a thread's 1 to 3
+vectors, or 4 past a row's end, were read one load at a time). H200 % of copy, same run, unrolled /
+batches (with SHORT_ROW_FILL): row sum fp32 167772x400 87.7 / 102, row max
+fp32 78398x856 92.6 / 103, row sum fp16 100000x1000 88.7 / 101, bf16 16380x4097
+(shifted) 85.7 / 93.8, var_mean fp32 65536x1000 85.7 / 99.0; short rows: row
+sum fp32 466033x144 75.7 / 99.5, var_mean fp32 466033x144 54.5 / 82.7, bf16
+400000x160 42.1 / 74.3. Batches of 2 (two round trips for 3 or 4 vectors)
+lost: var_mean fp32 65536x1000 82.4, row sum fp32 167772x400 92.7."""
+ONE_PASS_VECTORS = 8  # ... at most this many vector loads a batch
+ONE_PASS_BOUNDS = True
+"""... and such kernels ask for 2048 threads an SM (the printer's bounds): a
+var_mean's 4 vectors took 47 registers without (5 blocks of 256 an SM). H200 % of copy,
+same run, without / with (batches of 2 for short rows then): var_mean fp32
+466033x144 55.2 / 66.0; others within 2 (var_mean bf16 16384x8192 93.4 / 90.1,
+row sum bf16 300000x200 92.4 / 90.4)."""
+
+
+SHORT_ROW_MOST = 4
+SHORT_ROW_FILL = 0.1
+"""A one-pass row in batched vectors whose rule's threads leave many of their
+last loads' slots empty (36 vectors over 32 threads: 36 of 64 slots) takes
+fewer threads, up to SHORT_ROW_MOST vectors each, where that fills SHORT_ROW_FILL
+more of the slots (16 threads: 36 of 48; 0: off). H200 % of copy, same run,
+32 / 16 threads (4 a batch): row sum fp32 466033x144 77.2 / 99.4 (torch.compile
+84.2), var_mean fp32 42.3 / 73.3 (80.9); var_mean bf16 400000x160, 16 / 8
+threads: 51.0 / 64.1 (47.6)."""
 
 
 L2_ROW_BYTES = 40 * 1024 * 1024
