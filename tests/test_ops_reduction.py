@@ -617,6 +617,39 @@ def test_one_pass_rows_load_batches(shape, kind, dtype, threads):
         rows.ONE_PASS_BATCH = off
 
 
+@pytest.mark.parametrize("cols,kind,batch", [(17000, "sum", 5), (20000, "var_mean", 0), (16000, "sum", 0),
+                                             (40000, "max", 0), (20480, "sum", 5)], ids=str)
+def test_long_one_pass_rows_load_at_once(cols, kind, batch):
+    """A one-pass row of 1024 threads whose threads take 5 to 8 vectors loads
+    them at once where their words and the reductions' fit
+    rows.ONE_PASS_LONG_WORDS (a row sum's 5, not a var_mean's: it spilled),
+    the launch picking the variant of that count (`_n5`); others batches of 4;
+    all ask for two blocks an SM (rows.ONE_PASS_LONG_BOUNDS). Results against
+    torch, the rule, the kernel's batch array."""
+    x = rand((3, cols), D.Float)
+
+    def build(fd):
+        t = declare(fd, x)
+        if kind == "var_mean":
+            for o in fd.ops.var_mean(t, [1], correction=1):
+                fd.add_output(o)
+        else:
+            fd.add_output(getattr(fd.ops, kind)(t, [1]))
+    outs, fd = _run_keeping_fd(build, [x])
+    xd = x.double()
+    want = list(torch.var_mean(xd, 1, correction=1)) if kind == "var_mean" else \
+        [xd.sum(1) if kind == "sum" else xd.amax(1)]
+    for got, w in zip(outs, want):
+        check(got, w.float(), kind="reduction", atol=1e-5 * cols ** 0.5)
+    (spec,) = _reduction_specs(fd)
+    k = spec.kernel_for([3, cols])[0]
+    var = spec.choose(k, [3, cols], [x], None, [])
+    assert var.threads == 1024 and var.batch == batch and not var.chunks, var.name
+    assert ("_n5_" in var.name) == (batch == 5)
+    assert f"float v1[{4 * (batch or 4)}];" in var.source or kind == "var_mean"
+    assert "__launch_bounds__(1024, 2)" in var.source
+
+
 def kernel_text_source(var):
     """A variant's source printed anew (Variant.source is cached)."""
     from hostir.codegen.cuda import kernel_source

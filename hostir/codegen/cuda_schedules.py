@@ -47,7 +47,7 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
     def __init__(self, kern: Kernel, name: str, idx: str, block: int, threads: int, pdl: bool,
                  vec: int = 1, chunks: int = 0, smem_row: int = 0, cluster: int = 0,
                  shift: bool = False, double: bool = False, keep_weights: bool = False,
-                 funnel: bool = False):
+                 funnel: bool = False, batch: int = 0):
         super().__init__(kern, name, vec, idx, block, False, pdl)
         self.shift = shift and vec > 1
         # what every row reads (a weight: rows.SHIFTED_WEIGHTS), read off its vector
@@ -83,6 +83,7 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
         self._kept_load = False                  # emitting a load into shared memory (load_hint)
         self._passes = 0                         # passes over the row (source)
         self._batched = False                    # a one-pass row's vectors loaded in batches (_batch)
+        self._long_batch = batch                 # ... of this many vectors (the launch's: rows.ONE_PASS_LONG)
         # the row kept whole in one of two buffers, the next row copied into the other
         # at the start of each row (rows.ROW_DOUBLE; spec.KernelSpec._double)
         self.double = double and self.smem_row and self.smem_chunks >= self.chunks and not self.shift
@@ -297,7 +298,8 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
         the innermost extent and the tensors' alignment allow it)."""
         L, idx, v, k = self.lines, self.idx, self.vec, self.k
         B = 1 if self.chunks else self._batch(body)
-        self._batched = self._batched or (B > 1 and self._passes == 1 and self.threads < LOOP_BATCH_THREADS)
+        self._batched = self._batched or (B > 1 and self._passes == 1 and (
+            self.threads < LOOP_BATCH_THREADS or rows.ONE_PASS_LONG_BOUNDS))
         if self.chunks and FIRST_LOADS_AHEAD and (not self.smem_row or self._async_row()) and \
                 any(id(n) in self.cache and id(n) not in self.loaded for n in body):
             # the first pass: every kept vector's load, then their uses (the compiler
@@ -395,6 +397,8 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
         16384x8192 at 256 threads: 98.2 unrolled, 90.7 in batches of 2: the
         registers cost blocks an SM)."""
         loads = len({id(n) for n in body if id(n) in self.vloads})
+        if self._long_batch and self._passes == 1:
+            return self._long_batch
         if rows.ONE_PASS_BATCH and self._passes == 1 and self.threads < LOOP_BATCH_THREADS:
             # a one-pass row (a row sum, a var_mean) of fewer threads: each thread's
             # few vectors (rows.row_threads: up to ROW_WORK, SHORT_ROW_WORK short)

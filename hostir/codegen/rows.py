@@ -385,6 +385,24 @@ var_mean's 4 vectors took 47 registers without (5 blocks of 256 an SM). H200 % o
 same run, without / with (batches of 2 for short rows then): var_mean fp32
 466033x144 55.2 / 66.0; others within 2 (var_mean bf16 16384x8192 93.4 / 90.1,
 row sum bf16 300000x200 92.4 / 90.4)."""
+ONE_PASS_LONG_BOUNDS = True
+"""... and rows of 1024 threads too (two blocks an SM: a var_mean's kernel took
+42 registers, one block an SM). H200 % of copy, same run, without / with:
+var_mean fp32 3000x20000 66.5 / 92.5, bf16 1766x37992 54.4 / 75.2, 1067x62841
+71.4 / 82.6; row sums within 1.5."""
+ONE_PASS_LONG = 8
+ONE_PASS_LONG_WORDS = 28
+"""One-pass rows of 1024 threads (past 4096 vectors) whose threads take more
+than 4 vectors and up to ONE_PASS_LONG load them all at once, where those
+vectors' words and 8 a reduction come to ONE_PASS_LONG_WORDS at most (a row
+sum's 5 vectors; the launch picks the variant of their count:
+spec.KernelSpec._long_batch; 0: batches of 4, cuda_schedules.LOOP_BATCH_THREADS).
+H200 % of copy, same run, batches of 4 / all at once: row sum fp32 3947x17000
+(5 a thread) 87.9 / 102, bf16 5000x40000 (5) 102 / 106; but at two blocks an
+SM a var_mean's spilled: fp32 3000x20000 (5) 92.5 / 74.3, bf16 1067x62841 (8)
+82.6 / 26.6. A batch of 8 for every such row (4 or fewer a thread too) had
+lost (one block an SM): row sum bf16 2735x24536 (3 a thread) 95.1 / 59.6,
+fp32 8192x8191 85.4 / 47.0."""
 
 
 SHORT_ROW_MOST = 4

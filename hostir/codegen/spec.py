@@ -25,7 +25,7 @@ from .cuda_outer import (SHARED_BYTES, outer_block, outer_few, outer_lanes, oute
 from .row_loads import invariant_bytes, kept_weight_bytes, kept_weights, row_cache_bytes
 from .launch_checks import (funnel_slots, keep_weights_ok, launch_sms, launches_clusters, shift_ok, vector_ok,
                             vector_slots)
-from .cuda_tiles import STAGE_BYTES, STAGED, stage_block, staged_gather, tile_loads
+from .cuda_tiles import STAGE_BYTES, STAGED, stage_block, staged_gather, tile_loads, transpose_tiles
 from . import rows
 from .spec_rows import _RowRules
 from .kir import K, Kernel, Slot, kernel_text, layout, split_stores, verify_kernel
@@ -85,6 +85,7 @@ class Variant:
     funnel: bool = False  # ... else reads them funnel-shifted from their aligned vectors (rows.FUNNEL_WEIGHTS)
     flat: bool = False   # an outer reduction read flat, `vec` points a thread a step (cuda_flat)
     few: bool = False    # ... or in tiles whose blocks ask for OUTER_FEW_BLOCKS an SM (cuda_outer.outer_few)
+    batch: int = 0       # a one-pass row of 1024 threads: vectors a thread loads at once (rows.ONE_PASS_LONG)
 
     @property
     def block(self) -> int:
@@ -119,7 +120,7 @@ class Variant:
         src = kernel_source(self.kernel, self.vec, self.idx, self.block, o.streaming, o.pdl,
                             self.name, self.threads, self.chunks, self.outer, self.tile, self.smem_row,
                             self.cluster, self.shift, self.double, self.keep_weights, self.funnel, self.flat,
-                            self.few)
+                            self.few, self.batch)
         return defines(o, self.kernel) + src
 
     @cached_property
@@ -281,6 +282,9 @@ class KernelSpec(_RowRules):
             q = self._cluster(kernel, vectors) if vec > 1 and launches_clusters(ins) else 0
             var = self.variant(kernel, vec, idx, *self._row_schedule(kernel, -(-vectors // max(1, q)), shift),
                                cluster=q, shift=shift, funnel=funnel)
+            n = self._long_batch(kernel, var, vectors)
+            if n:
+                var = self.variant(kernel, vec, idx, var.threads, shift=shift, funnel=funnel, batch=n)
             if shift and self._keeps_weights(var, math.prod(extents[d] for d in kernel.kept)) and \
                     keep_weights_ok(kernel, vec, ins):
                 var = self.variant(kernel, vec, idx, var.threads, var.chunks, var.smem_row, shift=True,
@@ -297,6 +301,19 @@ class KernelSpec(_RowRules):
                                       extents):
             var = self.variant(kernel, 1, idx)
         return var
+
+    def _long_batch(self, kernel: Kernel, var: Variant, vectors: int) -> int:
+        """Vectors a thread of a one-pass row of 1024 threads loads at once where
+        it takes more than 4 and up to rows.ONE_PASS_LONG of them, their words
+        and 8 for each reduction within rows.ONE_PASS_LONG_WORDS; 0 elsewhere
+        (the printer's batches of 4)."""
+        if not rows.ONE_PASS_LONG or var.threads != rows.ROW_THREADS[-1] or var.chunks or var.cluster or \
+                self._passes(kernel)[0]:
+            return 0
+        n = -(-vectors // var.threads)
+        loads = max(1, len(vector_slots(kernel, var.vec)))
+        words = 4 * n * loads + 8 * sum(1 for x in kernel.order if x.op == K.REDUCE)
+        return n if 4 < n <= rows.ONE_PASS_LONG and words <= rows.ONE_PASS_LONG_WORDS else 0
 
     def _keeps_weights(self, var: Variant, rows_count: int) -> bool:
         """Does a shifted variant keep the weights in shared memory (rows.KEEP_WEIGHTS):
@@ -381,7 +398,7 @@ class KernelSpec(_RowRules):
     def count(kernel: Kernel, extents: list[int], vec: int, tile: int = -1) -> int:
         """The launch's slots: points / vec, a reduction kernel's rows (kept
         points: a row of an empty reduction is still written), or a transpose's
-        32 x 32 tiles."""
+        blocks of 32 x 32 tiles (cuda_tiles.transpose_tiles of them)."""
         if kernel.reduced:
             return math.prod(extents[d] for d in kernel.kept)
         if tile == STAGED:  # a staged gather: the output's rows
@@ -390,7 +407,7 @@ class KernelSpec(_RowRules):
             if not math.prod(extents):
                 return 0
             rest = math.prod(e for d, e in enumerate(extents[:-1]) if d != tile)
-            return rest * -(-extents[tile] // 32) * -(-extents[-1] // 32)
+            return rest * -(-extents[tile] // 32) * -(-extents[-1] // (32 * transpose_tiles(kernel, tile)))
         return math.prod(extents) // vec
 
     def grid(self, variant: Variant, count: int, sm_count: int, split: int = 1,
@@ -442,10 +459,10 @@ class KernelSpec(_RowRules):
     def variant(self, kernel: Kernel, vec: int, idx: str, threads: int = 0, chunks: int = 0,
                 smem_row: int = 0, outer: bool = False, tile: int = -1, cluster: int = 0,
                 shift: bool = False, double: bool = False, keep_weights: bool = False,
-                funnel: bool = False, flat: bool = False, few: bool = False) -> Variant:
+                funnel: bool = False, flat: bool = False, few: bool = False, batch: int = 0) -> Variant:
         funnel = funnel and shift and not keep_weights
         key = (id(kernel), vec, idx, threads, chunks, smem_row, outer, tile, cluster, shift, double, keep_weights,
-               funnel, flat, few)
+               funnel, flat, few, batch)
         got = self._variants.get(key)
         if got is None:
             o = self.options
@@ -453,12 +470,12 @@ class KernelSpec(_RowRules):
                     f"{'_fm' if o.fast_math else ''}{'_chk' if o.check_indices else ''}")
             name = (f"{kernel.name}{'_pair' * len(kernel.pairs)}_v{vec}_"
                     f"{'i32' if idx == 'int' else 'i64'}{f'_t{threads}' if threads else ''}"
-                    f"{f'_c{chunks}' if chunks else ''}{('_smem' if smem_row >= chunks else f'_smem{smem_row}') if smem_row else ''}{'_outer' if outer else ''}{'_flat' if flat else ''}{'_few' if few else ''}"
+                    f"{f'_c{chunks}' if chunks else ''}{('_smem' if smem_row >= chunks else f'_smem{smem_row}') if smem_row else ''}{'_outer' if outer else ''}{'_flat' if flat else ''}{'_few' if few else ''}{f'_n{batch}' if batch else ''}"
                     f"{f'_q{cluster}' if cluster else ''}{'_db' if double else ''}{'_sh' if shift else ''}{'_kw' if keep_weights else ''}{'_fw' if funnel else ''}"
                     f"{f'_tile{tile}' if tile >= 0 else ''}{'_staged' if tile == STAGED else ''}{tune}")
             got = self._variants[key] = Variant(kernel, vec, idx, o, name, vector_slots(kernel, vec),
                                                 threads, chunks, outer, tile, smem_row, cluster, shift, double,
-                                                keep_weights, funnel, flat, few)
+                                                keep_weights, funnel, flat, few, batch)
         return got
 
     def typical_variants(self) -> list[Variant]:
@@ -481,6 +498,8 @@ class KernelSpec(_RowRules):
                 out += [self.variant(k, 1, "long long", rows.ROW_THREADS[0])]
                 out += [self.variant(k, self._vec[id(k)], "int", t) for t in rows.ROW_THREADS[::2]]
                 out += [self.variant(k, self._vec[id(k)], "int", *self._row_schedule(k, n)) for n in (6, 256, 1000)]
+                if not self._passes(k)[0] and rows.ONE_PASS_LONG:  # a long one-pass row's batch of 5
+                    out.append(self.variant(k, self._vec[id(k)], "int", rows.ROW_THREADS[-1], batch=5))
                 if k is self.online:  # its rows are long: several vectors a thread kept
                     out.append(self.variant(k, self._vec[id(k)], "int", *self._row_schedule(k, 4096)))
                 elif self._row_schedule(k, 4096)[2]:  # a long row kept in shared memory
