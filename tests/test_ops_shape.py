@@ -752,7 +752,8 @@ def test_every_fd_op_is_tested():
 # Transposes that are not views (the output runs along a dim the input is not
 # contiguous in): on GPUs through 32 x 32 shared-memory tiles, odd edges included.
 @pytest.mark.parametrize("shape,perm", [((64, 40), [1, 0]), ((33, 70), [1, 0]), ((3, 40, 50), [0, 2, 1]),
-                                        ((40, 3, 50), [2, 1, 0]), ((1, 32), [1, 0]), ((0, 40), [1, 0])])
+                                        ((40, 3, 50), [2, 1, 0]), ((1, 32), [1, 0]), ((0, 40), [1, 0]),
+                                        ((70, 100), [1, 0]), ((3, 100, 65), [0, 2, 1])])
 @pytest.mark.parametrize("dtype", [DataType.Float, DataType.BFloat16], ids=lambda d: d.name)
 def test_transpose_with_an_epilogue(shape, perm, dtype):
     x = rand(shape, dtype)

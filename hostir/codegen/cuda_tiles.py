@@ -30,10 +30,30 @@ def tile_loads(kern: Kernel, t: int) -> list[KNode]:
             and any(id(x) in dep for x in node.src[1:-1])]
 
 
+TRANSPOSE_TILES = 2
+"""32 x 32 tiles a transpose's block takes at once, side by side along the
+innermost dim (their loads in flight together: 8 a thread), where their
+shared arrays take TRANSPOSE_BYTES at most (transpose_tiles). H200 % of copy,
+same run, 1 / 2 / 4 (torch.compile): transpose fp32 8192x8192 85.0 / 93.1 /
+65.6 (90.4), 4096x16384 85.3 / 93.3 / 65.7 (92.7), 16384x2048 81.6 / 90.1 /
+64.1 (92.4), 3000x5001 79.0 / 84.0 / 57.7 (65.2)."""
+TRANSPOSE_BYTES = 40 * 1024
+
+
+def transpose_tiles(kern: Kernel, t: int) -> int:
+    """Tiles a block of a transpose along dim `t` takes at once (TRANSPOSE_TILES)."""
+    per = sum(32 * 33 * n.dtype.itemsize for n in tile_loads(kern, t))
+    m = max(1, TRANSPOSE_TILES)
+    while m > 1 and m * per > TRANSPOSE_BYTES:
+        m -= 1
+    return m
+
+
 class _TilePrinter(_Printer):
     """A pointwise kernel that transposes: inputs read along iteration dim t
     (contiguous there) while the outputs run along the innermost dim. A block
-    takes a 32 x 32 tile of (t, innermost): it reads the transposed inputs with
+    takes a 32 x 32 tile of (t, innermost) (or transpose_tiles of them side by
+    side along the innermost dim): it reads the transposed inputs with
     consecutive threads along t into shared memory, then computes and stores
     with consecutive threads along the innermost dim; both sides coalesced."""
 
@@ -47,11 +67,12 @@ class _TilePrinter(_Printer):
         last = len(k.extent_vals) - 1
         others = [d for d in range(last + 1) if d not in (t, last)]
         tiles = tile_loads(k, t)
+        M = transpose_tiles(k, t)
         self.pdl_wait()
         L.append("  const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;")
         for j, n in enumerate(tiles):
-            L.append(f"  __shared__ {CTYPE[n.dtype]} tile{j}[32][33];")
-        L.append(f"  const {idx} nt = (e{t} + 31) / 32, nl = (e{last} + 31) / 32;")
+            L.append(f"  __shared__ {CTYPE[n.dtype]} tile{j}[{M}][32][33];")
+        L.append(f"  const {idx} nt = (e{t} + 31) / 32, nl = (e{last} + {32 * M - 1}) / {32 * M};")
         L.append(f"  for ({idx} b = blockIdx.x; b < nslots; b += gridDim.x) {{")
         L.append(f"    {idx} b_rest = b;")
         L.append(f"    const {idx} bl = b_rest % nl; b_rest /= nl;")
@@ -63,21 +84,25 @@ class _TilePrinter(_Printer):
             else:
                 L.append(f"    const {idx} i{d} = b_rest % e{d}; b_rest /= e{d};")
         # phase 1: the transposed inputs' tile, consecutive threads along t
-        L.append("    for (int k8 = 0; k8 < 32; k8 += 8) {")
-        L.append(f"      const {idx} i{t} = bt * 32 + tx, i{last} = bl * 32 + ty + k8;")
+        L.append("    #pragma unroll")
+        L.append(f"    for (int mk = 0; mk < {32 * M}; mk += 8) {{  // (tile mk / 32, its rows k8 onwards)")
+        L.append("      const int m = mk / 32, k8 = mk % 32;")
+        L.append(f"      const {idx} i{t} = bt * 32 + tx, i{last} = (bl * {M} + m) * 32 + ty + k8;")
         L.append(f"      if (i{t} < e{t} && i{last} < e{last}) {{")
         first: dict[int, str] = {}
         self.emit_all(topological(tiles), first, "", "        ")
         for j, n in enumerate(tiles):
-            L.append(f"        tile{j}[ty + k8][tx] = {first[id(n)]};")
+            L.append(f"        tile{j}[m][ty + k8][tx] = {first[id(n)]};")
         L.append("      }")
         L.append("    }")
         L.append("    __syncthreads();")
         # phase 2: everything else, consecutive threads along the innermost dim
-        L.append("    for (int k8 = 0; k8 < 32; k8 += 8) {")
-        L.append(f"      const {idx} i{t} = bt * 32 + ty + k8, i{last} = bl * 32 + tx;")
+        L.append("    #pragma unroll")
+        L.append(f"    for (int mk = 0; mk < {32 * M}; mk += 8) {{")
+        L.append("      const int m = mk / 32, k8 = mk % 32;")
+        L.append(f"      const {idx} i{t} = bt * 32 + ty + k8, i{last} = (bl * {M} + m) * 32 + tx;")
         L.append(f"      if (i{t} < e{t} && i{last} < e{last}) {{")
-        names = {id(n): f"tile{j}[tx][ty + k8]" for j, n in enumerate(tiles)}
+        names = {id(n): f"tile{j}[m][tx][ty + k8]" for j, n in enumerate(tiles)}
         roots = [x for _, v, ix in k.stores for x in (v, *ix)]
         self.emit_all(topological(roots, stop=set(names)), names, "", "        ")
         for s_, node, ix in k.stores:
