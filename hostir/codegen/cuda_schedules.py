@@ -2,7 +2,8 @@
 group of threads (cuda.py holds the shared printing and the pointwise one;
 outer reductions are in cuda_outer.py; transposes and staged gathers,
 pointwise kernels through shared memory, in cuda_tiles.py; how a kept row is
-copied into shared memory, in cuda_row_copies.py). Each prints the
+copied into shared memory, in cuda_row_copies.py; how a thread loads its
+vectors in batches, in cuda_row_batches.py). Each prints the
 same kernel IR as the interpreter runs; the launch rule in spec.py picks
 which one a launch uses."""
 from __future__ import annotations
@@ -15,12 +16,13 @@ from . import rows
 from .launch_checks import funnel_load
 from .cuda_row_copies import _RowCopies
 from .cuda_row_combine import _RowCombines
+from .cuda_row_batches import LOOP_BATCH_THREADS, _RowBatches
 from .cuda_row_shift import _RowShifts
 from .row_loads import (cached_loads, held_words, invariant_bytes, kept_weights, rest_words, row_cache_bytes,
                         row_invariant_loads, row_work)
 
 
-class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
+class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Printer):
     """A reduction or normalization kernel: each group of `threads` consecutive
     threads of a block takes one point of the kept dims (a row) at a time. A
     pass over the row's reduced points has each thread combine every
@@ -343,24 +345,6 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
             return
         L.append("    }" if not self.chunks else "    }}")
 
-    def _batch_body(self, B: int, mine, stores, body, names, acc) -> None:
-        """A batch of B vectors a thread at r0 onwards, each where it starts in
-        the row: every load, then their uses."""
-        L, idx, v = self.lines, self.idx, self.vec
-        batch = {}
-        for n in body:
-            if id(n) in self.vloads and id(n) not in batch:
-                batch[id(n)] = self.fresh()
-                L.append(f"      alignas(16) {CTYPE[n.dtype]} {batch[id(n)]}[{B * v}];")
-        for phase in ("loads", "uses"):
-            L.append("      #pragma unroll")
-            L.append(f"      for (int c = 0; c < {B}; ++c) {{")
-            L.append(f"        const {idx} r = r0 + c * {self.span * v};")
-            L.append("        if (r < R) {")
-            self._split("r", self.k.reduced, "      ")
-            self._vector_step(mine, stores, body, names, acc, batch, phase)
-            L.append("      }}")
-
     def _chunk_loop(self, count: int, wait: bool = False) -> None:
         """The head of a loop over this thread's first `count` vectors of the
         row (c), each at r where it is in the row (closed by "}}"); `wait`:
@@ -383,33 +367,6 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
             L.append(f"      if (c < {self.smem_chunks}) hir_cp_async_wait_pending({self.smem_chunks - 1} - c);")
         L.append(f"      const {self.idx} r = (lane + c * {self.span}) * {self.vec}{' - m_' if self.shift else ''};")
         L.append("      if (r < R) {")
-
-    def _batch(self, body) -> int:
-        """Vectors a thread of a looped row of LOOP_BATCH_THREADS threads (a long
-        row: one or two blocks an SM, rows.resident_rows) loads before it uses
-        them: batches of 4, 2 or 1, LOOP_BATCH_VECTORS vectors a thread at most
-        (a pass that loads more a point takes 1). The unrolled loop had one or
-        two loads in flight: the compiler interleaves them with their uses. H100
-        bf16, % of copy, unrolled / batches: log-softmax 1024x131072 72.4 / 76.5,
-        softmax 71.3 / 72.9, rmsnorm 77.0 / 82.4, layernorm 71.8 / 78.0, rmsnorm
-        512x262144 64.6 / 68.9. A batch of 4 in a pass of 2 or 3 loads spills
-        (layernorm 1024x131072 43.2 %); rows of fewer threads lose (layernorm
-        16384x8192 at 256 threads: 98.2 unrolled, 90.7 in batches of 2: the
-        registers cost blocks an SM)."""
-        loads = len({id(n) for n in body if id(n) in self.vloads})
-        if self._long_batch and self._passes == 1:
-            return self._long_batch
-        if rows.ONE_PASS_BATCH and self._passes == 1 and self.threads < LOOP_BATCH_THREADS:
-            # a one-pass row (a row sum, a var_mean) of fewer threads: each thread's
-            # few vectors (rows.row_threads: up to ROW_WORK, SHORT_ROW_WORK short)
-            # all loaded before their uses; unrolled, the loop's main body needs 4
-            # whole steps and the rest ran one load at a time
-            short = max(rows.SHORT_ROW_WORK, rows.SHORT_ROW_MOST if rows.SHORT_ROW_FILL else 0)
-            work = min(rows.ONE_PASS_BATCH, short if self.threads < 32 else rows.ROW_WORK)
-            return max((b for b in range(work, 0, -1) if b * loads <= max(rows.ONE_PASS_VECTORS, loads)), default=1)
-        if self.block != LOOP_BATCH_THREADS or self.threads != self.block:
-            return 1
-        return max((b for b in (4, 2, 1) if b * loads <= max(LOOP_BATCH_VECTORS, loads)), default=1)
 
     def _vector_step(self, mine, stores, body, names, acc, batch=None, phase="") -> None:
         """One vector of the row: its loads, the points' values, the stores (with
@@ -602,8 +559,6 @@ class _ReductionPrinter(_RowCopies, _RowCombines, _RowShifts, _Printer):
 
 FULL_OCCUPANCY = True  # persistent kernels ask for 2048 threads an SM (tune_reduction toggles it)
 FIRST_LOADS_AHEAD = True  # a persistent row's first pass loads every kept vector before using them
-LOOP_BATCH_THREADS = 1024  # looped rows of this many threads load batches of vectors (_batch)
-LOOP_BATCH_VECTORS = 6     # ... about this many vectors a thread at once
 LOOP_HINTS = True  # a long row's loop: its last pass's loads and the stores evict first (.cs)
 SMEM_HINTS = True  # cache hints on rows kept in shared memory (_smem_hint)
 INVARIANT_KEEP_BYTES = 64 * 1024  # a looped row's last pass: what every row reads, evict-first past this

@@ -369,7 +369,7 @@ def _row_threads(reduced: int) -> int:
 
 ONE_PASS_BATCH = 4
 """One-pass rows (a row sum, a max, a var_mean) of fewer than 1024 threads: the
-vectors a thread loads before it uses them (cuda_schedules' _batch; 0:
+vectors a thread loads before it uses them (cuda_row_batches' _batch; 0:
 `#pragma unroll 4`, whose main body needs 4 whole steps: a thread's 1 to 3
 vectors, or 4 past a row's end, were read one load at a time). H200 % of copy, same run, unrolled /
 batches (with SHORT_ROW_FILL): row sum fp32 167772x400 87.7 / 102, row max
@@ -396,7 +396,7 @@ ONE_PASS_LONG_WORDS = 28
 than 4 vectors and up to ONE_PASS_LONG load them all at once, where those
 vectors' words and 8 a reduction come to ONE_PASS_LONG_WORDS at most (a row
 sum's 5 vectors; the launch picks the variant of their count:
-spec.KernelSpec._long_batch; 0: batches of 4, cuda_schedules.LOOP_BATCH_THREADS).
+spec.KernelSpec._long_batch; 0: batches of 4, cuda_row_batches.LOOP_BATCH_THREADS).
 H200 % of copy, same run, batches of 4 / all at once: row sum fp32 3947x17000
 (5 a thread) 87.9 / 102, bf16 5000x40000 (5) 102 / 106; but at two blocks an
 SM a var_mean's spilled: fp32 3000x20000 (5) 92.5 / 74.3, bf16 1067x62841 (8)

@@ -1,0 +1,58 @@
+"""How a thread of a row's group loads its vectors in batches: every load of a
+batch, then their uses, where `#pragma unroll` had left few loads in flight
+(looped rows of LOOP_BATCH_THREADS threads, one-pass rows: rows.ONE_PASS_BATCH,
+ONE_PASS_LONG). A mixin of cuda_schedules._ReductionPrinter, whose _vector_pass
+asks _batch for the batch and prints it with _batch_body."""
+from __future__ import annotations
+
+from . import rows
+from .cuda import CTYPE
+
+LOOP_BATCH_THREADS = 1024  # looped rows of this many threads load batches of vectors (_batch)
+LOOP_BATCH_VECTORS = 6     # ... about this many vectors a thread at once
+
+
+class _RowBatches:
+    def _batch(self, body) -> int:
+        """Vectors a thread loads before it uses them (1: the unrolled loop): a
+        one-pass row's count the launch picked (rows.ONE_PASS_LONG); a one-pass
+        row of fewer threads, its few vectors (rows.ONE_PASS_BATCH); a row of
+        LOOP_BATCH_THREADS threads (a long row: one or two blocks an SM,
+        rows.resident_rows), batches of 4, 2 or 1, LOOP_BATCH_VECTORS vectors a
+        thread at most (a pass that loads more a point takes 1). The unrolled loop had one or
+        two loads in flight: the compiler interleaves them with their uses. H100
+        bf16, % of copy, unrolled / batches: log-softmax 1024x131072 72.4 / 76.5,
+        softmax 71.3 / 72.9, rmsnorm 77.0 / 82.4, layernorm 71.8 / 78.0, rmsnorm
+        512x262144 64.6 / 68.9. A batch of 4 in a pass of 2 or 3 loads spills
+        (layernorm 1024x131072 43.2 %); rows of fewer threads lose (layernorm
+        16384x8192 at 256 threads: 98.2 unrolled, 90.7 in batches of 2: the
+        registers cost blocks an SM)."""
+        loads = len({id(n) for n in body if id(n) in self.vloads})
+        if self._long_batch and self._passes == 1:
+            return self._long_batch
+        if rows.ONE_PASS_BATCH and self._passes == 1 and self.threads < LOOP_BATCH_THREADS:
+            # (rows.row_threads: up to ROW_WORK a thread, SHORT_ROW_MOST short)
+            short = max(rows.SHORT_ROW_WORK, rows.SHORT_ROW_MOST if rows.SHORT_ROW_FILL else 0)
+            work = min(rows.ONE_PASS_BATCH, short if self.threads < 32 else rows.ROW_WORK)
+            return max((b for b in range(work, 0, -1) if b * loads <= max(rows.ONE_PASS_VECTORS, loads)), default=1)
+        if self.block != LOOP_BATCH_THREADS or self.threads != self.block:
+            return 1
+        return max((b for b in (4, 2, 1) if b * loads <= max(LOOP_BATCH_VECTORS, loads)), default=1)
+
+    def _batch_body(self, B: int, mine, stores, body, names, acc) -> None:
+        """A batch of B vectors a thread at r0 onwards, each where it starts in
+        the row: every load, then their uses."""
+        L, idx, v = self.lines, self.idx, self.vec
+        batch = {}
+        for n in body:
+            if id(n) in self.vloads and id(n) not in batch:
+                batch[id(n)] = self.fresh()
+                L.append(f"      alignas(16) {CTYPE[n.dtype]} {batch[id(n)]}[{B * v}];")
+        for phase in ("loads", "uses"):
+            L.append("      #pragma unroll")
+            L.append(f"      for (int c = 0; c < {B}; ++c) {{")
+            L.append(f"        const {idx} r = r0 + c * {self.span * v};")
+            L.append("        if (r < R) {")
+            self._split("r", self.k.reduced, "      ")
+            self._vector_step(mine, stores, body, names, acc, batch, phase)
+            L.append("      }}")
