@@ -570,20 +570,22 @@ def test_rows_held_in_registers():
 @pytest.mark.parametrize("shape,kind,dtype,threads", [
     ((37, 144), "var_mean", D.Float, 16), ((50, 160), "var_mean", D.BFloat16, 8), ((9, 400), "sum", D.Float, 32),
     ((5, 856), "max", D.Float, 64), ((3, 4097), "sum", D.BFloat16, 256), ((40, 12), "sum", D.Float, 1),
-    ((33, 64), "sum", D.Half, 4), ((7, 36), "var_mean", D.Float, 4)], ids=str)
+    ((33, 64), "sum", D.Half, 4), ((7, 36), "var_mean", D.Float, 4), ((9, 400), "dot", D.Float, 32),
+    ((5, 1000), "dot", D.BFloat16, 32)], ids=str)
 def test_one_pass_rows_load_batches(shape, kind, dtype, threads):
     """A one-pass row (a sum, a max, a var_mean) read in vectors loads each
     thread's few vectors (up to ROW_WORK, or rows.SHORT_ROW_MOST short) before
-    it uses them (rows.ONE_PASS_BATCH), in blocks that ask for 2048
-    threads an SM; a short row whose threads' last loads would leave many
-    slots empty takes fewer threads (rows.SHORT_ROW_FILL: 36 vectors over 16
-    threads, not 32). Results against torch (the GPU runs the batches), the
-    rule, the kernel's loop."""
+    it uses them (rows.ONE_PASS_BATCH), in blocks that ask for 2048 threads an
+    SM where the batch's words fit rows.FULL_OCCUPANCY_WORDS (not two inputs'
+    4 vectors each: `dot`); a short row whose threads' last loads would leave
+    many slots empty takes fewer threads (rows.SHORT_ROW_FILL: 36 vectors over
+    16 threads, not 32). Results against torch (the GPU runs the batches), the
+    rule, the kernel's loop and bounds."""
     from hostir.codegen import rows
     assert rows.row_threads(36, batched=True) == 16 and rows.row_threads(36) == 32
     assert rows.row_threads(20, batched=True) == 8 and rows.row_threads(8, batched=True) == 4
     assert rows.row_threads(3, batched=True) == 1 and rows.row_threads(100, batched=True) == 32
-    x = rand(shape, dtype)
+    x, y = rand(shape, dtype), rand(shape, dtype)
 
     def build(fd):
         t = declare(fd, x)
@@ -591,11 +593,15 @@ def test_one_pass_rows_load_batches(shape, kind, dtype, threads):
             var, mean = fd.ops.var_mean(t, [1], correction=1)
             fd.add_output(var)
             fd.add_output(mean)
+        elif kind == "dot":
+            fd.add_output(fd.ops.sum(fd.ops.mul(fd.ops.cast(t, D.Float), fd.ops.cast(declare(fd, y), D.Float)), [1]))
         else:
             fd.add_output(getattr(fd.ops, kind)(t, [1]))
-    outs, fd = _run_keeping_fd(build, [x])
+    outs, fd = _run_keeping_fd(build, [x, y] if kind == "dot" else [x])
     xd = x.double()
-    if kind == "var_mean":
+    if kind == "dot":
+        check(outs[0], (xd * y.double()).sum(1).float(), kind="reduction", atol=1e-4 * shape[1] ** 0.5)
+    elif kind == "var_mean":
         v, m = torch.var_mean(xd, 1, correction=1)
         check(outs[0], v.to(x.dtype), kind="reduction")
         check(outs[1], m.to(x.dtype), kind="reduction")
@@ -603,11 +609,12 @@ def test_one_pass_rows_load_batches(shape, kind, dtype, threads):
         check(outs[0], (xd.sum(1) if kind == "sum" else xd.amax(1)).to(x.dtype), kind="reduction")
     (spec,) = _reduction_specs(fd)
     k = spec.kernel_for(list(shape))[0]
-    var = spec.choose(k, list(shape), [x], None, [])
+    var = spec.choose(k, list(shape), [x, y] if kind == "dot" else [x], None, [])
     assert var.threads == threads and not var.chunks and var.vec > 1, var.name
     src = var.source
     assert f"for (int r0 = {'lane * ' + str(var.vec) if not var.shift else ''}" in src
-    assert f"__launch_bounds__({var.block}, {2048 // var.block})" in src
+    bounded = f"__launch_bounds__({var.block}, {2048 // var.block})" in src
+    assert bounded == (kind != "dot") and (bounded or f"__launch_bounds__({var.block})" in src)
     off = rows.ONE_PASS_BATCH
     try:
         rows.ONE_PASS_BATCH = 0
@@ -648,6 +655,8 @@ def test_long_one_pass_rows_load_at_once(cols, kind, batch):
     assert ("_n5_" in var.name) == (batch == 5)
     assert f"float v1[{4 * (batch or 4)}];" in var.source or kind == "var_mean"
     assert "__launch_bounds__(1024, 2)" in var.source
+    import conftest  # (the session's NVRTC compile: variants past Spec.typical_variants)
+    conftest._KERNEL_SOURCES.setdefault(var.source, var.name)
 
 
 def kernel_text_source(var):
@@ -1128,6 +1137,8 @@ def test_outer_few_blocks(shape, dtype, few, monkeypatch):
     assert var.outer and var.few == few, var.name
     blocks = cuda_outer.OUTER_FEW_BLOCKS if few else cuda_outer.outer_blocks(var.vec, var.block)
     assert f"__launch_bounds__({var.block}, {blocks})" in var.source
+    import conftest  # (the session's NVRTC compile: variants past Spec.typical_variants)
+    conftest._KERNEL_SOURCES.setdefault(var.source, var.name)
     tiles = -(-shape[1] // ((var.threads or 32) * var.vec))
     big = [1 << 20, shape[1]]  # (rows enough for the split to reach its aim)
     aim = blocks // cuda_outer.OUTER_WIDE_SHARE if tiles > 1 else blocks

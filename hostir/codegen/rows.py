@@ -380,8 +380,11 @@ sum fp32 466033x144 75.7 / 99.5, var_mean fp32 466033x144 54.5 / 82.7, bf16
 lost: var_mean fp32 65536x1000 82.4, row sum fp32 167772x400 92.7."""
 ONE_PASS_VECTORS = 8  # ... at most this many vector loads a batch
 ONE_PASS_BOUNDS = True
-"""... and such kernels ask for 2048 threads an SM (the printer's bounds): a
-var_mean's 4 vectors took 47 registers without (5 blocks of 256 an SM). H200 % of copy,
+"""... and such kernels ask for 2048 threads an SM (the printer's bounds)
+where the batch's words fit FULL_OCCUPANCY_WORDS (cuda_row_batches'
+_bounded_batch; a batch of several inputs' vectors takes the registers it
+needs: not measured): a var_mean's 4 vectors took 47 registers without (5
+blocks of 256 an SM). H200 % of copy,
 same run, without / with (batches of 2 for short rows then): var_mean fp32
 466033x144 55.2 / 66.0; others within 2 (var_mean bf16 16384x8192 93.4 / 90.1,
 row sum bf16 300000x200 92.4 / 90.4)."""

@@ -486,8 +486,6 @@ class KernelSpec(_RowRules):
             if k.reduced and self._outer(k):
                 out += [self.variant(k, 1, "long long", outer=True), self.variant(k, 1, "int", outer=True),
                         self.variant(k, self._vec[id(k)], "int", outer=True)]
-                if outer_few(k, 1, 0, 32, 1):  # 2-byte inputs: tiles of a point a lane in few blocks an SM
-                    out.append(self.variant(k, 1, "int", outer=True, few=True))
                 narrow = outer_lanes(6 * self._vec[id(k)], self._vec[id(k)])
                 if narrow:  # a narrow kept dim's tile
                     out.append(self.variant(k, self._vec[id(k)], "int", narrow, outer=True))
@@ -498,8 +496,6 @@ class KernelSpec(_RowRules):
                 out += [self.variant(k, 1, "long long", rows.ROW_THREADS[0])]
                 out += [self.variant(k, self._vec[id(k)], "int", t) for t in rows.ROW_THREADS[::2]]
                 out += [self.variant(k, self._vec[id(k)], "int", *self._row_schedule(k, n)) for n in (6, 256, 1000)]
-                if not self._passes(k)[0] and rows.ONE_PASS_LONG:  # a long one-pass row's batch of 5
-                    out.append(self.variant(k, self._vec[id(k)], "int", rows.ROW_THREADS[-1], batch=5))
                 if k is self.online:  # its rows are long: several vectors a thread kept
                     out.append(self.variant(k, self._vec[id(k)], "int", *self._row_schedule(k, 4096)))
                 elif self._row_schedule(k, 4096)[2]:  # a long row kept in shared memory
