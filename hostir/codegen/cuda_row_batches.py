@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from . import rows
 from .cuda import CTYPE
+from .row_loads import batch_words
 
 LOOP_BATCH_THREADS = 1024  # looped rows of this many threads load batches of vectors (_batch)
 LOOP_BATCH_VECTORS = 6     # ... about this many vectors a thread at once
@@ -39,7 +40,7 @@ class _RowBatches:
             return 1
         return max((b for b in (4, 2, 1) if b * loads <= max(LOOP_BATCH_VECTORS, loads)), default=1)
 
-    def _bounded_batch(self, B: int, body) -> bool:
+    def _bounded_batch(self, B: int) -> bool:
         """Does a one-pass row's batch of B vectors a thread ask for full
         occupancy (rows.ONE_PASS_BOUNDS, ONE_PASS_LONG_BOUNDS at 1024 threads):
         its vectors' words within rows.FULL_OCCUPANCY_WORDS (one load's 4 or 5
@@ -47,9 +48,7 @@ class _RowBatches:
         registers they need)?"""
         if B < 2 or self._passes != 1 or not (self.threads < LOOP_BATCH_THREADS or rows.ONE_PASS_LONG_BOUNDS):
             return False
-        loads = {id(n): n for n in body if id(n) in self.vloads}.values()
-        words = B * sum(-(-self.vec * n.dtype.itemsize // 4) for n in loads)
-        return words <= rows.FULL_OCCUPANCY_WORDS
+        return batch_words(self.k, self.vec, B) <= rows.FULL_OCCUPANCY_WORDS
 
     def _batch_body(self, B: int, mine, stores, body, names, acc) -> None:
         """A batch of B vectors a thread at r0 onwards, each where it starts in

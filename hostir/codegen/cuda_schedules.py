@@ -300,7 +300,7 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
         the innermost extent and the tensors' alignment allow it)."""
         L, idx, v, k = self.lines, self.idx, self.vec, self.k
         B = 1 if self.chunks else self._batch(body)
-        self._batched = self._batched or self._bounded_batch(B, body)
+        self._batched = self._batched or self._bounded_batch(B)
         if self.chunks and FIRST_LOADS_AHEAD and (not self.smem_row or self._async_row()) and \
                 any(id(n) in self.cache and id(n) not in self.loaded for n in body):
             # the first pass: every kept vector's load, then their uses (the compiler

@@ -11,36 +11,44 @@ from .kir import Kernel
 from .row_loads import cached_loads, kept_weights, row_invariant_loads
 
 
+def _cuda_index(tensors) -> int | None:
+    """The index of the CUDA device the first CUDA tensor of these is on (the
+    current device where it names none); None where none is on CUDA."""
+    for t in tensors:
+        dev = getattr(t, "device", None)
+        if dev is not None and dev.type == "cuda":
+            if dev.index is not None:
+                return dev.index
+            import torch
+            return torch.cuda.current_device()
+    return None
+
+
 @functools.cache
 def _device_clusters(index: int) -> bool:
     import torch
     return torch.cuda.get_device_capability(index)[0] >= 9
 
 
+@functools.cache
+def device_sms(index: int) -> int:
+    """The SMs of CUDA device `index` (runtime.launch.sm_count asks here too)."""
+    import torch
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
 def launches_clusters(tensors) -> bool:
     """Does the CUDA device these tensors are on launch thread-block clusters
     (compute capability 9.0 and later)? False off CUDA."""
-    for t in tensors:
-        dev = getattr(t, "device", None)
-        if dev is not None and dev.type == "cuda":
-            return _device_clusters(dev.index if dev.index is not None else 0)
-    return False
-
-
-@functools.cache
-def _device_sms(index: int) -> int:
-    import torch
-    return torch.cuda.get_device_properties(index).multi_processor_count
+    index = _cuda_index(tensors)
+    return index is not None and _device_clusters(index)
 
 
 def launch_sms(tensors, default: int = 132) -> int:
     """The SMs of the CUDA device these tensors are on (`default` off CUDA:
     an H100's, so a CPU run picks the variants an H100 would)."""
-    for t in tensors:
-        dev = getattr(t, "device", None)
-        if dev is not None and dev.type == "cuda":
-            return _device_sms(dev.index if dev.index is not None else 0)
-    return default
+    index = _cuda_index(tensors)
+    return default if index is None else device_sms(index)
 
 
 def vector_slots(kernel: Kernel, vec: int, moving: bool = False) -> frozenset:

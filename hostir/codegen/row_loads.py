@@ -62,6 +62,13 @@ def held_words(kern: Kernel, vec: int, chunks: int) -> int:
         for n in kern.order if id(n) in vector_loads(kern, vec) and id(n) not in kept)
 
 
+def batch_words(kern: Kernel, vec: int, count: int) -> int:
+    """Registers (32-bit words) `count` vectors of each vector load take (a
+    one-pass row's batch: cuda_row_batches, spec.KernelSpec._long_batch)."""
+    return count * sum(-(-vec * kern.inputs[n.arg].dtype.itemsize // 4)
+                       for n in kern.order if id(n) in vector_loads(kern, vec))
+
+
 def row_invariant_loads(kern: Kernel) -> set[int]:
     """LOAD nodes of a reduction kernel whose place depends on no kept index
     (the same for every row: a normalization's weight and bias)."""

@@ -22,7 +22,7 @@ from .cuda_row_copies import copies_ahead
 from .cuda_flat import flat_block, flat_bytes, flat_fits, flat_ok, flat_over, flat_width
 from .cuda_outer import (SHARED_BYTES, outer_block, outer_few, outer_lanes, outer_ok, outer_scratch, outer_split,
                          outer_width, wrapped)
-from .row_loads import invariant_bytes, kept_weight_bytes, kept_weights, row_cache_bytes
+from .row_loads import batch_words, invariant_bytes, kept_weight_bytes, kept_weights, row_cache_bytes
 from .launch_checks import (funnel_slots, keep_weights_ok, launch_sms, launches_clusters, shift_ok, vector_ok,
                             vector_slots)
 from .cuda_tiles import STAGE_BYTES, STAGED, stage_block, staged_gather, tile_loads, transpose_tiles
@@ -311,8 +311,7 @@ class KernelSpec(_RowRules):
                 self._passes(kernel)[0]:
             return 0
         n = -(-vectors // var.threads)
-        loads = max(1, len(vector_slots(kernel, var.vec)))
-        words = 4 * n * loads + 8 * sum(1 for x in kernel.order if x.op == K.REDUCE)
+        words = batch_words(kernel, var.vec, n) + 8 * sum(1 for x in kernel.order if x.op == K.REDUCE)
         return n if 4 < n <= rows.ONE_PASS_LONG and words <= rows.ONE_PASS_LONG_WORDS else 0
 
     def _keeps_weights(self, var: Variant, rows_count: int) -> bool:

@@ -10,6 +10,7 @@ import torch
 
 from ..ir.dtypes import DataType
 from ..ir.errors import ExecutionError
+from ..codegen.launch_checks import device_sms
 from .nvrtc import compile_cubin
 
 def _complex_param(part):
@@ -71,15 +72,8 @@ def arch_of(device: torch.device) -> str:
     return f"sm_{major}{minor}"
 
 
-_sm_count: dict[int, int] = {}
-
-
 def sm_count(device: torch.device) -> int:
-    idx = device.index if device.index is not None else torch.cuda.current_device()
-    n = _sm_count.get(idx)
-    if n is None:
-        n = _sm_count[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
-    return n
+    return device_sms(device.index if device.index is not None else torch.cuda.current_device())
 
 
 class CompiledKernel:
