@@ -49,7 +49,19 @@ def parse_setting(text: str) -> tuple[str, list]:
     name, _, values = text.partition("=")
     if name == "disable":
         return name, values.split(",")
-    return name, [ast.literal_eval(v) for v in values.split(",")]
+    return name, [ast.literal_eval(v) for v in _top_level(values)]
+
+
+def _top_level(text: str) -> list[str]:
+    """`text` split at its commas outside brackets: "1,(2,3)" -> ["1", "(2,3)"]."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        if ch == "," and not depth:
+            parts.append(text[start:i])
+            start = i + 1
+    return parts + [text[start:]]
 
 
 @contextmanager

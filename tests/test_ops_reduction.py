@@ -485,11 +485,12 @@ def test_launch_rule_of_long_rows(dtype, monkeypatch):
             assert sp._row_schedule(k, n // vec) == (S.loop_threads(n // vec), 0, 0)
             # ... but a shifted row (no bounds) keeps them, up to REGISTER_LONG_MOST
             assert sp._row_schedule(k, n // vec + 1, shift=True) == (1024, -(-(n // vec + 1) // 1024), 0)
-        # 4 vectors of x: 24 words, one block an SM (rows.REGISTER_LONG_MOST)
-        assert sp._row_schedule(k, longest // vec) == (1024, 4, 0)
-        assert "__launch_bounds__(1024, 1)" in sp.variant(k, vec, "int", 1024, 4).source
-        monkeypatch.setattr(S, "REGISTER_LONG_MOST", 16)
+        # 4 vectors of x: 24 words loop on boundaries; a shifted row keeps them
+        # (rows.REGISTER_LONG_MOST), one block an SM (no bounds)
         assert sp._row_schedule(k, longest // vec) == (S.LOOP_ROW_THREADS, 0, 0)
+        assert sp._row_schedule(k, longest // vec, shift=True) == (1024, 4, 0)
+        monkeypatch.setattr(S, "REGISTER_LONG_MOST", 16)
+        assert sp._row_schedule(k, longest // vec, shift=True) == (S.LOOP_ROW_THREADS, 0, 0)
         assert sp._row_schedule(k, 2 * longest // vec)[1] > 0  # shared memory (or registers)
     if dtype is D.BFloat16:  # a row in shared memory: read past L1 (its kept part), stored evict-first
         sp = specs["rmsnorm"]
@@ -1595,14 +1596,18 @@ def _layernorm_checked(x, w, b, weight_decl="sym"):
 
 
 @pytest.mark.parametrize("dtype,n,threads", [(D.Float, 2048, 1536), (D.BFloat16, 2048, 2048),
-                                             (D.Float, 512, 1536), (D.BFloat16, 512, 2048)],
+                                             (D.Float, 512, 1536), (D.BFloat16, 512, 2048),
+                                             (D.BFloat16, 8192, 1536), (D.BFloat16, 16384, 1536),
+                                             (D.Half, 3072, 1536)],
                          ids=lambda v: getattr(v, "name", str(v)))
 def test_persistent_rows_ask_for_the_threads_their_registers_allow(dtype, n, threads):
     """A persistent layernorm asks the compiler for a full SM (2048 threads, 32
     registers) where the vectors a thread holds fit (bf16: 2 chunks of x, a
     weight and a bias vector); fp32 (4 chunks of x, weight, bias) spilled at 32
-    registers and asks for 1536 (rows.FULL_OCCUPANCY_WORDS). The
-    results match torch either way."""
+    registers and asks for 1536 (rows.FULL_OCCUPANCY_WORDS); so do rows of
+    17 to 32 points a thread (rows.BOUNDED_POINTS: bf16 rows of 8192 and
+    16384, 4 vectors a thread; fp16 rows of 3072, 3). The results match
+    torch either way."""
     x = rand((6, n), dtype)
     spec = _layernorm_checked(x, rand((n,), dtype), rand((n,), dtype))
     k = spec.kernel_for([6, n])[0]

@@ -204,7 +204,8 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
         it asks for 1536 threads (40 registers): at 32 an fp32 layernorm
         (4 chunks of x, a vector of weight and of bias) spilled. So does a row
         of two passes of 1024 threads held past 16 points a thread
-        (rows.REGISTER_LONG_WORDS, REGISTER_LONG_MOST). A row kept in shared memory and registers
+        (rows.REGISTER_LONG_WORDS, REGISTER_LONG_MOST). Rows of more points a
+        thread, up to rows.BOUNDED_POINTS, ask for 1536. A row kept in shared memory and registers
         asks for the blocks its shared memory leaves room for (SMEM_REST_BOUNDS;
         H100 % of copy, without / with: softmax bf16 4096x65536 96.9 / 98.6,
         fp16 2048x65536 96.4 / 100.1, layernorm bf16 2048x65536 90.6 / 95.4)."""
@@ -219,10 +220,11 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
         held = held_words(self.k, self.vec, self.chunks) if self.chunks and not self.smem_row else 0
         if self.shift and not SHIFT_FULL_OCCUPANCY:
             held = 0
-        if FULL_OCCUPANCY and held and self.block <= 1024 and \
-                (self.chunks * self.vec <= 16 or (self._passes == 2 and self.threads == 1024
-                                                  and held <= rows.REGISTER_LONG_MOST)):
-            threads = 2048 if held <= rows.FULL_OCCUPANCY_WORDS else 1536
+        points = self.chunks * self.vec
+        full = points <= rows.PERSISTENT_POINTS or (self._passes == 2 and self.threads == 1024
+                                                    and held <= rows.REGISTER_LONG_MOST)
+        if FULL_OCCUPANCY and held and self.block <= 1024 and (full or points <= rows.BOUNDED_POINTS):
+            threads = 2048 if full and held <= rows.FULL_OCCUPANCY_WORDS else 1536
             if threads // self.block:
                 return f"{self.block}, {threads // self.block}"
         return str(self.block)

@@ -67,15 +67,28 @@ FULL_OCCUPANCY_WORDS = 20
 """Persistent rows whose vectors a thread holds at once take this many
 registers at most ask for 2048 threads an SM (cuda_schedules' bounds), more
 for 1536."""
+BOUNDED_POINTS = 32
+"""... and rows of more than PERSISTENT_POINTS points a thread, up to this
+many, ask for 1536 (40 registers; without bounds a layernorm's 4 vectors of x,
+a weight's and a bias's took 48 to 62: two blocks of 512 an SM, or four of
+256). H200 % of copy, same run, none / 1536 (torch.compile): layernorm bf16
+8192x16384 84.0 / 93.9 (94.7), 16384x8192 92.6 / 95.7, 21845x3072 90.5 / 93.4,
+43690x1536 82.8 / 89.7, fp16 8192x12288 95.3 / 96.0, softmax bf16 10922x6144
+97.8 / 98.5; softmax bf16 16384x8192 98.1 / 97.4, rmsnorm bf16 16384x8192 97.8 /
+97.4 and four others within 0.4. At 1280 (two blocks of 512): layernorm
+8192x16384 86.2, fp16 8192x12288 81.2."""
 REGISTER_LONG_MOST = 24
 """... and up to this many where the row is off vector boundaries (a shifted
-row: no launch bounds) or past FULL_OCCUPANCY_WORDS (bounds of
-one block of 1024 an SM, no spills); not at 17-20, whose bounds of two blocks
-an SM spill. H100 % of copy, same run, loop / registers (24 words any row):
-layernorm bf16 2730x24577 61.7 / 69.4, 2219x30237 59.9 / 73.5, 2086x32167 60.1
-/ 74.9, 2048x32768 87.5 / 91.1, rmsnorm fp16 2730x24577 82.7 / 84.6; but
-layernorm bf16 8192x24576 (20 words) 92.0 / 88.8, so there it loops (fp16
-3355x20000, 20 words too, gained: 87.2 / 93.0)."""
+row: no launch bounds). H100 % of copy, same run, loop / registers (24 words
+any row): layernorm bf16 2730x24577 61.7 / 69.4, 2219x30237 59.9 / 73.5,
+2086x32167 60.1 / 74.9, rmsnorm fp16 2730x24577 82.7 / 84.6; layernorm bf16
+8192x24576 (20 words) 92.0 / 88.8, fp16 3355x20000 (20 too) 87.2 / 93.0.
+Rows on vector boundaries past REGISTER_LONG_WORDS loop: their one block of
+1024 an SM (bounds past FULL_OCCUPANCY_WORDS; two blocks spill at 17-20) lost
+on the H200 (same run, registers / loop: layernorm bf16 4096x32768 76.4 /
+88.7, 2048x32768 74.6 / 86.2, 3000x30000 72.3 / 78.4), where on an H100
+2048x32768 had run 91.1 / 87.5. (H200, shifted, registers / loop: layernorm
+bf16 2730x24577 51.5 / 48.3, 2086x32167 56.7 / 49.6.)"""
 
 
 REGISTER_ROWS = True

@@ -105,8 +105,8 @@ class _RowRules:
         if vec > 1 and two_reads and points >= rows.LOOP_MIN_POINTS and row_bytes <= rows.LOOP_ROW_BYTES:
             c = -(-vectors // rows.ROW_THREADS[-1])
             held = held_words(kernel, vec, c)
-            if kernel is not self.online and (held <= rows.REGISTER_LONG_WORDS or held <= rows.REGISTER_LONG_MOST and (
-                    shift or held > rows.FULL_OCCUPANCY_WORDS)):  # (rows.REGISTER_LONG_MOST)
+            if kernel is not self.online and (held <= rows.REGISTER_LONG_WORDS or (
+                    shift and held <= rows.REGISTER_LONG_MOST)):  # (rows.REGISTER_LONG_MOST)
                 return rows.ROW_THREADS[-1], c, 0
             return rows.ONLINE_LOOP_THREADS if kernel is self.online else rows.loop_threads(vectors), 0, 0
         long = vec > 1 and several and vectors > chunks * rows.ROW_THREADS[-1]
