@@ -1598,7 +1598,7 @@ def _layernorm_checked(x, w, b, weight_decl="sym"):
 @pytest.mark.parametrize("dtype,n,threads", [(D.Float, 2048, 1536), (D.BFloat16, 2048, 2048),
                                              (D.Float, 512, 1536), (D.BFloat16, 512, 2048),
                                              (D.BFloat16, 8192, 1536), (D.BFloat16, 16384, 1536),
-                                             (D.Half, 3072, 1536)],
+                                             (D.Half, 3072, 1536), (D.Float, 760, 1280)],
                          ids=lambda v: getattr(v, "name", str(v)))
 def test_persistent_rows_ask_for_the_threads_their_registers_allow(dtype, n, threads):
     """A persistent layernorm asks the compiler for a full SM (2048 threads, 32
@@ -1606,8 +1606,9 @@ def test_persistent_rows_ask_for_the_threads_their_registers_allow(dtype, n, thr
     weight and a bias vector); fp32 (4 chunks of x, weight, bias) spilled at 32
     registers and asks for 1536 (rows.FULL_OCCUPANCY_WORDS); so do rows of
     17 to 32 points a thread (rows.BOUNDED_POINTS: bf16 rows of 8192 and
-    16384, 4 vectors a thread; fp16 rows of 3072, 3). The results match
-    torch either way."""
+    16384, 4 vectors a thread; fp16 rows of 3072, 3), and 1280 past 24
+    words (fp32 rows of 760: 6 vectors of x a thread of a warp). The results
+    match torch either way."""
     x = rand((6, n), dtype)
     spec = _layernorm_checked(x, rand((n,), dtype), rand((n,), dtype))
     k = spec.kernel_for([6, n])[0]

@@ -68,6 +68,7 @@ FULL_OCCUPANCY_WORDS = 20
 registers at most ask for 2048 threads an SM (cuda_schedules' bounds), more
 for 1536."""
 BOUNDED_POINTS = 32
+BOUNDED_WORDS = 32
 """... and rows of more than PERSISTENT_POINTS points a thread, up to this
 many, ask for 1536 (40 registers; without bounds a layernorm's 4 vectors of x,
 a weight's and a bias's took 48 to 62: two blocks of 512 an SM, or four of
@@ -76,7 +77,11 @@ a weight's and a bias's took 48 to 62: two blocks of 512 an SM, or four of
 43690x1536 82.8 / 89.7, fp16 8192x12288 95.3 / 96.0, softmax bf16 10922x6144
 97.8 / 98.5; softmax bf16 16384x8192 98.1 / 97.4, rmsnorm bf16 16384x8192 97.8 /
 97.4 and four others within 0.4. At 1280 (two blocks of 512): layernorm
-8192x16384 86.2, fp16 8192x12288 81.2."""
+8192x16384 86.2, fp16 8192x12288 81.2.
+Past REGISTER_LONG_MOST words, up to BOUNDED_WORDS, they ask for 1280 (48
+registers; at 1536, 40 and 60 bytes of spill): layernorm fp32 88301x760, a
+warp a row, 6 vectors of x a thread (32 words: 95 registers without bounds),
+none / 1280 92.1 / 96.0 (torch.compile 96.6)."""
 REGISTER_LONG_MOST = 24
 """... and up to this many where the row is off vector boundaries (a shifted
 row: no launch bounds). H100 % of copy, same run, loop / registers (24 words
