@@ -205,8 +205,8 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
         (4 chunks of x, a vector of weight and of bias) spilled. So does a row
         of two passes of 1024 threads held past 16 points a thread
         (rows.REGISTER_LONG_WORDS, REGISTER_LONG_MOST). Rows of more points a
-        thread, up to rows.BOUNDED_POINTS, ask for 1536 (1280 past
-        REGISTER_LONG_MOST words, up to BOUNDED_WORDS). A row kept in shared memory and registers
+        thread, up to rows.BOUNDED_POINTS, ask for 1536 too; any row past
+        rows.PART_OCCUPANCY_WORDS (up to BOUNDED_WORDS) for 1280. A row kept in shared memory and registers
         asks for the blocks its shared memory leaves room for (SMEM_REST_BOUNDS;
         H100 % of copy, without / with: softmax bf16 4096x65536 96.9 / 98.6,
         fp16 2048x65536 96.4 / 100.1, layernorm bf16 2048x65536 90.6 / 95.4)."""
@@ -227,7 +227,7 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
         if FULL_OCCUPANCY and held and self.block <= 1024 and (full or (points <= rows.BOUNDED_POINTS
                                                                        and held <= rows.BOUNDED_WORDS)):
             threads = 2048 if full and held <= rows.FULL_OCCUPANCY_WORDS else \
-                1536 if held <= rows.REGISTER_LONG_MOST else 1280
+                1536 if held <= rows.PART_OCCUPANCY_WORDS else 1280
             if threads // self.block:
                 return f"{self.block}, {threads // self.block}"
         return str(self.block)

@@ -64,9 +64,10 @@ run, loop / registers: rmsnorm 8192x24576 94.4 / 99.4 (torch.compile 99.8);
 but layernorm 8192x24576 (weight and bias: 20 words, 46 registers, one block
 an SM) 96.5 / 82.8."""
 FULL_OCCUPANCY_WORDS = 20
+PART_OCCUPANCY_WORDS = 24
 """Persistent rows whose vectors a thread holds at once take this many
 registers at most ask for 2048 threads an SM (cuda_schedules' bounds), more
-for 1536."""
+for 1536 (40 registers), past PART_OCCUPANCY_WORDS for 1280 (48)."""
 BOUNDED_POINTS = 32
 BOUNDED_WORDS = 32
 """... and rows of more than PERSISTENT_POINTS points a thread, up to this
@@ -78,7 +79,7 @@ a weight's and a bias's took 48 to 62: two blocks of 512 an SM, or four of
 97.8 / 98.5; softmax bf16 16384x8192 98.1 / 97.4, rmsnorm bf16 16384x8192 97.8 /
 97.4 and four others within 0.4. At 1280 (two blocks of 512): layernorm
 8192x16384 86.2, fp16 8192x12288 81.2.
-Past REGISTER_LONG_MOST words, up to BOUNDED_WORDS, they ask for 1280 (48
+Past PART_OCCUPANCY_WORDS, up to BOUNDED_WORDS, they ask for 1280 (48
 registers; at 1536, 40 and 60 bytes of spill): layernorm fp32 88301x760, a
 warp a row, 6 vectors of x a thread (32 words: 95 registers without bounds),
 none / 1280 92.1 / 96.0 (torch.compile 96.6)."""
