@@ -75,16 +75,9 @@ to it, one hir_online; a point at a time costs a pair combine a point (two
 compares, four selects and the exp). Off: a point at a time."""
 
 
-def online_point(n: KNode, arrays: tuple[str, str], values: tuple[str, str], shifted: bool,
-                 indent: str) -> list[str]:
-    """Lines that keep point u's (a, c) of online_softmax REDUCE `n` for
-    online_vector. In a shifted row (`shifted`: in_ says whether the point is
-    the row's) a point off the row keeps (-inf, 0): it moves neither the
-    vector's max nor its sum (where the max is -inf too, it adds its c, 0)."""
-    if not shifted:
-        return [f"{indent}{arr}[u] = {x};" for arr, x in zip(arrays, values)]
-    offs = (_literal(float("-inf"), n.dtype), _literal(0, n.dtype))
-    return [f"{indent}{arr}[u] = in_ ? {x} : {off};" for arr, x, off in zip(arrays, values, offs)]
+def online_point(arrays: tuple[str, str], values: tuple[str, str], indent: str) -> list[str]:
+    """Lines that keep point u's (a, c) of an online_softmax REDUCE for online_vector."""
+    return [f"{indent}{arr}[u] = {x};" for arr, x in zip(arrays, values)]
 
 
 def online_vector(n: KNode, acc: str, a: str, c: str, vec: int, indent: str) -> list[str]:

@@ -63,7 +63,7 @@ class _RowBatches:
             L.append("      #pragma unroll")
             L.append(f"      for (int c = 0; c < {B}; ++c) {{")
             L.append(f"        const {idx} r = r0 + c * {self.span * v};")
-            L.append("        if (r < R) {")
+            L.append(f"        if ({self._in_row('r')}) {{")
             self._split("r", self.k.reduced, "      ")
             self._vector_step(mine, stores, body, names, acc, batch, phase)
             L.append("      }}")

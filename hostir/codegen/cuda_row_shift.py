@@ -4,13 +4,13 @@ row's shift m_ (_row_shift), and what every row reads alike (a weight, a
 bias), whose points sit elsewhere past their own boundaries: kept in shared
 memory placed as shifted as the block's rows (rows.KEEP_WEIGHTS:
 _keep_weights, _kept_weight), or funnel-shifted from its two aligned vectors
-(rows.FUNNEL_WEIGHTS: _funnel_load), else read a point at a time. The guarded
-and unguarded points of a vector are cuda_schedules' (_points)."""
+(rows.FUNNEL_WEIGHTS: _funnel_load), else read a point at a time; and the
+row's points outside its whole vectors, a point a thread (_edge_points)."""
 from __future__ import annotations
 
 from .cuda import CTYPE, VEC_TYPE, _closure, _offset
 from .kir import K, KNode
-from .row_loads import kept_weights
+from .row_loads import kept_share, kept_weights
 
 
 class _RowShifts:
@@ -28,11 +28,47 @@ class _RowShifts:
         self.emit_all([x for x in _closure([first], set()) if x.op != K.LOAD], at, i, "      ")
         p = f"in{first.arg} + {_offset([at[id(x)] for x in first.src[1:]], f'in{first.arg}')}"
         L.append(f"      m_ = (int)(reinterpret_cast<unsigned long long>({p}) / sizeof(*in{first.arg}) % {self.vec}); }}")
+        # (the row's points before its first whole vector, and after its last: _edge_points)
+        L.append(f"    const int h_ = (int)hir_min(({self.idx})(({self.vec} - m_) % {self.vec}), R);")
+        L.append(f"    const int t_ = (int)((R - h_) % {self.vec});")
+
+    def _edge_points(self, mine, stores, body, names, acc) -> None:
+        """A pass's points of a shifted row outside its whole vectors: its h_
+        first and t_ last (h_ + t_ < 2 x vec), one a thread of the row's group,
+        read, combined and stored a point at a time after the loop over the
+        whole vectors, which then takes one path with no guards.
+        (Before, 2026-11-29: the row's vectors from its first aligned one, the
+        first and last guarded a point at a time in the loop, so the warps that
+        held them ran both paths; ncu on rmsnorm bf16 92820x723: issue-bound,
+        23 of 32 threads active. H200 % of copy, same run, guarded ends /
+        these: rmsnorm bf16 92820x723 77.0 / 84.2, 5230x12831 73.4 / 84.0;
+        layernorm bf16 87267x769 64.9 / 74.3, fp16 62660x1071 65.6 / 70.6;
+        softmax fp16 87267x769 75.9 / 93.9, bf16 536870x125 55.2 / 75.6;
+        var_mean fp32 203978x329 76.6 / 80.5; others within 1.1 (softmax bf16
+        2097x32001 86.4 / 86.1, var_mean fp16 664444x101 51.5 / 50.4).
+        Tried before that, on the guarded ends, and removed: a warp vote a
+        chunk, one path for a pass of stores alone, ends in the last chunks.)"""
+        L, k, span = self.lines, self.k, self.span
+        for q in range(-(-(2 * self.vec - 2) // span)):
+            L.append(f"    if (lane + {q * span} < h_ + t_) {{  // a point of the row's head or tail")
+            L.append(f"      const {self.idx} e_ = lane + {q * span} < h_ ? lane + {q * span} "
+                     f": R - h_ - t_ + lane + {q * span};")
+            self._split("e_", k.reduced, "      ")
+            inner = dict(names)
+            for n in body:  # (kept weights from shared memory, where the vectors read them)
+                if id(n) in self.kept_w:
+                    share = kept_share(self.chunks, self.threads, self.vec)
+                    inner[id(n)] = (f"{self.kept_w[id(n)]}[(threadIdx.x / {self.threads}) * {share} "
+                                    f"+ i{self.inner} + m_]")
+            self.emit_all(body, inner, f"i{self.inner}", "      ")
+            self._combine(mine, acc, inner, "      ")
+            self._stores(stores, inner, "      ")
+            L.append("    }")
 
     def _kept_slots(self) -> None:
         """The shared memory of each kept weight (rows.KEEP_WEIGHTS): a group's
-        share holds the row's points, shifted, in its vectors."""
-        k, size = self.k, self.block * self.chunks * self.vec
+        share holds the row's points, shifted, in its vectors (row_loads.kept_share)."""
+        k, size = self.k, self.block // self.threads * kept_share(self.chunks, self.threads, self.vec)
         for n in kept_weights(k, self.vec):
             ct = CTYPE[k.inputs[n.arg].dtype]
             self.lines.append(f"  __shared__ __align__(16) {ct} {self.kept_w[id(n)]}[{size}];")
@@ -50,7 +86,7 @@ class _RowShifts:
         warp: layernorm bf16 87267x769 80.3 / 82.0, rows it left alone
         13104x5121 83.4 / 84.7, fp16 16380x4097 82.8 / 83.8; not kept.)"""
         L, k, T, v = self.lines, self.k, self.threads, self.vec
-        share = self.chunks * T * v
+        share = kept_share(self.chunks, T, v)
         L.append("    if (__syncthreads_or(m_ != kept_m_)) {  // (the last row's readers are done)")
         L.append("      #pragma unroll 1")
         L.append(f"      for ({self.idx} j_ = lane * {v}; j_ < R; j_ += {T * v}) {{")
@@ -74,7 +110,7 @@ class _RowShifts:
         size = k.inputs[n.arg].dtype.itemsize * v
         word = next(w for w in (16, 8, 4, 2, 1) if size % w == 0)
         arr = self.fresh()
-        share = self.chunks * self.threads * v
+        share = kept_share(self.chunks, self.threads, v)
         at = f"{self.kept_w[id(n)]} + (threadIdx.x / {self.threads}) * {share} + i{self.inner} + m_"
         L.append(f"      alignas(16) {ct} {arr}[{v}];")
         if word == 1:

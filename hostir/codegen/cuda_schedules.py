@@ -41,10 +41,10 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
 
     With `shift` (launch_checks.shift_ok), a row that starts m_ points past a vector
     boundary, or whose length is no multiple of `vec`, is read in vectors at
-    the boundaries: vector j of the row holds points j x vec - m_ onwards. Its
-    points before the row's start and past its end (in the same 16-byte lines
-    as points of the row) take no part in the reductions, and the vectors at
-    the row's ends are stored a point at a time."""
+    the boundaries: vector j of the row holds points j x vec + h_ onwards (h_:
+    the points before the first boundary in the row), the vectors wholly of
+    the row; the h_ points before them and those after the last, a point a
+    thread (cuda_row_shift._edge_points)."""
 
     def __init__(self, kern: Kernel, name: str, idx: str, block: int, threads: int, pdl: bool,
                  vec: int = 1, chunks: int = 0, smem_row: int = 0, cluster: int = 0,
@@ -175,6 +175,8 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
                 self._scalar_pass(mine, stores, body, names, acc)
             else:
                 self._vector_pass(mine, stores, body, names, acc)
+                if self.shift:
+                    self._edge_points(mine, stores, body, names, acc)
             self.exp_forms = {}
             self._group_reduce(mine, [reduces.index(n) for n in mine], acc)
             for n in mine:
@@ -286,7 +288,17 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
 
     def _start(self) -> str:
         """The first point of this thread's first vector of the row."""
-        return f"lane * {self.vec} - m_" if self.shift else f"lane * {self.vec}"
+        return f"lane * {self.vec}{self._first()}"
+
+    def _first(self) -> str:
+        """Where a row's vector 0 starts (added to its multiples of vec): a
+        shifted row's first vector wholly of it, h_ points in (_edge_points)."""
+        return " + h_" if self.shift else ""
+
+    def _in_row(self, r: str) -> str:
+        """Is the vector at `r` the row's (a shifted row's: wholly; its head
+        and tail points are _edge_points')?"""
+        return f"{r} + {self.vec} <= R" if self.shift else f"{r} < R"
 
     def _scalar_pass(self, mine, stores, body, names, acc) -> None:
         """One point of the row per thread and iteration."""
@@ -339,7 +351,7 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
             return
         else:  # unrolled: several vectors' loads in flight before their values are used
             L.append("    #pragma unroll 4")
-            L.append(f"    for ({idx} r = {self._start()}; r < R; r += {self.span * v}) {{")
+            L.append(f"    for ({idx} r = {self._start()}; {self._in_row('r')}; r += {self.span * v}) {{")
         self._split("r", k.reduced, "      ")
         self._vector_step(mine, stores, body, names, acc)
         if self.chunks and self.ahead and self._last_pass and self.waits:
@@ -369,8 +381,8 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
                      f"else hir_cp_async_wait_pending({S - 1} - c); }}")
         elif wait:
             L.append(f"      if (c < {self.smem_chunks}) hir_cp_async_wait_pending({self.smem_chunks - 1} - c);")
-        L.append(f"      const {self.idx} r = (lane + c * {self.span}) * {self.vec}{' - m_' if self.shift else ''};")
-        L.append("      if (r < R) {")
+        L.append(f"      const {self.idx} r = (lane + c * {self.span}) * {self.vec}{self._first()};")
+        L.append(f"      if ({self._in_row('r')}) {{")
 
     def _vector_step(self, mine, stores, body, names, acc, batch=None, phase="") -> None:
         """One vector of the row: its loads, the points' values, the stores (with
@@ -443,40 +455,10 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
         self.loaded.update(self.cache.keys() & {id(n) for n in loads})
         if phase == "loads":
             return
-        if not self.shift:
-            self._points(mine, stores, body, acc, inner, base, edge=False)
-            return
-        # a shifted row: only its first and last vectors hold points off the row; the
-        # others take the unguarded points (rows of SHIFT_SPLIT_THREADS threads or more).
-        # H100 % of copy, same run, every vector guarded / these: softmax bf16
-        # 2097x32001 88.7 / 92.3, 1335x50257 87.7 / 91.3, log-softmax bf16 2097x32001
-        # 86.7 / 91.4, layernorm bf16 13104x5121 79.4 / 80.6. Tried: a warp that
-        # holds a row's end takes both paths one after the other, so its warp voted
-        # each chunk (__all_sync) and took one: H100, same run, off (twice) / on:
-        # rmsnorm bf16 87267x769 86.5, 86.5 / 88.6, softmax fp16 769 96.3, 96.3 /
-        # 96.3, log-softmax bf16 2097x32001 92.7, 92.8 / 84.9, 441x151935 77.5,
-        # 77.2 / 74.5; removed. Also tried: a pass that combines nothing (the
-        # stores) as one path, only its stores guarded (1440 -> 1240 instructions,
-        # layernorm bf16 769): same run, off / on, rows in registers: rmsnorm bf16
-        # 87267x769 84.4, 86.3 / 88.8 (84.1, 86.3 / 88.9), layernorm bf16 769 80.1,
-        # 81.9 / 80.0, 13104x5121 83.4, 83.7 / 84.4, fp16 16380x4097 82.8, 84.8 /
-        # 85.9; with the weights funnel-shifted (rows.FUNNEL_WEIGHTS) rmsnorm 769
-        # 91.6, 93.5 / 92.8, layernorm fp16 4097 92.6, 93.1 / 92.7; rows in shared
-        # memory: log-softmax bf16 2097x32001 90.7, 92.6 / 87.5. Not kept.
-        if self.threads < SHIFT_SPLIT_THREADS:
-            self._points(mine, stores, body, acc, inner, base, edge=True)
-            return
-        L.append(f"      if ({i} >= 0 && {i} + {v} <= R) {{  // a vector wholly of the row")
-        self._points(mine, stores, body, acc, dict(inner), base, edge=False)
-        L.append("      } else {")
-        self._points(mine, stores, body, acc, inner, base, edge=True)
-        L.append("      }")
+        self._points(mine, stores, body, acc, inner, base)
 
-    def _points(self, mine, stores, body, acc, inner: dict, base: dict, edge: bool) -> None:
-        """The vector's points: their values, the combines, the stores. An `edge`
-        vector of a shifted row (its points before the row's start or past its
-        end stand in for points of the row: never combined or stored) guards
-        each point, and stores those of the row a point at a time."""
+    def _points(self, mine, stores, body, acc, inner: dict, base: dict) -> None:
+        """The vector's points: their values, the combines, the stores."""
         L, idx, v, k = self.lines, self.idx, self.vec, self.k
         i = f"i{self.inner}"
         arrs = []
@@ -490,20 +472,12 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
                 L.append(f"      {CTYPE[n.dtype]} {vectors[id(n)][0]}[{v}], {vectors[id(n)][1]}[{v}];")
         L.append("      #pragma unroll")
         L.append(f"      for (int u = 0; u < {v}; ++u) {{")
-        if edge:  # points off the row: a point of the row stands in (never stored or combined)
-            L.append(f"        const bool in_ = {i} + u >= 0 && {i} + u < R;")
-            L.append(f"        const {idx} ii = in_ ? {i} + u : 0;")
-        else:
-            L.append(f"        const {idx} ii = {i} + u;")
+        L.append(f"        const {idx} ii = {i} + u;")
         self.emit_all([n for n in body if id(n) in self.dep], inner, "ii", "        ")
-        if edge and mine:
-            L.append("        if (in_) {")
         self._combine([n for n in mine if id(n) not in vectors], acc, inner, "        ")
-        if edge and mine:
-            L.append("        }")
         for n in mine:
             if id(n) in vectors:
-                L.extend(online_point(n, vectors[id(n)], [inner[id(x)] for x in n.src], edge, "        "))
+                L.extend(online_point(vectors[id(n)], [inner[id(x)] for x in n.src], "        "))
         for (s, node, ix), arr in zip(stores, arrs):
             L.append(f"        {arr}[u] = {inner[id(node)]};")
         L.append("      }")
@@ -511,15 +485,8 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
             if id(n) in vectors:
                 L.extend(online_vector(n, acc[id(n)], *vectors[id(n)], v, "      "))
         for (s, node, ix), arr in zip(stores, arrs):
-            off = _offset([base[id(x)] for x in ix], f"out{s}")
-            if edge:  # (the launch checked: contiguous along the row)
-                L.append(f"      if (active && {i} >= 0 && {i} + {v} <= R)")
-                self.vector_store(s, arr, off)
-                L.append(f"      else if (active) for (int u = 0; u < {v}; ++u) "
-                         f"if ({i} + u >= 0 && {i} + u < R) out{s}[{off} + u] = {arr}[u];")
-            else:
-                L.append("      if (active)")
-                self.vector_store(s, arr, off)
+            L.append("      if (active)")
+            self.vector_store(s, arr, _offset([base[id(x)] for x in ix], f"out{s}"))
 
     def _reread(self, n: KNode, cache: str) -> str:
         """This thread's vector `c` of a cached load, read again in a later pass:
@@ -568,10 +535,12 @@ SMEM_HINTS = True  # cache hints on rows kept in shared memory (_smem_hint)
 INVARIANT_KEEP_BYTES = 64 * 1024  # a looped row's last pass: what every row reads, evict-first past this
 SMEM_REST_BOUNDS = True  # rows kept in shared memory and registers ask for the blocks their shared memory allows (bounds)
 SHIFT_FULL_OCCUPANCY = False
-"""Shifted rows (their guarded and unguarded points: more registers) ask for no
-occupancy (bounds). H100 % of copy, same run, asked / not: layernorm fp32
-65344x1027 75.8 / 98.2 (32 registers and 132 bytes of spill loads a thread, or
-40 and none), bf16 87267x769 74.5 / 73.8, 13104x5121 86.6 / 86.8, rmsnorm bf16
-87267x769 83.3 / 82.9, softmax fp16 87267x769 87.0 / 87.1."""
-SHIFT_SPLIT_THREADS = 32  # shifted rows of this many threads or more: vectors wholly of the row unguarded
+"""Shifted rows ask for no occupancy (bounds). H100 % of copy, same run, asked
+/ not (when their first and last vectors took a guarded path too): layernorm
+fp32 65344x1027 75.8 / 98.2 (32 registers and 132 bytes of spill loads a
+thread, or 40 and none), bf16 87267x769 74.5 / 73.8, 13104x5121 86.6 / 86.8,
+rmsnorm bf16 87267x769 83.3 / 82.9, softmax fp16 87267x769 87.0 / 87.1. With
+their head and tail a point a thread (cuda_row_shift._edge_points), H200, not /
+asked: layernorm fp32 65344x1027 91.3 / 81.2, fp16 16380x4097 74.4 / 66.9,
+softmax bf16 536870x125 77.8 / 82.1 (rows.shifted_vectors)."""
 LOAD_HINTS = False  # cache-eviction hints on persistent kernels' loads: measured slower (tune_reduction)

@@ -88,6 +88,13 @@ def kept_weights(kern: Kernel, vec: int) -> list[KNode]:
     return [n for n in kern.order if n.op == K.LOAD and id(n) in vl and id(n) in inv]
 
 
+def kept_share(chunks: int, threads: int, vec: int) -> int:
+    """The points of a kept weight a row's group holds in shared memory: its
+    threads' vectors, and two more for the shifted row's head and tail (the
+    row's point j at j + m_: cuda_row_shift._keep_weights)."""
+    return (chunks * threads + 2) * vec
+
+
 def kept_weight_bytes(kern: Kernel, vec: int, points: int) -> int:
     """Shared memory a block keeping its weights takes for rows of `points` points
     (each kept weight's elements)."""

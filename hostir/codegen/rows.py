@@ -225,6 +225,23 @@ off / on (torch.compile): rmsnorm bf16 16380x4097 62.4 / 99.1 (55.9), layernorm
 bf16 13104x5121 48.8 / 79.6 (42.2) (`benchmarks/knobs.py --set
 rows.SHIFTED_WEIGHTS=False,True`)."""
 
+def shifted_vectors(points: int, vec: int) -> int:
+    """The vectors a row of `points` off vector boundaries is scheduled by: its
+    vectors wholly of the row, points // vec at most (its head and tail
+    points are a point a thread: cuda_row_shift._edge_points), one at least
+    (a row shorter than a vector: all head and tail). Before, every vector
+    that holds a point of the row (one more, or two): H200 % of copy, same
+    run, those / these: layernorm bf16 87267x769 61.6 / 74.9 (96 vectors: 3 a
+    thread of a warp, not 4), rmsnorm bf16 87267x769 84.7 / 88.2, var_mean
+    fp16 664444x101 50.3 / 67.6, layernorm fp32 65344x1027 85.3 / 91.3, bf16
+    4096x4097 58.7 / 62.0; but layernorm bf16 13104x5121 73.8 / 69.7 (640
+    vectors: 5 a thread of 128, not 3 of 256); 15 others within 1.2.
+    (Shifted rows asking for occupancy, cuda_schedules.SHIFT_FULL_OCCUPANCY,
+    in that run: softmax bf16 536870x125 77.8 / 82.1, but layernorm fp32
+    65344x1027 91.3 / 81.2, fp16 16380x4097 74.4 / 66.9; not taken.)"""
+    return max(1, points // vec)
+
+
 ROW_WAITS = True
 """A row a block copies into shared memory by cp.async (cuda_row_copies.async_row)
 commits each chunk's copies as a group, and its first pass waits for each

@@ -22,7 +22,7 @@ from .cuda_row_copies import copies_ahead
 from .cuda_flat import flat_block, flat_bytes, flat_fits, flat_ok, flat_over, flat_width
 from .cuda_outer import (SHARED_BYTES, outer_block, outer_few, outer_lanes, outer_ok, outer_scratch, outer_split,
                          outer_width, wrapped)
-from .row_loads import batch_words, invariant_bytes, kept_weight_bytes, kept_weights, row_cache_bytes
+from .row_loads import batch_words, invariant_bytes, kept_share, kept_weight_bytes, kept_weights, row_cache_bytes
 from .launch_checks import (funnel_slots, keep_weights_ok, launch_sms, launches_clusters, shift_ok, vector_ok,
                             vector_slots)
 from .cuda_tiles import STAGE_BYTES, STAGED, stage_block, staged_gather, tile_loads, transpose_tiles
@@ -274,7 +274,7 @@ class KernelSpec(_RowRules):
             # (the weights of a shifted row funnel-shifted where their vectors start at boundaries)
             funnel = shift and rows.FUNNEL_WEIGHTS and bool(slots := funnel_slots(kernel, vec)) and \
                 vector_ok(vec, [ins[s] for s in slots], [vec])
-            vectors = -(-(per_row + vec - 1) // vec) if shift else per_row // vec  # (shifted: a head)
+            vectors = rows.shifted_vectors(per_row, vec) if shift else per_row // vec
             d = self._double(kernel, vectors) if vec > 1 and not shift and launches_clusters(ins) else 0
             if d:
                 c = -(-(-(-vectors // d)) // rows.ROW_THREADS[-1])
@@ -323,7 +323,7 @@ class KernelSpec(_RowRules):
         if not (rows.KEEP_WEIGHTS and var.chunks and not var.smem_row and not var.cluster
                 and rows_count >= rows.KEEP_WEIGHTS_ROWS and var.block >= rows.KEEP_WEIGHTS_BLOCK):
             return False
-        size = kept_weight_bytes(var.kernel, var.vec, var.chunks * var.vec * var.block)
+        size = kept_weight_bytes(var.kernel, var.vec, var.block // var.threads * kept_share(var.chunks, var.threads, var.vec))
         loads = len(kept_weights(var.kernel, var.vec))
         return loads >= rows.KEEP_WEIGHTS_LOADS and 0 < size <= rows.KEEP_WEIGHTS_BYTES
 

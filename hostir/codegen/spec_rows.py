@@ -52,7 +52,7 @@ class _RowRules:
 
     def _row_vectors(self, full: list[int]) -> int:
         """The vectors a row of the plain kernel over extents `full` takes (a
-        shifted row: one more, its head); 0 where rows are not read in vectors."""
+        shifted row: rows.shifted_vectors); 0 where rows are not read in vectors."""
         k = self.plain
         vec = self._vec[id(k)]
         if vec == 1 or not full:
@@ -61,7 +61,7 @@ class _RowRules:
         if full[-1] % vec:  # rows off vector boundaries: shifted vectors where tensors allow
             if not shift_possible(k, vec, full, self.options.shifted_rows):
                 return 0
-            return -(-(per_row + vec - 1) // vec)
+            return rows.shifted_vectors(per_row, vec)
         return per_row // vec
 
     def _passes(self, kernel: Kernel) -> tuple[bool, bool]:
