@@ -55,9 +55,11 @@ def run_and_verify(fd, inputs):
 
 
 # ---------------------------------------------------------------- nvrtc: compile every generated kernel
-# Every pointwise kernel any test generates is compiled to sm_90 cubin at the
-# end of the session (per xdist worker), so CI proves the CUDA printer's output
-# compiles without a GPU. HOSTIR_TEST_NVRTC=0 skips it.
+# Every kernel any test generates (each spec's typical variants, and the variants
+# tests add) is compiled to sm_90 cubin at the end of the session, so CI proves the
+# CUDA printer's output compiles without a GPU. Each xdist worker hands its
+# kernels to the controller, which compiles them once, in batches, on a pool of
+# processes (tests/nvrtc_batches.py). HOSTIR_TEST_NVRTC=0 skips it.
 
 
 from hostir.codegen import spec as _spec
@@ -96,52 +98,36 @@ def pytest_configure(config):
         os.environ["HOSTIR_NVRTC_REPORT_DIR"] = tempfile.mkdtemp(prefix="hostir-nvrtc-")
 
 
-def _compile_all() -> tuple[int, list]:
-    from concurrent.futures import ThreadPoolExecutor
-
-    from hostir.runtime.nvrtc import OPTIONS, compile_cubin
-    failures = []
-    # unoptimized (-G): it proves the source compiles, in about half the NVRTC time of
-    # an optimized build (reduction kernels 225 -> 111 ms, pointwise 77 -> 54); the GPU
-    # script (scripts/gpu_check.sh) runs them optimized
-    options = OPTIONS + ("-G",)
-
-    def build(item):
-        src, name = item
-        if not name:
-            failures.append((src, "printer error"))
-            return
-        try:
-            cubin = compile_cubin(src, "sm_90", name, options)
-            if not cubin.startswith(b"\x7fELF"):
-                failures.append((name, "not an ELF cubin"))
-        except Exception as e:
-            failures.append((name, f"{e}\n{src}"))
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        list(pool.map(build, _KERNEL_SOURCES.items()))
-    return len(_KERNEL_SOURCES), failures
-
-
 def pytest_sessionfinish(session, exitstatus):
+    import pickle
+    import shutil
     report_dir = os.environ.get("HOSTIR_NVRTC_REPORT_DIR")
     worker = getattr(session.config, "workerinput", None)
-    if os.environ.get("HOSTIR_TEST_NVRTC", "1") != "0" and _KERNEL_SOURCES:
-        if not _nvrtc_available():
-            lines = ["nvrtc: NVRTC not available; generated kernels were not compiled"]
-        else:
-            n, failures = _compile_all()
-            lines = [f"nvrtc: compiled {n} generated kernels to sm_90 cubin, {len(failures)} failed"]
-            lines += [f"nvrtc FAILED {name}: {why[:3000]}" for name, why in failures[:5]]
-            if failures:
-                session.exitstatus = 1
-        if report_dir:
-            tag = worker["workerid"] if worker else "main"
-            with open(os.path.join(report_dir, f"{tag}.txt"), "w") as f:
-                f.write("\n".join(lines) + "\n")
-    if worker is None and report_dir and os.path.isdir(report_dir):
-        text = "".join(open(os.path.join(report_dir, f)).read() for f in sorted(os.listdir(report_dir)))
-        if text:
-            print("\n" + text, end="")
-        if "FAILED" in text:
-            session.exitstatus = 1
+    if os.environ.get("HOSTIR_TEST_NVRTC", "1") == "0" or not report_dir:
+        return
+    if worker is not None:  # an xdist worker: its kernels go to the controller
+        path = os.path.join(report_dir, f"{worker['workerid']}.pkl")
+        with open(path + ".tmp", "wb") as f:
+            pickle.dump(_KERNEL_SOURCES, f)
+        os.replace(path + ".tmp", path)
+        return
+    sources = dict(_KERNEL_SOURCES)
+    if os.path.isdir(report_dir):
+        for name in sorted(os.listdir(report_dir)):
+            if name.endswith(".pkl"):
+                with open(os.path.join(report_dir, name), "rb") as f:
+                    for src, kernel in pickle.load(f).items():
+                        sources.setdefault(src, kernel)
+        shutil.rmtree(report_dir, ignore_errors=True)
+    if not sources:
+        return
+    if not _nvrtc_available():
+        print("\nnvrtc: NVRTC not available; generated kernels were not compiled")
+        return
+    import nvrtc_batches
+    n, failures = nvrtc_batches.compile_all(sources, nvrtc_batches.workers())
+    print(f"\nnvrtc: compiled {n} generated kernels to sm_90 cubin, {len(failures)} failed")
+    for name, why in failures[:5]:
+        print(f"nvrtc FAILED {name}: {why[:3000]}")
+    if failures:
+        session.exitstatus = 1
