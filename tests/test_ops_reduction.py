@@ -1943,9 +1943,11 @@ def test_kept_rows_in_the_online_kernel(kind, dtype, n, q, monkeypatch):
     var = spec.variant(k, spec._vec[id(k)], "int", *spec._row_schedule(k, part), cluster=q, shift=shift)
     import conftest  # (the nvrtc check compiles it with the session's other kernels)
     conftest._KERNEL_SOURCES.setdefault(var.source, var.name)
-    loop, *edges = var.source.split("// a point of the row's head or tail")
-    assert "if (isinf(m_))" in loop and "y = hir_ms<" not in loop  # (no pair a point in the vectors' loop)
-    assert bool(edges) == shift  # (a shifted row's head and tail: a point a thread, rows.EDGE_POINTS)
+    edges = var.source.count("// a point of the row's head or tail")  # (cuda_row_shift._edge_loads)
+    assert "if (isinf(m_))" in var.source and bool(edges) == shift
+    # no pair a point in the vectors' loop: a pair a point only for a shifted row's head and tail
+    # points (one point a thread, in the pass that combines; the other pass stores)
+    assert var.source.count("y = hir_ms<") == (edges > 0) and var.source.count("_has) {") == edges
     combine = (f"hir_cluster_warps<32, {q}>(wslot0[parity]" if q  # (the cluster's warps' pairs at once)
                else "hir_warps_combine<1024>(smem0 + first")  # (the warps' pairs: a tree)
     assert combine in var.source

@@ -32,35 +32,55 @@ class _RowShifts:
         L.append(f"    const int h_ = (int)hir_min(({self.idx})(({self.vec} - m_) % {self.vec}), R);")
         L.append(f"    const int t_ = (int)((R - h_) % {self.vec});")
 
-    def _edge_points(self, mine, stores, body, names, acc) -> None:
-        """A pass's points of a shifted row outside its whole vectors: its h_
-        first and t_ last (h_ + t_ < 2 x vec), one a thread of the row's group,
-        read, combined and stored a point at a time after the loop over the
-        whole vectors, which then takes one path with no guards.
-        (Before, 2026-11-29: the row's vectors from its first aligned one, the
-        first and last guarded a point at a time in the loop, so the warps that
-        held them ran both paths; ncu on rmsnorm bf16 92820x723: issue-bound,
-        23 of 32 threads active. H200 % of copy, same run, guarded ends /
-        these: rmsnorm bf16 92820x723 77.0 / 84.2, 5230x12831 73.4 / 84.0;
-        layernorm bf16 87267x769 64.9 / 74.3, fp16 62660x1071 65.6 / 70.6;
-        softmax fp16 87267x769 75.9 / 93.9, bf16 536870x125 55.2 / 75.6;
-        var_mean fp32 203978x329 76.6 / 80.5; others within 1.1 (softmax bf16
-        2097x32001 86.4 / 86.1, var_mean fp16 664444x101 51.5 / 50.4).
-        Tried before that, on the guarded ends, and removed: a warp vote a
-        chunk, one path for a pass of stores alone, ends in the last chunks.)"""
-        L, k, span = self.lines, self.k, self.span
+    def _edge_loads(self, body, names, first: bool) -> list[tuple[str, dict]]:
+        """A pass's points of a shifted row outside its whole vectors (its h_
+        first and t_ last, h_ + t_ < 2 x vec), one a thread of the row's group:
+        their indices, and their loads issued before the loop over the whole
+        vectors (EDGE_LOADS_FIRST; `first`: the row's first pass), a thread
+        without a point reading the row's point 0. Returns, for each point a
+        thread, the name of its flag and the names its indices (and loads) took."""
+        L, k, span, out = self.lines, self.k, self.span, []
+        loads = [n for n in body if n.op == K.LOAD]
         for q in range(-(-(2 * self.vec - 2) // span)):
-            L.append(f"    if (lane + {q * span} < h_ + t_) {{  // a point of the row's head or tail")
-            L.append(f"      const {self.idx} e_ = lane + {q * span} < h_ ? lane + {q * span} "
+            e = self.fresh()
+            L.append(f"    const bool {e}_has = lane + {q * span} < h_ + t_;  // a point of the row's head or tail")
+            L.append(f"    const {self.idx} {e}_at = !{e}_has ? 0 : lane + {q * span} < h_ ? lane + {q * span} "
                      f": R - h_ - t_ + lane + {q * span};")
-            self._split("e_", k.reduced, "      ")
-            inner = dict(names)
+            self._split(f"{e}_at", k.reduced, "    ", prefix=f"{e}_i")
+            at = dict(names)
+            for n in k.order:
+                if n.op == K.INDEX and n.arg in k.reduced:
+                    at[id(n)] = f"{e}_i{n.arg}"
             for n in body:  # (kept weights from shared memory, where the vectors read them)
                 if id(n) in self.kept_w:
                     share = kept_share(self.chunks, self.threads, self.vec)
-                    inner[id(n)] = (f"{self.kept_w[id(n)]}[(threadIdx.x / {self.threads}) * {share} "
-                                    f"+ i{self.inner} + m_]")
-            self.emit_all(body, inner, f"i{self.inner}", "      ")
+                    at[id(n)] = (f"{self.kept_w[id(n)]}[(threadIdx.x / {self.threads}) * {share} "
+                                 f"+ {e}_i{self.inner} + m_]")
+            if EDGE_LOADS_FIRST == 2 or (EDGE_LOADS_FIRST == 1 and first):
+                self.emit_all(_closure(loads, set()) + loads, at, f"{e}_i{self.inner}", "    ")
+            out.append((e, at))
+        return out
+
+    def _edge_points(self, mine, stores, body, acc, edges) -> None:
+        """After the loop over a shifted row's whole vectors (one path, no
+        guards), its head and tail points (_edge_loads) combined and stored a
+        point a thread. (Before, 2026-11-29: the row's vectors from its first
+        aligned one, the first and last guarded a point at a time in the loop,
+        so the warps that held them ran both paths; ncu on rmsnorm bf16
+        92820x723: issue-bound, 23 of 32 threads active. H200 % of copy, same
+        run, guarded ends / these: rmsnorm bf16 92820x723 77.0 / 84.2,
+        5230x12831 73.4 / 84.0; layernorm bf16 87267x769 64.9 / 74.3, fp16
+        62660x1071 65.6 / 70.6; softmax fp16 87267x769 75.9 / 93.9, bf16
+        536870x125 55.2 / 75.6; var_mean fp32 203978x329 76.6 / 80.5; others
+        within 1.1 (softmax bf16 2097x32001 86.4 / 86.1, var_mean fp16
+        664444x101 51.5 / 50.4). Tried before that, on the guarded ends, and
+        removed: a warp vote a chunk, one path for a pass of stores alone,
+        ends in the last chunks. Where their loads go: EDGE_LOADS_FIRST.)"""
+        L = self.lines
+        for e, at in edges:
+            L.append(f"    if ({e}_has) {{")
+            inner = dict(at)
+            self.emit_all(body, inner, f"{e}_i{self.inner}", "      ")
             self._combine(mine, acc, inner, "      ")
             self._stores(stores, inner, "      ")
             L.append("    }")
@@ -142,3 +162,16 @@ class _RowShifts:
         L.append(f"        *reinterpret_cast<uint4*>({arr}) = hir_funnel16(lo_, hi_, ({v} - m_) * "
                  f"{t.dtype.itemsize}); }}")
         return f"({arr})[u]"
+
+
+EDGE_LOADS_FIRST = 2
+"""Where a pass's head and tail points are read (_edge_loads): 2, before the
+loop over the whole vectors in every pass; 1, in the first pass only (later
+passes read them after the loop, in the points' step); 0, after the loop in
+every pass. After the loop, a row a block of 1024 threads waited for them
+once more: H200 % of copy, 0 (one run) / 2 (the next): row sum fp32
+5239x12809 82.8 / 103 (torch.compile 98.7), softmax bf16 536870x125 77.8 /
+86.7, layernorm bf16 87267x769 74.9 / 78.4, softmax bf16 12962x5177 83.4 /
+85.6; but rmsnorm bf16 5230x12831 82.4 / 74.1: the loads held across the
+loop took its 512-thread blocks from 40 registers to 47, 3 blocks an SM to 2
+(1 keeps 40 by NVRTC; not measured yet)."""

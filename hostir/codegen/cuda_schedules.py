@@ -174,9 +174,9 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
             if self.vec == 1:
                 self._scalar_pass(mine, stores, body, names, acc)
             else:
+                edges = self._edge_loads(body, names, p == work[0][0]) if self.shift else []
                 self._vector_pass(mine, stores, body, names, acc)
-                if self.shift:
-                    self._edge_points(mine, stores, body, names, acc)
+                self._edge_points(mine, stores, body, acc, edges)
             self.exp_forms = {}
             self._group_reduce(mine, [reduces.index(n) for n in mine], acc)
             for n in mine:
