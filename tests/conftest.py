@@ -104,6 +104,8 @@ def pytest_sessionfinish(session, exitstatus):
     report_dir = os.environ.get("HOSTIR_NVRTC_REPORT_DIR")
     worker = getattr(session.config, "workerinput", None)
     if os.environ.get("HOSTIR_TEST_NVRTC", "1") == "0" or not report_dir:
+        if worker is None and report_dir:
+            shutil.rmtree(report_dir, ignore_errors=True)
         return
     if worker is not None:  # an xdist worker: its kernels go to the controller
         path = os.path.join(report_dir, f"{worker['workerid']}.pkl")
