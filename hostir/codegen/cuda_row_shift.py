@@ -53,9 +53,7 @@ class _RowShifts:
                     at[id(n)] = f"{e}_i{n.arg}"
             for n in body:  # (kept weights from shared memory, where the vectors read them)
                 if id(n) in self.kept_w:
-                    share = kept_share(self.chunks, self.threads, self.vec)
-                    at[id(n)] = (f"{self.kept_w[id(n)]}[(threadIdx.x / {self.threads}) * {share} "
-                                 f"+ {e}_i{self.inner} + m_]")
+                    at[id(n)] = f"({self._kept_at(n, f'{e}_i{self.inner}')})[0]"
             if EDGE_LOADS_FIRST == 2 or (EDGE_LOADS_FIRST == 1 and first):
                 self.emit_all(_closure(loads, set()) + loads, at, f"{e}_i{self.inner}", "    ")
             out.append((e, at))
@@ -106,7 +104,6 @@ class _RowShifts:
         warp: layernorm bf16 87267x769 80.3 / 82.0, rows it left alone
         13104x5121 83.4 / 84.7, fp16 16380x4097 82.8 / 83.8; not kept.)"""
         L, k, T, v = self.lines, self.k, self.threads, self.vec
-        share = kept_share(self.chunks, T, v)
         L.append("    if (__syncthreads_or(m_ != kept_m_)) {  // (the last row's readers are done)")
         L.append("      #pragma unroll 1")
         L.append(f"      for ({self.idx} j_ = lane * {v}; j_ < R; j_ += {T * v}) {{")
@@ -116,22 +113,27 @@ class _RowShifts:
         for n in loads:
             got = self.vector_load(n, at)
             L.append(f"        for (int u = 0; u < {v}; ++u) if (j_ + u < R) "
-                     f"{self.kept_w[id(n)]}[(threadIdx.x / {T}) * {share} + j_ + u + m_] = {got};")
+                     f"({self._kept_at(n, 'j_ + u')})[0] = {got};")
         L.append("      }")
         L.append("      kept_m_ = m_;")
         L.append("      __syncthreads();")
         L.append("    }")
 
+    def _kept_at(self, n: KNode, point: str) -> str:
+        """Where kept weight `n`'s `point` of the row sits in the group's share
+        of shared memory: point j at j + m_ (row_loads.kept_share)."""
+        share = kept_share(self.chunks, self.threads, self.vec)
+        return f"{self.kept_w[id(n)]} + (threadIdx.x / {self.threads}) * {share} + {point} + m_"
+
     def _kept_weight(self, n: KNode) -> str:
-        """A kept weight's points of this vector (j x vec - m_ onwards: its place
+        """A kept weight's points of this vector (j x vec + h_ onwards: its place
         in shared memory is at a vector boundary), read as one aligned vector."""
         L, v, k = self.lines, self.vec, self.k
         ct = CTYPE[k.inputs[n.arg].dtype]
         size = k.inputs[n.arg].dtype.itemsize * v
         word = next(w for w in (16, 8, 4, 2, 1) if size % w == 0)
         arr = self.fresh()
-        share = kept_share(self.chunks, self.threads, v)
-        at = f"{self.kept_w[id(n)]} + (threadIdx.x / {self.threads}) * {share} + i{self.inner} + m_"
+        at = self._kept_at(n, f"i{self.inner}")
         L.append(f"      alignas(16) {ct} {arr}[{v}];")
         if word == 1:
             L.append(f"      for (int u = 0; u < {v}; ++u) {arr}[u] = ({at})[u];")
