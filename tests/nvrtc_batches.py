@@ -41,6 +41,8 @@ def build(batch: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """Compile a batch of (source, kernel name) sharing their opening as one
     program; [(name, why)] of those that fail (each compiled alone to tell)."""
     from hostir.runtime.nvrtc import _compile
+    if len(batch) == 1:  # (alone: nothing to rename, whatever its form)
+        return [(name, why) for src, name in batch if (why := _one(src, name)) is not None]
     head = batch[0][0].split('extern "C"', 1)[0]
     bodies = ['extern "C"' + src.split('extern "C"', 1)[1].replace(name, f"{name}__{j}")
               for j, (src, name) in enumerate(batch)]

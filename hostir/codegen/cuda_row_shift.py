@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .cuda import CTYPE, VEC_TYPE, _closure, _offset
 from .kir import K, KNode
-from .row_loads import kept_share, kept_weights
+from .row_loads import kept_block_points, kept_share, kept_weights
 
 
 class _RowShifts:
@@ -86,7 +86,7 @@ class _RowShifts:
     def _kept_slots(self) -> None:
         """The shared memory of each kept weight (rows.KEEP_WEIGHTS): a group's
         share holds the row's points, shifted, in its vectors (row_loads.kept_share)."""
-        k, size = self.k, self.block // self.threads * kept_share(self.chunks, self.threads, self.vec)
+        k, size = self.k, kept_block_points(self.chunks, self.threads, self.vec, self.block)
         for n in kept_weights(k, self.vec):
             ct = CTYPE[k.inputs[n.arg].dtype]
             self.lines.append(f"  __shared__ __align__(16) {ct} {self.kept_w[id(n)]}[{size}];")

@@ -95,6 +95,11 @@ def kept_share(chunks: int, threads: int, vec: int) -> int:
     return (chunks * threads + 2) * vec
 
 
+def kept_block_points(chunks: int, threads: int, vec: int, block: int) -> int:
+    """The points of a kept weight a block holds: each of its groups' share."""
+    return block // threads * kept_share(chunks, threads, vec)
+
+
 def kept_weight_bytes(kern: Kernel, vec: int, points: int) -> int:
     """Shared memory a block keeping its weights takes for rows of `points` points
     (each kept weight's elements)."""
