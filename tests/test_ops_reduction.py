@@ -1702,23 +1702,31 @@ def _shifted_rows_with_a_weight(x, dtype, n, vec):
 
 
 @pytest.mark.parametrize("n", [99, 769])
-def test_shifted_rows_ask_no_occupancy(n, monkeypatch):
-    """cuda_schedules.SHIFT_FULL_OCCUPANCY: a shifted row's kernel (guarded and
-    unguarded points) asks for no blocks an SM: at 32 registers a thread the
-    layernorm of fp32 rows of 1027 points spilled. Results against torch; with
-    the switch on, the same variant asks."""
+def test_shifted_rows_ask_occupancy_by_their_weights(n, monkeypatch):
+    """cuda_schedules.SHIFT_BOUNDS_WEIGHTS: a shifted row's kernel that reads
+    no weight (a layernorm without one) asks for the blocks an SM its aligned
+    twin does; with a weight and a bias it asks none (at 32 registers a
+    thread the layernorm of fp32 rows of 1027 points spilled), and asks where
+    the rule allows two. Results against torch."""
     from hostir.codegen import cuda_schedules
+    import conftest
     x = rand((9, n), D.Float)
     spec = _norm_checked("layernorm", x)
     k = spec.kernel_for([9, n])[0]
     var = spec.choose(k, [9, n], [x], None, [])
     assert var.shift and var.chunks, var.name
-    assert f"__launch_bounds__({var.block})" in var.source
-    import conftest
+    assert f"__launch_bounds__({var.block}, " in var.source
     conftest._KERNEL_SOURCES.setdefault(var.source, var.name)
-    monkeypatch.setattr(cuda_schedules, "SHIFT_FULL_OCCUPANCY", True)
+    w, b = rand((n,), D.Float), rand((n,), D.Float)
+    spec = _layernorm_checked(x, w, b, "sym")
+    k = spec.kernels[0]
+    var = spec.choose(k, [9, n], [x, w, b], None, [])
+    assert var.shift and var.chunks, var.name
+    assert f"__launch_bounds__({var.block})" in var.source
+    conftest._KERNEL_SOURCES.setdefault(var.source, var.name)
+    monkeypatch.setattr(cuda_schedules, "SHIFT_BOUNDS_WEIGHTS", 3)
     spec._variants.clear()  # (a fresh variant prints its source again)
-    asked = spec.choose(k, [9, n], [x], None, [])
+    asked = spec.choose(k, [9, n], [x, w, b], None, [])
     assert asked.name == var.name and f"__launch_bounds__({var.block}, " in asked.source
 
 

@@ -35,12 +35,17 @@ class _RowShifts:
     def _edge_loads(self, body, names, first: bool) -> list[tuple[str, dict]]:
         """A pass's points of a shifted row outside its whole vectors (its h_
         first and t_ last, h_ + t_ < 2 x vec), one a thread of the row's group:
-        their indices, and their loads issued before the loop over the whole
-        vectors (EDGE_LOADS_FIRST; `first`: the row's first pass), a thread
-        without a point reading the row's point 0. Returns, for each point a
-        thread, the name of its flag and the names its indices (and loads) took."""
+        their indices, and, in the row's first pass (`first`), their loads
+        issued before the loop over the whole vectors where the row keeps
+        them for later passes (EDGE_KEEP) or its group has EDGE_EARLY_THREADS
+        threads or more (else, and in later passes, after the loop), a
+        thread without a point reading the row's point 0. Returns, for each
+        point a thread, the name of its flag and the names its indices (and
+        loads) took."""
         L, k, span, out = self.lines, self.k, self.span, []
         loads = [n for n in body if n.op == K.LOAD]
+        if first:
+            self.edge_kept = {}
         for q in range(-(-(2 * self.vec - 2) // span)):
             e = self.fresh()
             L.append(f"    const bool {e}_has = lane + {q * span} < h_ + t_;  // a point of the row's head or tail")
@@ -54,8 +59,14 @@ class _RowShifts:
             for n in body:  # (kept weights from shared memory, where the vectors read them)
                 if id(n) in self.kept_w:
                     at[id(n)] = f"({self._kept_at(n, f'{e}_i{self.inner}')})[0]"
-            if EDGE_LOADS_FIRST == 2 or (EDGE_LOADS_FIRST == 1 and first):
-                self.emit_all(_closure(loads, set()) + loads, at, f"{e}_i{self.inner}", "    ")
+            kept = [n for n in loads if id(n) in self.cache]  # (the row's loads kept in registers)
+            if not first and EDGE_KEEP:
+                at.update({id(n): self.edge_kept[q, id(n)] for n in kept if (q, id(n)) in self.edge_kept})
+            early = [n for n in loads if id(n) not in at]
+            if early and first and ((EDGE_KEEP and kept) or span >= EDGE_EARLY_THREADS):
+                self.emit_all(_closure(early, set()) + early, at, f"{e}_i{self.inner}", "    ")
+                if first:
+                    self.edge_kept.update({(q, id(n)): at[id(n)] for n in kept})
             out.append((e, at))
         return out
 
@@ -73,7 +84,7 @@ class _RowShifts:
         within 1.1 (softmax bf16 2097x32001 86.4 / 86.1, var_mean fp16
         664444x101 51.5 / 50.4). Tried before that, on the guarded ends, and
         removed: a warp vote a chunk, one path for a pass of stores alone,
-        ends in the last chunks. Where their loads go: EDGE_LOADS_FIRST.)"""
+        ends in the last chunks. Where their loads go: EDGE_EARLY_THREADS.)"""
         L = self.lines
         for e, at in edges:
             L.append(f"    if ({e}_has) {{")
@@ -166,14 +177,29 @@ class _RowShifts:
         return f"({arr})[u]"
 
 
-EDGE_LOADS_FIRST = 2
-"""Where a pass's head and tail points are read (_edge_loads): 2, before the
-loop over the whole vectors in every pass; 1, in the first pass only (later
-passes read them after the loop, in the points' step); 0, after the loop in
-every pass. After the loop, a row a block of 1024 threads waited for them
-once more: H200 % of copy, 0 (one run) / 2 (the next): row sum fp32
-5239x12809 82.8 / 103 (torch.compile 98.7), softmax bf16 536870x125 77.8 /
-86.7, layernorm bf16 87267x769 74.9 / 78.4, softmax bf16 12962x5177 83.4 /
-85.6; but rmsnorm bf16 5230x12831 82.4 / 74.1: the loads held across the
-loop took its 512-thread blocks from 40 registers to 47, 3 blocks an SM to 2
-(1 keeps 40 by NVRTC; not measured yet)."""
+EDGE_KEEP = True
+"""A persistent row's head and tail points of the loads it keeps in registers
+(its x: cuda_schedules' `cache`) read once, before its first pass's loop,
+and kept in registers for the later passes, as its vectors are: not read
+again from L1 or L2 in each pass (a layernorm's three, a softmax's)."""
+EDGE_EARLY_THREADS = 512
+"""Where a pass's head and tail points are read (_edge_loads). After the loop
+over the whole vectors, a row a block of 1024 threads waits for them once
+more; before it, in every pass, the loads held across the loop took
+registers: H200 % of copy, same run, after the loop / before it in every
+pass / in the first pass only: row sum fp32 5239x12809 81.3 / 103 / 102
+(torch.compile 92.4), rmsnorm bf16 5230x12831 82.2 / 73.3 / 83.4 (40
+registers, 47, 40: 3 blocks of 512 an SM, 2, 3), softmax bf16 536870x125
+82.5 / 86.8 / 86.2, layernorm fp16 62660x1071 68.0 / 73.7 / 69.7, var_mean
+fp32 203978x329 86.2 / 80.9 / 80.8, rmsnorm fp16 253240x265 83.4 / 80.6 /
+81.1; 4 others within 1.5. The layernorms' later passes read their x's
+points again there; kept (EDGE_KEEP), in the first pass before the loop,
+nothing else before the loop (the next run, not kept / kept, every pass /
+kept, first pass, i.e. this rule but for the one-pass var_mean / kept,
+after the loop where nothing is kept, i.e. this rule but for row sums):
+rmsnorm bf16 5230x12831 74.3 / 73.5 / 84.4 / 84.7, layernorm fp16
+62660x1071 72.6 / 73.6 / 73.5 / 73.5, var_mean fp32 203978x329 81.1 / 81.1
+/ 81.1 / 84.8, softmax bf16 536870x125 83.6 / 87.1 / 85.5 / 87.2; 7 others
+within 1.6. One-pass rows keep nothing: their loads go before the loop in
+groups of this many threads or more (a row sum's block of 1024), else
+after it (a var_mean's warp, other rows' warps covering the wait)."""

@@ -56,8 +56,10 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
         # boundaries: funnel-shifted from its two aligned vectors around each shifted one
         # (rows.FUNNEL_WEIGHTS, 16-byte vectors), else a point at a time
         self.funnel: set[int] = set()
+        self.shift_weights = 0  # ... how many (bounds)
         if self.shift:
             invariant = self.vloads & row_invariant_loads(kern)
+            self.shift_weights = len(invariant)
             if funnel and not keep_weights:
                 self.funnel = {id(n) for n in kern.order if id(n) in invariant and funnel_load(kern, n, vec)}
             self.vloads = self.vloads - invariant
@@ -221,7 +223,7 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
         if rows.ONE_PASS_BOUNDS and self._batched and self.block <= 1024:
             return f"{self.block}, {2048 // self.block}"
         held = held_words(self.k, self.vec, self.chunks) if self.chunks and not self.smem_row else 0
-        if self.shift and not SHIFT_FULL_OCCUPANCY:
+        if self.shift and self.shift_weights >= SHIFT_BOUNDS_WEIGHTS:
             held = 0
         points = self.chunks * self.vec
         full = points <= rows.PERSISTENT_POINTS or (self._passes == 2 and self.threads == 1024
@@ -534,13 +536,21 @@ LOOP_HINTS = True  # a long row's loop: its last pass's loads and the stores evi
 SMEM_HINTS = True  # cache hints on rows kept in shared memory (_smem_hint)
 INVARIANT_KEEP_BYTES = 64 * 1024  # a looped row's last pass: what every row reads, evict-first past this
 SMEM_REST_BOUNDS = True  # rows kept in shared memory and registers ask for the blocks their shared memory allows (bounds)
-SHIFT_FULL_OCCUPANCY = False
-"""Shifted rows ask for no occupancy (bounds). H100 % of copy, same run, asked
-/ not (when their first and last vectors took a guarded path too): layernorm
-fp32 65344x1027 75.8 / 98.2 (32 registers and 132 bytes of spill loads a
-thread, or 40 and none), bf16 87267x769 74.5 / 73.8, 13104x5121 86.6 / 86.8,
-rmsnorm bf16 87267x769 83.3 / 82.9, softmax fp16 87267x769 87.0 / 87.1. With
-their head and tail a point a thread (cuda_row_shift._edge_points), H200, not /
-asked: layernorm fp32 65344x1027 91.3 / 81.2, fp16 16380x4097 74.4 / 66.9,
-softmax bf16 536870x125 77.8 / 82.1 (rows.shifted_vectors)."""
+SHIFT_BOUNDS_WEIGHTS = 2
+"""Shifted rows ask for the occupancy their aligned twins do (bounds) where
+they read fewer weights than this (an rmsnorm's one, a softmax's none); with
+more (a layernorm's two, each funnel-shifted or kept in shared memory), the
+compiler's registers. H200 % of copy, same run (funnels a uniform branch:
+hir_funnel16), none / asked / asked one step lower (2048 -> 1536, 1536
+-> 1280): rmsnorm bf16 5230x12831 78.4 / 90.0 / 78.5 (50 registers
+unbounded: 2 blocks of 512 an SM, 3 asked), 92820x723 90.6 / 92.7 / 90.6,
+rmsnorm fp16 253240x265 82.5 / 85.5 / 82.6; layernorm bf16 4096x4097 64.3 /
+61.2 / 67.2 (24 bytes of spill asked), fp16 16380x4097 84.7 / 78.0 / 87.4,
+fp32 65344x1027 94.8 / 90.7 / 94.6, fp16 62660x1071 73.3 / 68.5 / 67.4,
+bf16 229040x293 66.6 / 63.9 / 64.6; softmax bf16 536870x125 88.6 / 88.4 /
+84.7; 3 others within 1.6. (Before, when the shifted ends took a guarded
+path in the loop, H100, none / asked: layernorm fp32 65344x1027 98.2 / 75.8,
+132 bytes of spill loads; then with the head and tail a point a thread,
+H200: layernorm fp32 65344x1027 91.3 / 81.2, fp16 16380x4097 74.4 / 66.9,
+softmax bf16 536870x125 77.8 / 82.1.)"""
 LOAD_HINTS = False  # cache-eviction hints on persistent kernels' loads: measured slower (tune_reduction)

@@ -236,9 +236,9 @@ def shifted_vectors(points: int, vec: int) -> int:
     fp16 664444x101 50.3 / 67.6, layernorm fp32 65344x1027 85.3 / 91.3, bf16
     4096x4097 58.7 / 62.0; but layernorm bf16 13104x5121 73.8 / 69.7 (640
     vectors: 5 a thread of 128, not 3 of 256); 15 others within 1.2.
-    (Shifted rows asking for occupancy, cuda_schedules.SHIFT_FULL_OCCUPANCY,
-    in that run: softmax bf16 536870x125 77.8 / 82.1, but layernorm fp32
-    65344x1027 91.3 / 81.2, fp16 16380x4097 74.4 / 66.9; not taken.)"""
+    (Shifted rows asking for occupancy in that run, cuda_schedules'
+    SHIFT_BOUNDS_WEIGHTS: softmax bf16 536870x125 77.8 / 82.1, but layernorm
+    fp32 65344x1027 91.3 / 81.2, fp16 16380x4097 74.4 / 66.9; not taken then.)"""
     return max(1, points // vec)
 
 
