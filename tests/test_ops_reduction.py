@@ -550,7 +550,9 @@ ONLINE_SHAPES = [((6, 524296), True), ((6, 20001), True), ((6, 7), True), ((6, 1
 
 def test_rows_held_in_registers():
     """Rows of a softmax kept in registers take the threads that leave the
-    fewest vectors over (128 to 512 threads, up to 40 points a thread); rows
+    fewest vectors over (128 to 512 threads, up to 40 points a thread), short
+    rows the fewest threads, fewer where their slots fill more (rows.
+    ROW_FILL_GAIN); rows
     of 8192 to 16384 points stay there rather than take the online kernel
     while at most a quarter of the vectors idle."""
     from hostir.codegen.rows import register_row
@@ -560,6 +562,10 @@ def test_rows_held_in_registers():
     assert register_row(192, 2, 8) == (128, 2, 0)      # bf16 1536: no fewer than 128 threads
     assert register_row(64, 2, 8) == (32, 2, 0)        # short rows: the fewest threads
     assert register_row(8, 2, 8) == (4, 2, 0)          # bf16 64: part of a warp
+    assert register_row(8, 3, 8) == (4, 2, 0)          # ... all slots full at 4 threads of 2
+    assert register_row(37, 3, 8) == (8, 5, 0)         # bf16 296: 8 x 5 fill 92 % (16 x 3: 77 %)
+    assert register_row(134, 3, 8) == (32, 5, 0)       # fp16 1072: 84 % (64 x 3: 70 %)
+    assert register_row(41, 3, 8) == (16, 3, 0)        # bf16 333: no fewer threads at 5 or fewer
     assert register_row(3072, 4, 4) == (512, 6, 0)     # fp32 12288
     assert register_row(4096, 4, 4) == (512, 8, 0)     # fp32 16384
     x = rand((4, 12296), D.BFloat16)
@@ -1883,7 +1889,8 @@ def test_rows_two_warps_would_hold_take_one(kind, dtype, n, one, monkeypatch):
     rows' vectors a thread (2-byte rows of 769 to 1024 points: rows.REGISTER_ROW_POINTS) takes one warp
     at up to ONE_WARP_CHUNKS vectors a thread: no block combine. Results
     against torch (rows off vector boundaries among them); with the rule off,
-    64 threads."""
+    64 threads. (bf16 rows of 1042 points, 130 vectors, take a warp of 5
+    a thread by rows.ROW_FILL_GAIN, 81 % of its slots filled against 68.)"""
     from hostir.codegen import rows as row_rules
     x = rand((7, n), dtype)
     spec = _norm_checked(kind, x)
@@ -1891,6 +1898,10 @@ def test_rows_two_warps_would_hold_take_one(kind, dtype, n, one, monkeypatch):
     var = spec.choose(k, [7, n], [x], None, [])
     assert var.chunks > 0, var.name
     if not one:
+        assert (var.threads, var.chunks) == ((32, 5) if n == 1042 else (var.threads, var.chunks)), var.name
+        monkeypatch.setattr(row_rules, "ROW_FILL_GAIN", 0)
+        spec._variants.clear()
+        var = spec.choose(k, [7, n], [x], None, [])
         assert var.threads != 32 or n <= 512, var.name
         return
     assert var.threads == 32 and var.chunks <= row_rules.ONE_WARP_CHUNKS, var.name

@@ -124,7 +124,7 @@ def register_row(vectors: int, chunks: int, vec: int) -> tuple[int, int, int]:
     if REGISTER_ROWS and fits and vectors > chunks * 64:
         _, _, t, c = min(fits)
         return t, c, 0
-    t = next(t for t in group_threads() if vectors <= chunks * t)
+    t = fuller_group(vectors, next(t for t in group_threads() if vectors <= chunks * t))
     if t == 2 * ROW_THREADS[0] and vectors <= ONE_WARP_CHUNKS * t // 2:
         t //= 2  # one warp a row (ONE_WARP_CHUNKS)
     return t, max(1, -(-vectors // t)), 0
@@ -144,6 +144,33 @@ thread of 32, the fourth one thread's) in vectors half as wide, 7 a thread
 (194 of 224): H100 % of copy, same run, 8 wide / 4 wide (twice): softmax fp16
 87267x769 96.3 / 93.0, 95.1, rmsnorm bf16 86.5 / 89.3, 89.9, layernorm bf16
 82.5 / 79.9, 82.0 (54 registers against 48); not kept."""
+
+
+ROW_FILL_VECTORS = 5
+ROW_FILL_GAIN = 0.1
+"""A short row kept in registers (register_row: the fewest threads that hold
+it at its `chunks` vectors a thread) takes fewer threads, up to
+ROW_FILL_VECTORS vectors (80 bytes) a thread, where that fills ROW_FILL_GAIN
+more of its threads' slots (fuller_group; 0: off): 37 vectors of bf16 296
+points in 8 threads of 5, 40 slots, not 16 of 3, 48. H200 % of copy, same
+run, 16 x 3 / 8 x 5 (torch.compile): layernorm bf16 229040x296 79.9 / 87.1
+(76.9), softmax bf16 229040x293 80.7 / 89.7, rmsnorm 80.3 / 82.9, layernorm
+66.1 / 66.5; layernorm fp16 62660x1072 (64 x 3 / 32 x 5) 83.3 / 95.8, 1071
+72.1 / 78.0; rows it leaves alone within 1.3 (layernorm bf16 87267x769,
+fp32 88301x760). (Measured as REGISTER_ROW_POINTS 40 for every row, which
+also took rows of 64 from 4 threads of 2 to 2 of 4: that had lost on an H100,
+softmax bf16 1048576x64 98.4 / 90.8.)"""
+
+
+def fuller_group(vectors: int, t: int) -> int:
+    """The threads of a group holding a short row of `vectors` vectors: `t`,
+    or fewer where ROW_FILL_VECTORS a thread fill ROW_FILL_GAIN more of
+    their slots (the fullest, then the most threads)."""
+    def fill(n: int) -> float:
+        return vectors / (n * -(-vectors // n))
+    fewer = [n for n in group_threads() if n < t and -(-vectors // n) <= ROW_FILL_VECTORS]
+    best = max(fewer, key=lambda n: (fill(n), n), default=t)
+    return best if ROW_FILL_GAIN and fill(best) >= fill(t) + ROW_FILL_GAIN else t
 
 
 def loop_threads(vectors: int) -> int:
