@@ -329,6 +329,14 @@ runs at 80.2); rows it does not take within 1.5 (the run's spread). With a pair
 a point (ONLINE_VECTORS off) it had lost: 256x262144 60.5, fp16 447x150000
 54.5."""
 
+ONLINE_KEPT_CLUSTER = 4
+"""... where the plain kernel's cluster has this many CTAs at most: rows it
+splits over 8 (fp32 rows of 131073 to 262144 points, 2-byte rows to 524288)
+keep the plain kernel, three reads from shared memory. H200 % of copy, same
+run, online on 8 CTAs / plain / a loop (disable=clusters): softmax fp32
+477x140472 37.7 / 62.0 / 62.8 (torch.compile 52.4, eager 45.2), 256x262144
+54.8 / 68.7 / 62.4, log-softmax fp32 400x160000 42.7 / 70.1 / 61.7."""
+
 SHORT_ROWS = True
 SHORT_ROW_THREADS = (1, 2, 4, 8, 16)
 SHORT_ROW_WORK = 2

@@ -40,14 +40,14 @@ class _RowRules:
 
     def online_keeps(self, full: list[int]) -> bool:
         """Does the online kernel take rows of extents `full` that the plain one
-        keeps in shared memory one block an SM, or splits over a cluster
-        (rows.ONLINE_KEPT)? It takes the plain kernel's schedule there (rows
+        keeps in shared memory one block an SM, or splits over a cluster of
+        up to ONLINE_KEPT_CLUSTER CTAs (rows.ONLINE_KEPT)? It takes the plain kernel's schedule there (rows
         off vector boundaries too: shifted vectors, a pair a vector)."""
         vectors = self._row_vectors(full) if rows.ONLINE_KEPT and self.online is not None else 0
         if not vectors:
             return False
         k = self.plain
-        return self._cluster(k, vectors) > 0 or (
+        return 0 < self._cluster(k, vectors) <= rows.ONLINE_KEPT_CLUSTER or (
             self._row_schedule(k, vectors)[2] > 0 and self._blocks_per_sm(k, vectors) == 1)
 
     def _row_vectors(self, full: list[int]) -> int:
