@@ -566,6 +566,7 @@ def test_rows_held_in_registers():
     assert register_row(37, 3, 8) == (8, 5, 0)         # bf16 296: 8 x 5 fill 92 % (16 x 3: 77 %)
     assert register_row(134, 3, 8) == (32, 5, 0)       # fp16 1072: 84 % (64 x 3: 70 %)
     assert register_row(41, 3, 8) == (16, 3, 0)        # bf16 333: no fewer threads at 5 or fewer
+    assert register_row(18, 3, 8) == (8, 3, 0)         # bf16 150: no fewer than 8 (4 x 5 fills 90 %)
     assert register_row(3072, 4, 4) == (512, 6, 0)     # fp32 12288
     assert register_row(4096, 4, 4) == (512, 8, 0)     # fp32 16384
     x = rand((4, 12296), D.BFloat16)

@@ -148,27 +148,33 @@ thread of 32, the fourth one thread's) in vectors half as wide, 7 a thread
 
 ROW_FILL_VECTORS = 5
 ROW_FILL_GAIN = 0.1
+ROW_FILL_LEAST = 8
 """A short row kept in registers (register_row: the fewest threads that hold
-it at its `chunks` vectors a thread) takes fewer threads, up to
-ROW_FILL_VECTORS vectors (80 bytes) a thread, where that fills ROW_FILL_GAIN
-more of its threads' slots (fuller_group; 0: off): 37 vectors of bf16 296
+it at its `chunks` vectors a thread) takes fewer threads, ROW_FILL_LEAST at
+least, up to ROW_FILL_VECTORS vectors (80 bytes) a thread, where that fills
+ROW_FILL_GAIN more of its threads' slots (fuller_group; 0: off): 37 vectors of bf16 296
 points in 8 threads of 5, 40 slots, not 16 of 3, 48. H200 % of copy, same
 run, 16 x 3 / 8 x 5 (torch.compile): layernorm bf16 229040x296 79.9 / 87.1
 (76.9), softmax bf16 229040x293 80.7 / 89.7, rmsnorm 80.3 / 82.9, layernorm
 66.1 / 66.5; layernorm fp16 62660x1072 (64 x 3 / 32 x 5) 83.3 / 95.8, 1071
 72.1 / 78.0; rows it leaves alone within 1.3 (layernorm bf16 87267x769,
-fp32 88301x760). (Measured as REGISTER_ROW_POINTS 40 for every row, which
+fp32 88301x760); in the next run layernorm bf16 57309x1171 67.9 / 76.9 (64 x
+3 / 32 x 5), softmax 83.0 / 92.0, but rmsnorm bf16 52428x1280 98.2 / 95.3
+and 400000x150 (shifted: 18 whole vectors, 6 head and tail points) 77.0 /
+72.8 in 4 threads of 5, not 8 of 3, where each thread takes up to 4 of the
+row's head and tail points, not 1 (torch.compile 82.5): groups of
+ROW_FILL_LEAST threads or more. (Measured as REGISTER_ROW_POINTS 40 for every row, which
 also took rows of 64 from 4 threads of 2 to 2 of 4: that had lost on an H100,
 softmax bf16 1048576x64 98.4 / 90.8.)"""
 
 
 def fuller_group(vectors: int, t: int) -> int:
     """The threads of a group holding a short row of `vectors` vectors: `t`,
-    or fewer where ROW_FILL_VECTORS a thread fill ROW_FILL_GAIN more of
-    their slots (the fullest, then the most threads)."""
+    or fewer (ROW_FILL_LEAST at least) where ROW_FILL_VECTORS a thread fill
+    ROW_FILL_GAIN more of their slots (the fullest, then the most threads)."""
     def fill(n: int) -> float:
         return vectors / (n * -(-vectors // n))
-    fewer = [n for n in group_threads() if n < t and -(-vectors // n) <= ROW_FILL_VECTORS]
+    fewer = [n for n in group_threads() if ROW_FILL_LEAST <= n < t and -(-vectors // n) <= ROW_FILL_VECTORS]
     best = max(fewer, key=lambda n: (fill(n), n), default=t)
     return best if ROW_FILL_GAIN and fill(best) >= fill(t) + ROW_FILL_GAIN else t
 
