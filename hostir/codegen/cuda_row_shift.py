@@ -65,8 +65,7 @@ class _RowShifts:
             early = [n for n in loads if id(n) not in at]
             if early and first and ((EDGE_KEEP and kept) or span >= EDGE_EARLY_THREADS):
                 self.emit_all(_closure(early, set()) + early, at, f"{e}_i{self.inner}", "    ")
-                if first:
-                    self.edge_kept.update({(q, id(n)): at[id(n)] for n in kept})
+                self.edge_kept.update({(q, id(n)): at[id(n)] for n in kept})
             out.append((e, at))
         return out
 
