@@ -1708,33 +1708,39 @@ def _shifted_rows_with_a_weight(x, dtype, n, vec):
         row_rules.SHIFTED_WEIGHTS, row_rules.FUNNEL_WEIGHTS = saved
 
 
-@pytest.mark.parametrize("n", [99, 769])
+@pytest.mark.parametrize("n", [769, 4097])
 def test_shifted_rows_ask_occupancy_by_their_weights(n, monkeypatch):
-    """cuda_schedules.SHIFT_BOUNDS_WEIGHTS: a shifted row's kernel that reads
-    no weight (a layernorm without one) asks for the blocks an SM its aligned
-    twin does; with a weight and a bias it asks none (at 32 registers a
-    thread the layernorm of fp32 rows of 1027 points spilled), and asks where
-    the rule allows two. Results against torch."""
+    """cuda_schedules.SHIFT_BOUNDS_WEIGHTS, SHIFT_BOUNDS_VEC: a shifted 2-byte
+    row's kernel that reads no weight (a layernorm without one), in groups
+    of 16 threads or more, asks for the blocks an SM its aligned twin does;
+    with a weight and a bias it asks none, nor do fp32 rows (they spilled at
+    their twins' bounds), and both ask where the rules allow. Results against
+    torch."""
     from hostir.codegen import cuda_schedules
     import conftest
-    x = rand((9, n), D.Float)
+
+    def bounded(var) -> bool:
+        assert var.shift and var.chunks, var.name
+        conftest._KERNEL_SOURCES.setdefault(var.source, var.name)
+        return f"__launch_bounds__({var.block}, " in var.source
+
+    x = rand((9, n), D.BFloat16)
     spec = _norm_checked("layernorm", x)
     k = spec.kernel_for([9, n])[0]
     var = spec.choose(k, [9, n], [x], None, [])
-    assert var.shift and var.chunks, var.name
-    assert f"__launch_bounds__({var.block}, " in var.source
-    conftest._KERNEL_SOURCES.setdefault(var.source, var.name)
-    w, b = rand((n,), D.Float), rand((n,), D.Float)
-    spec = _layernorm_checked(x, w, b, "sym")
-    k = spec.kernels[0]
-    var = spec.choose(k, [9, n], [x, w, b], None, [])
-    assert var.shift and var.chunks, var.name
-    assert f"__launch_bounds__({var.block})" in var.source
-    conftest._KERNEL_SOURCES.setdefault(var.source, var.name)
+    assert var.threads >= 16 and bounded(var), var.name
+    w, b = rand((n,), D.BFloat16), rand((n,), D.BFloat16)
+    wspec = _layernorm_checked(x, w, b, "sym")
+    assert not bounded(wspec.choose(wspec.kernels[0], [9, n], [x, w, b], None, []))
+    x32 = rand((9, n), D.Float)
+    fspec = _norm_checked("layernorm", x32)
+    assert not bounded(fspec.choose(fspec.kernel_for([9, n])[0], [9, n], [x32], None, []))
     monkeypatch.setattr(cuda_schedules, "SHIFT_BOUNDS_WEIGHTS", 3)
-    spec._variants.clear()  # (a fresh variant prints its source again)
-    asked = spec.choose(k, [9, n], [x, w, b], None, [])
-    assert asked.name == var.name and f"__launch_bounds__({var.block}, " in asked.source
+    monkeypatch.setattr(cuda_schedules, "SHIFT_BOUNDS_VEC", 4)
+    for sp, args in ((wspec, [x, w, b]), (fspec, [x32])):
+        sp._variants.clear()  # (a fresh variant prints its source again)
+        k = sp.kernels[0] if sp is wspec else sp.kernel_for([9, n])[0]
+        assert bounded(sp.choose(k, [9, n], args, None, []))
 
 
 @pytest.mark.parametrize("resident", [3, 16])

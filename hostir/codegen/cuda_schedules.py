@@ -223,7 +223,8 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
         if rows.ONE_PASS_BOUNDS and self._batched and self.block <= 1024:
             return f"{self.block}, {2048 // self.block}"
         held = held_words(self.k, self.vec, self.chunks) if self.chunks and not self.smem_row else 0
-        if self.shift and self.shift_weights >= SHIFT_BOUNDS_WEIGHTS:
+        if self.shift and not (self.shift_weights < SHIFT_BOUNDS_WEIGHTS and self.vec >= SHIFT_BOUNDS_VEC
+                               and self.span >= 2 * self.vec - 2):
             held = 0
         points = self.chunks * self.vec
         full = points <= rows.PERSISTENT_POINTS or (self._passes == 2 and self.threads == 1024
@@ -537,10 +538,19 @@ SMEM_HINTS = True  # cache hints on rows kept in shared memory (_smem_hint)
 INVARIANT_KEEP_BYTES = 64 * 1024  # a looped row's last pass: what every row reads, evict-first past this
 SMEM_REST_BOUNDS = True  # rows kept in shared memory and registers ask for the blocks their shared memory allows (bounds)
 SHIFT_BOUNDS_WEIGHTS = 2
+SHIFT_BOUNDS_VEC = 8
 """Shifted rows ask for the occupancy their aligned twins do (bounds) where
-they read fewer weights than this (an rmsnorm's one, a softmax's none); with
-more (a layernorm's two, each funnel-shifted or kept in shared memory), the
-compiler's registers. H200 % of copy, same run (funnels a uniform branch:
+they read fewer weights than SHIFT_BOUNDS_WEIGHTS (an rmsnorm's one, a
+softmax's none), in vectors of SHIFT_BOUNDS_VEC points or more (2-byte
+rows), in groups that take their head and tail a point a thread (14 threads
+or more); elsewhere the compiler's registers: with a layernorm's weight and
+bias (each funnel-shifted or kept in shared memory), in measurements below;
+fp32 rows, and groups whose threads keep 2 to 4 head and tail points each,
+spilled at their twins' bounds (ptxas, sm_90, bytes of spill stores: softmax
+fp32 92820x723 8, 677867x99 56, 8193x8191 32, log-softmax fp32 201528x333
+36, rmsnorm fp32 65344x1027 48, bf16 1032444x65 36, 536870x125 12; 2-byte
+rows of 16 threads or more: none but rmsnorm fp16 65344x1027's 4; not
+timed). H200 % of copy, same run (funnels a uniform branch:
 hir_funnel16), none / asked / asked one step lower (2048 -> 1536, 1536
 -> 1280): rmsnorm bf16 5230x12831 78.4 / 90.0 / 78.5 (50 registers
 unbounded: 2 blocks of 512 an SM, 3 asked), 92820x723 90.6 / 92.7 / 90.6,
