@@ -46,7 +46,7 @@ class _RowShifts:
         loads = [n for n in body if n.op == K.LOAD]
         if first:
             self.edge_kept = {}
-        for q in range(-(-(2 * self.vec - 2) // span)):
+        for q in range(self._edge_slots()):
             e = self.fresh()
             L.append(f"    const bool {e}_has = lane + {q * span} < h_ + t_;  // a point of the row's head or tail")
             L.append(f"    const {self.idx} {e}_at = !{e}_has ? 0 : lane + {q * span} < h_ ? lane + {q * span} "
@@ -68,6 +68,11 @@ class _RowShifts:
                 self.edge_kept.update({(q, id(n)): at[id(n)] for n in kept})
             out.append((e, at))
         return out
+
+    def _edge_slots(self) -> int:
+        """Head and tail points a thread of a shifted row's group takes at
+        most (h_ + t_ < 2 x vec, over the group's threads)."""
+        return -(-(2 * self.vec - 2) // self.span)
 
     def _edge_points(self, mine, stores, body, acc, edges) -> None:
         """After the loop over a shifted row's whole vectors (one path, no

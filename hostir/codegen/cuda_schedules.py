@@ -224,7 +224,7 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
             return f"{self.block}, {2048 // self.block}"
         held = held_words(self.k, self.vec, self.chunks) if self.chunks and not self.smem_row else 0
         if self.shift and not (self.shift_weights < SHIFT_BOUNDS_WEIGHTS and self.vec >= SHIFT_BOUNDS_VEC
-                               and self.span >= 2 * self.vec - 2):
+                               and self._edge_slots() == 1):
             held = 0
         points = self.chunks * self.vec
         full = points <= rows.PERSISTENT_POINTS or (self._passes == 2 and self.threads == 1024
