@@ -230,6 +230,8 @@ rows within the run's order.
 CTAs that each take a contiguous part of the row lost: rmsnorm bf16
 1024x131072 88.8 -> 83.8, layernorm 82.3 -> 70.4."""
 CLUSTER_MIN_FILL = 0.8
+CLUSTER_SIZES = (2, 4, 8)
+"""The CTAs a cluster that splits a row may have, in the order they are tried."""
 CLUSTER_ONE_BLOCK = 12
 """Clusters whose CTAs take one block an SM each (a softmax's shares of this
 many vectors a thread of 1024 or more, up to SMEM_ROW_LONG_CHUNKS; 0: none)

@@ -154,7 +154,7 @@ class _RowRules:
         if rows.CLUSTER_ONE_BLOCK:
             limits.append((rows.CLUSTER_ONE_BLOCK - 1, rows.SMEM_ROW_LONG_CHUNKS))
         for least, limit in limits:  # shares of two blocks an SM, else (a softmax) of one
-            for q in (2, 4, 8):
+            for q in rows.CLUSTER_SIZES:
                 part, span = -(-vectors // q), q * T
                 if least * T < part <= limit * T and \
                         vectors >= rows.CLUSTER_MIN_FILL * span * -(-vectors // span):
@@ -181,7 +181,7 @@ class _RowRules:
                 or self._cluster(kernel, vectors)):
             return 0
         T, vec = rows.ROW_THREADS[-1], self._vec[id(kernel)]
-        for q in (2, 4, 8):
+        for q in rows.CLUSTER_SIZES:
             c = -(-(-(-vectors // q)) // T)
             span = q * T
             if 2 * row_cache_bytes(kernel, vec, c * vec * T) <= rows.SMEM_PER_SM and \
