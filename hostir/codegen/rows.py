@@ -416,7 +416,7 @@ rows' loads in flight. H100 % of copy, same run, 16 / 8 / 4: row sum fp32
 67108x1000 97.3 / 97.4 / 100, bf16 16380x4097 91.0 / 94.4 / 97.2."""
 
 
-def row_threads(reduced: int, batched: bool = False) -> int:
+def row_threads(reduced: int, batched: bool = False, reductions: int = 1) -> int:
     """Threads that combine one row of `reduced` vectors (or points, unvectorized)
     in one pass: part of a warp for short rows (SHORT_ROW_WORK a thread), a warp
     up to 32 x ROW_WORK, more for long ones (about ROW_WORK or more a thread).
@@ -424,7 +424,7 @@ def row_threads(reduced: int, batched: bool = False) -> int:
     uses: ONE_PASS_BATCH): fewer threads, up to SHORT_ROW_MOST
     vectors each, where they leave SHORT_ROW_FILL more of their loads' slots
     filled (SHORT_ROW_FILL)."""
-    t = _row_threads(reduced)
+    t = _row_threads(reduced, ROW_WORK_SEVERAL if reductions > 1 else ROW_WORK)
     if not (batched and SHORT_ROWS and SHORT_ROW_FILL):
         return t
 
@@ -435,15 +435,25 @@ def row_threads(reduced: int, batched: bool = False) -> int:
     return best if fill(best) >= fill(t) + SHORT_ROW_FILL else t
 
 
-def _row_threads(reduced: int) -> int:
+def _row_threads(reduced: int, work: int) -> int:
     if SHORT_ROWS:
-        t = next((t for t in SHORT_ROW_THREADS if reduced <= SHORT_ROW_WORK * t), 0)
+        t = next((t for t in SHORT_ROW_THREADS
+                  if reduced <= (SHORT_GROUP_WORK if t >= SHORT_GROUP_LEAST else SHORT_ROW_WORK) * t), 0)
         if t:
             return t
     for t in ROW_THREADS:
-        if reduced <= ROW_WORK * t:
+        if reduced <= work * t:
             return t
     return ROW_THREADS[-1]
+
+
+ROW_WORK_SEVERAL = 4
+"""... and of a kernel that reduces two values or more (a var_mean): each row
+pays its reductions' shuffles and block combines."""
+SHORT_GROUP_WORK = 2
+SHORT_GROUP_LEAST = 8
+"""A short row (SHORT_ROW_WORK) in groups of SHORT_GROUP_LEAST threads or
+more: up to SHORT_GROUP_WORK vectors a thread."""
 
 
 ONE_PASS_BATCH = 4

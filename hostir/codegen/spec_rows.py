@@ -127,7 +127,8 @@ class _RowRules:
         if vec > 1 and several and vectors <= chunks * rows.ROW_THREADS[-1]:
             aim = chunks if long else max(chunks, rows.REGISTER_ROW_POINTS // vec)  # (rows.REGISTER_ROW_POINTS)
             return rows.register_row(vectors, aim, vec)
-        return rows.row_threads(vectors, batched=vec > 1 and not several), 0, 0
+        reductions = sum(1 for n in kernel.order if n.op == K.REDUCE)
+        return rows.row_threads(vectors, batched=vec > 1 and not several, reductions=reductions), 0, 0
 
     def _cluster(self, kernel: Kernel, vectors: int) -> int:
         """CTAs of a thread-block cluster that share each row of `vectors`
