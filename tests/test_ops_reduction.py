@@ -579,18 +579,25 @@ def test_rows_held_in_registers():
     ((37, 144), "var_mean", D.Float, 16), ((50, 160), "var_mean", D.BFloat16, 8), ((9, 400), "sum", D.Float, 32),
     ((5, 856), "max", D.Float, 64), ((3, 4105), "sum", D.BFloat16, 256), ((40, 12), "sum", D.Float, 1),
     ((33, 64), "sum", D.Half, 4), ((7, 36), "var_mean", D.Float, 4), ((9, 400), "dot", D.Float, 32),
-    ((5, 1000), "dot", D.BFloat16, 32)], ids=str)
+    ((5, 1000), "dot", D.BFloat16, 32), ((6, 408), "var_mean", D.BFloat16, 16), ((5, 8663), "var_mean", D.BFloat16, 128),
+    ((3, 20000), "var_mean", D.Float, 512)], ids=str)
 def test_one_pass_rows_load_batches(shape, kind, dtype, threads):
     """A one-pass row (a sum, a max, a var_mean) read in vectors loads each
     thread's few vectors (up to ROW_WORK, or rows.SHORT_ROW_MOST short) before
     it uses them (rows.ONE_PASS_BATCH), in blocks that ask for 2048 threads an
     SM where the batch's words fit rows.FULL_OCCUPANCY_WORDS (not two inputs'
     4 vectors each: `dot`); a short row whose threads' last loads would leave
-    many slots empty takes fewer threads (rows.SHORT_ROW_FILL: 36 vectors over
-    16 threads, not 32). Results against torch (the GPU runs the batches), the
-    rule, the kernel's loop and bounds."""
+    many slots empty takes fewer threads (rows.SHORT_ROW_FILL: 9 vectors over
+    4 threads, not 8); groups of 8 threads or more take up to 4 vectors each
+    (rows.SHORT_GROUP_WORK: 36 over 16 threads, not 32); a kernel of several
+    reductions (a var_mean) up to 16 in rows of 512 threads or more
+    (rows.ROW_WORK_SEVERAL). Results against torch (the GPU runs the
+    batches), the rule, the kernel's loop and bounds."""
     from hostir.codegen import rows
-    assert rows.row_threads(36, batched=True) == 16 and rows.row_threads(36) == 32
+    assert rows.row_threads(36, batched=True) == 16 and rows.row_threads(36) == 16 and rows.row_threads(65) == 32
+    assert rows.row_threads(9, batched=True) == 4 and rows.row_threads(9) == 8 and rows.row_threads(17) == 8
+    assert rows.row_threads(1083) == 512 and rows.row_threads(1083, reductions=2) == 128
+    assert rows.row_threads(1024, reductions=2) == 256 and rows.row_threads(5000, reductions=2) == 512
     assert rows.row_threads(20, batched=True) == 8 and rows.row_threads(8, batched=True) == 4
     assert rows.row_threads(3, batched=True) == 1 and rows.row_threads(100, batched=True) == 32
     x, y = rand(shape, dtype), rand(shape, dtype)
@@ -634,13 +641,16 @@ def test_one_pass_rows_load_batches(shape, kind, dtype, threads):
 
 @pytest.mark.parametrize("cols,kind,batch", [(17000, "sum", 5), (20000, "var_mean", 0), (16000, "sum", 0),
                                              (40000, "max", 0), (20480, "sum", 5)], ids=str)
-def test_long_one_pass_rows_load_at_once(cols, kind, batch):
+def test_long_one_pass_rows_load_at_once(cols, kind, batch, monkeypatch):
     """A one-pass row of 1024 threads whose threads take 5 to 8 vectors loads
     them at once where their words and the reductions' fit
     rows.ONE_PASS_LONG_WORDS (a row sum's 5, not a var_mean's: it spilled),
     the launch picking the variant of that count (`_n5`); others batches of 4;
     all ask for two blocks an SM (rows.ONE_PASS_LONG_BOUNDS). Results against
-    torch, the rule, the kernel's batch array."""
+    torch, the rule, the kernel's batch array. (A var_mean's rows of 5 to 8
+    vectors a thread of 1024 take fewer threads, rows.ROW_WORK_SEVERAL: off here.)"""
+    from hostir.codegen import rows
+    monkeypatch.setattr(rows, "ROW_WORK_SEVERAL", 0)
     x = rand((3, cols), D.Float)
 
     def build(fd):
@@ -1961,8 +1971,8 @@ def test_rows_over_eight_ctas_keep_the_plain_kernel(kind):
 
 
 @pytest.mark.parametrize("kind", ONLINE_KINDS)
-@pytest.mark.parametrize("dtype,n,q", [(D.BFloat16, 131072, 0), (D.Half, 150000, 4), (D.BFloat16, 262144, 4),
-                                       (D.Float, 100000, 4), (D.BFloat16, 151935, 4), (D.Half, 98307, 0)],
+@pytest.mark.parametrize("dtype,n,q", [(D.BFloat16, 131072, 0), (D.Half, 150000, 3), (D.BFloat16, 262144, 4),
+                                       (D.Float, 100000, 4), (D.BFloat16, 151935, 3), (D.Half, 98307, 0)],
                          ids=lambda v: getattr(v, "name", str(v)))
 def test_kept_rows_in_the_online_kernel(kind, dtype, n, q, monkeypatch):
     """rows.ONLINE_KEPT: rows the plain kernel keeps in shared memory one
@@ -2045,10 +2055,13 @@ def test_rows_split_over_clusters(kind, dtype, n):
     points at a rows.CLUSTER_MIN_FILL of 0.9), for a softmax's rows that one block an SM
     keeps (the rmsnorm's and layernorm's take one), nor past what 8 CTAs keep;
     a softmax's shares of 12 to 16 vectors a thread take one block an SM each
-    (`stored` 524288)."""
-    q = {262144: 4, 524288: 8, 131072: 4, 65544: 4, 140000: 4, 98304: 2, 126976: 2}[n]
+    (`stored` 524288); a softmax's clusters may have 3 CTAs
+    (rows.ONLINE_CLUSTER_SIZES: 65544 and 140000 points, `stored` 98304)."""
+    online = kind in ("softmax", "log_softmax", "stored")
+    q = {262144: 4, 524288: 8, 131072: 4, 65544: 3 if online else 4, 140000: 3 if online else 4,
+         98304: 2, 126976: 2}[n]
     if kind == "stored" and dtype is D.BFloat16:  # (vectors of 4)
-        q = {262144: 8, 524288: 8, 140000: 8, 98304: 4, 126976: 4}[n]
+        q = {262144: 8, 524288: 8, 140000: 8, 98304: 3, 126976: 4}[n]
     elif n in (98304, 126976) and kind in ("softmax", "log_softmax"):
         q = 0  # one block an SM keeps it
     x = rand((3, n), dtype)
@@ -2074,11 +2087,11 @@ def test_rows_split_over_clusters(kind, dtype, n):
     k = spec.kernel_for([3, n])[0]
     vec = spec._vec[id(k)]
     assert n % vec == 0 and spec._cluster(k, n // vec) == q
-    if n in (65544, 140000):  # (their last chunks 80 % and 85 % full: no cluster at a fill of 0.9)
-        from hostir.codegen import rows as row_rules
+    if n in (65544, 140000):  # (their last chunks 80 % and 85 % full: no cluster at a fill of 0.9,
+        from hostir.codegen import rows as row_rules  # but a softmax's 140000 in 3 CTAs fills 95 %)
         saved, row_rules.CLUSTER_MIN_FILL = row_rules.CLUSTER_MIN_FILL, 0.9
         try:
-            assert spec._cluster(k, n // vec) == 0
+            assert spec._cluster(k, n // vec) == (3 if online and n == 140000 else 0)
         finally:
             row_rules.CLUSTER_MIN_FILL = saved
     if not q:

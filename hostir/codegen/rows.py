@@ -231,7 +231,18 @@ CTAs that each take a contiguous part of the row lost: rmsnorm bf16
 1024x131072 88.8 -> 83.8, layernorm 82.3 -> 70.4."""
 CLUSTER_MIN_FILL = 0.8
 CLUSTER_SIZES = (2, 4, 8)
-"""The CTAs a cluster that splits a row may have, in the order they are tried."""
+ONLINE_CLUSTER_SIZES = (2, 3, 4, 8)
+"""The CTAs a cluster that splits a row may have, in the order they are
+tried; a softmax's (the rows the online kernel takes from the plain one:
+ONLINE_KEPT) ONLINE_CLUSTER_SIZES. H200 % of copy, same run, (2, 4, 8) / (2,
+3, 4, 8): softmax fp32 926x72472 66.6 / 78.1, 800x80000 71.2 / 79.4, bf16
+400x160000 68.3 / 72.5, fp16 388x172839 66.8 / 72.8, log-softmax fp32
+800x80000 76.7 / 83.8, bf16 441x151936 69.1 / 75.7 (rows of 4 or 8 within
+0.3); but rows read twice in clusters of 3 lost: layernorm fp32 791x84840
+77.8 / 74.6, rmsnorm fp32 800x80000 87.4 / 85.6, bf16 400x160000 77.8 /
+77.5, layernorm fp16 400x160000 71.0 / 72.4. Clusters of 5 to 7 lost
+wherever taken: layernorm bf16 259x258968 64.6 / 59.6 (5), rmsnorm 71.7 /
+69.2, layernorm fp32 791x84840 77.8 / 66.4 (5)."""
 CLUSTER_ONE_BLOCK = 12
 """Clusters whose CTAs take one block an SM each (a softmax's shares of this
 many vectors a thread of 1024 or more, up to SMEM_ROW_LONG_CHUNKS; 0: none)
@@ -416,15 +427,48 @@ rows' loads in flight. H100 % of copy, same run, 16 / 8 / 4: row sum fp32
 67108x1000 97.3 / 97.4 / 100, bf16 16380x4097 91.0 / 94.4 / 97.2."""
 
 
+ROW_WORK_SEVERAL = 16
+SEVERAL_FROM_THREADS = 512
+"""A one-pass row of a kernel that reduces two values or more (a var_mean:
+each row pays two reductions' shuffles and block combines, a division or
+three) that ROW_WORK gives SEVERAL_FROM_THREADS threads or more takes the
+fewest threads of up to ROW_WORK_SEVERAL vectors each (0: off). ncu, H200,
+var_mean bf16 7746x8663 at 512 threads (2.1 vectors a thread): 0.85 warps
+issued a scheduler, 57 % DRAM, 5364 instructions a row. H200 % of copy,
+same run, vectors a thread at most 4 (the rule then) / 8 / 16 / 32 for
+every row: var_mean bf16 7746x8663 62.2 / 76.6 / 81.0 / 80.1 (128 threads at
+16), 1766x37992 74.3 / 75.1 / 84.0 / 87.1, 1067x62841 78.6 / 79.7 / 81.8 /
+80.6, 4096x16384 92.4 / 93.5 / 93.6 / 91.1; fp32 3000x20000 91.4 / 91.4 /
+98.8 / 99.8, 3976x16875 84.0 / 84.1 / 90.9 / 91.0; fp16 1373x48843 81.0 /
+81.9 / 82.8 / 79.3; but rows of 256 fewer threads lost: bf16 16384x4096
+(128 threads of 4) 92.7 / 90.6 / 86.4, 32768x2048 90.6 / 88.5 / 88.6, hence
+rows of 512 threads or more only (16384x8192, 256 threads, 100 / 101 / 98.5
+/ 94.1, keeps 256)."""
+SHORT_GROUP_WORK = 4
+SHORT_GROUP_LEAST = 8
+"""A short row (SHORT_ROW_WORK) in groups of SHORT_GROUP_LEAST threads or
+more: up to SHORT_GROUP_WORK vectors a thread (rows of 17 to 64 vectors in 8
+or 16 threads, not 16 or 32; 2: off). H200 % of copy, same run, off / on /
+off: var_mean bf16 164482x408 58.2 / 81.0 / 58.4 (torch.compile 59.3), fp32
+262144x256 85.0 / 97.0 / 85.1 (94.4), row sum bf16 300000x200 87.4 / 95.0 /
+88.1, row max bf16 300000x200 84.2 / 94.7 / 87.4, row sum fp16 466033x144
+93.5 / 95.2 / 95.3; 8 others within 1.2. Every short row at 4 (rows of 16
+vectors in 4 threads, not 8) had lost: row sum fp32 1048576x64 96.1 / 93.2."""
+
+
 def row_threads(reduced: int, batched: bool = False, reductions: int = 1) -> int:
     """Threads that combine one row of `reduced` vectors (or points, unvectorized)
-    in one pass: part of a warp for short rows (SHORT_ROW_WORK a thread), a warp
-    up to 32 x ROW_WORK, more for long ones (about ROW_WORK or more a thread).
+    in one pass: part of a warp for short rows (SHORT_ROW_WORK a thread,
+    SHORT_GROUP_WORK in groups of SHORT_GROUP_LEAST), a warp up to 32 x
+    ROW_WORK, more for long ones (about ROW_WORK or more a thread; a kernel of
+    several `reductions`: ROW_WORK_SEVERAL).
     `batched` (a one-pass row read in vectors, each thread's loaded before their
     uses: ONE_PASS_BATCH): fewer threads, up to SHORT_ROW_MOST
     vectors each, where they leave SHORT_ROW_FILL more of their loads' slots
     filled (SHORT_ROW_FILL)."""
-    t = _row_threads(reduced, ROW_WORK_SEVERAL if reductions > 1 else ROW_WORK)
+    t = _row_threads(reduced, ROW_WORK)
+    if reductions > 1 and ROW_WORK_SEVERAL and t >= SEVERAL_FROM_THREADS:
+        t = _row_threads(reduced, ROW_WORK_SEVERAL)
     if not (batched and SHORT_ROWS and SHORT_ROW_FILL):
         return t
 
@@ -445,15 +489,6 @@ def _row_threads(reduced: int, work: int) -> int:
         if reduced <= work * t:
             return t
     return ROW_THREADS[-1]
-
-
-ROW_WORK_SEVERAL = 4
-"""... and of a kernel that reduces two values or more (a var_mean): each row
-pays its reductions' shuffles and block combines."""
-SHORT_GROUP_WORK = 2
-SHORT_GROUP_LEAST = 8
-"""A short row (SHORT_ROW_WORK) in groups of SHORT_GROUP_LEAST threads or
-more: up to SHORT_GROUP_WORK vectors a thread."""
 
 
 ONE_PASS_BATCH = 4

@@ -134,8 +134,9 @@ class _RowRules:
         """CTAs of a thread-block cluster that share each row of `vectors`
         vectors of a kernel that passes over its rows more than once, where the
         row is past what one block keeps in shared memory (SMEM_ROW_CHUNKS
-        vectors a thread of 1024): the fewest (2, 4 or 8) whose share of a row
-        one block of 1024 threads keeps in shared memory (and registers), and
+        vectors a thread of 1024): the fewest (rows.CLUSTER_SIZES; a softmax's
+        ONLINE_CLUSTER_SIZES) whose share of a row one block of 1024 threads
+        keeps in shared memory (and registers), and
         whose threads' vectors of the row fill CLUSTER_MIN_FILL of the chunks
         they take (the first CTA takes a part chunk's vectors); 0
         elsewhere, or with HOSTIR_DISABLE=clusters or smem_rows. The launch
@@ -151,11 +152,12 @@ class _RowRules:
                 or self._row_schedule(kernel, vectors)[2]:  # (one block an SM keeps it)
             return 0
         T = rows.ROW_THREADS[-1]
+        sizes = rows.ONLINE_CLUSTER_SIZES if self.online is not None and rows.ONLINE_KEPT else rows.CLUSTER_SIZES
         limits = [(0, rows.SMEM_ROW_CHUNKS)]
         if rows.CLUSTER_ONE_BLOCK:
             limits.append((rows.CLUSTER_ONE_BLOCK - 1, rows.SMEM_ROW_LONG_CHUNKS))
         for least, limit in limits:  # shares of two blocks an SM, else (a softmax) of one
-            for q in rows.CLUSTER_SIZES:
+            for q in sizes:
                 part, span = -(-vectors // q), q * T
                 if least * T < part <= limit * T and \
                         vectors >= rows.CLUSTER_MIN_FILL * span * -(-vectors // span):
@@ -169,7 +171,7 @@ class _RowRules:
         """CTAs of a cluster that share each row of `vectors` vectors, each
         keeping its share whole in one of two buffers of shared memory (one
         block of 1024 threads an SM) while the next row is copied into the
-        other (rows.ROW_DOUBLE): the fewest (2, 4 or 8) whose share's two
+        other (rows.ROW_DOUBLE): the fewest (rows.CLUSTER_SIZES) whose share's two
         buffers fit SMEM_PER_SM and whose threads' vectors fill
         CLUSTER_MIN_FILL of their chunks; only for rows the plain rules keep
         one block an SM or split over a cluster (past two blocks an SM); 0
