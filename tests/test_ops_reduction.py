@@ -589,15 +589,17 @@ def test_one_pass_rows_load_batches(shape, kind, dtype, threads):
     4 vectors each: `dot`); a short row whose threads' last loads would leave
     many slots empty takes fewer threads (rows.SHORT_ROW_FILL: 9 vectors over
     4 threads, not 8); groups of 8 threads or more take up to 4 vectors each
-    (rows.SHORT_GROUP_WORK: 36 over 16 threads, not 32); a kernel of several
-    reductions (a var_mean) up to 16 in rows of 512 threads or more
-    (rows.ROW_WORK_SEVERAL). Results against torch (the GPU runs the
-    batches), the rule, the kernel's loop and bounds."""
+    (rows.SHORT_GROUP_WORK: 36 over 16 threads, not 32; a var_mean's groups
+    of any size: 8 over 2); a kernel of several reductions (a var_mean) up to
+    16 in rows of 512 threads or more (rows.ROW_WORK_SEVERAL). Results
+    against torch (the GPU runs the batches), the rule, the kernel's loop and
+    bounds."""
     from hostir.codegen import rows
     assert rows.row_threads(36, batched=True) == 16 and rows.row_threads(36) == 16 and rows.row_threads(65) == 32
     assert rows.row_threads(9, batched=True) == 4 and rows.row_threads(9) == 8 and rows.row_threads(17) == 8
     assert rows.row_threads(1083) == 512 and rows.row_threads(1083, reductions=2) == 128
     assert rows.row_threads(1024, reductions=2) == 256 and rows.row_threads(5000, reductions=2) == 512
+    assert rows.row_threads(8, batched=True, reductions=2) == 2 and rows.row_threads(8, batched=True) == 4
     assert rows.row_threads(20, batched=True) == 8 and rows.row_threads(8, batched=True) == 4
     assert rows.row_threads(3, batched=True) == 1 and rows.row_threads(100, batched=True) == 32
     x, y = rand(shape, dtype), rand(shape, dtype)

@@ -429,7 +429,7 @@ rows' loads in flight. H100 % of copy, same run, 16 / 8 / 4: row sum fp32
 
 ROW_WORK_SEVERAL = 16
 SEVERAL_FROM_THREADS = 512
-"""A one-pass row of a kernel that reduces two values or more (a var_mean:
+"""A one-pass row of a kernel of SEVERAL_REDUCTIONS reductions or more (a var_mean:
 each row pays two reductions' shuffles and block combines, a division or
 three) that ROW_WORK gives SEVERAL_FROM_THREADS threads or more takes the
 fewest threads of up to ROW_WORK_SEVERAL vectors each (0: off). ncu, H200,
@@ -446,9 +446,16 @@ rows of 512 threads or more only (16384x8192, 256 threads, 100 / 101 / 98.5
 / 94.1, keeps 256)."""
 SHORT_GROUP_WORK = 4
 SHORT_GROUP_LEAST = 8
+SEVERAL_GROUP_LEAST = 1
+SEVERAL_REDUCTIONS = 2
 """A short row (SHORT_ROW_WORK) in groups of SHORT_GROUP_LEAST threads or
-more: up to SHORT_GROUP_WORK vectors a thread (rows of 17 to 64 vectors in 8
-or 16 threads, not 16 or 32; 2: off). H200 % of copy, same run, off / on /
+more (of a kernel of SEVERAL_REDUCTIONS reductions or more, a var_mean:
+SEVERAL_GROUP_LEAST) takes up to SHORT_GROUP_WORK vectors a thread (rows of
+17 to 64 vectors in 8 or 16 threads, not 16 or 32; a var_mean's of 8 in 2,
+not 4; 2: off). H200 % of copy, same run, a var_mean's groups of 8 or more / 1
+or more (4 or more): var_mean bf16 1048576x64 67.8 / 75.3 (69.7), fp32
+81.6 / 93.2 (93.1; torch.compile 89.3), fp16 69.5 / 75.5 (71.3), bf16
+2097152x32 73.4 / 82.8 (74.1). H200 % of copy, same run, off / on /
 off: var_mean bf16 164482x408 58.2 / 81.0 / 58.4 (torch.compile 59.3), fp32
 262144x256 85.0 / 97.0 / 85.1 (94.4), row sum bf16 300000x200 87.4 / 95.0 /
 88.1, row max bf16 300000x200 84.2 / 94.7 / 87.4, row sum fp16 466033x144
@@ -466,9 +473,10 @@ def row_threads(reduced: int, batched: bool = False, reductions: int = 1) -> int
     uses: ONE_PASS_BATCH): fewer threads, up to SHORT_ROW_MOST
     vectors each, where they leave SHORT_ROW_FILL more of their loads' slots
     filled (SHORT_ROW_FILL)."""
-    t = _row_threads(reduced, ROW_WORK)
-    if reductions > 1 and ROW_WORK_SEVERAL and t >= SEVERAL_FROM_THREADS:
-        t = _row_threads(reduced, ROW_WORK_SEVERAL)
+    several = reductions >= SEVERAL_REDUCTIONS
+    t = _row_threads(reduced, ROW_WORK, SEVERAL_GROUP_LEAST if several else SHORT_GROUP_LEAST)
+    if several and ROW_WORK_SEVERAL and t >= SEVERAL_FROM_THREADS:
+        t = _row_threads(reduced, ROW_WORK_SEVERAL, SHORT_GROUP_LEAST)
     if not (batched and SHORT_ROWS and SHORT_ROW_FILL):
         return t
 
@@ -479,10 +487,10 @@ def row_threads(reduced: int, batched: bool = False, reductions: int = 1) -> int
     return best if fill(best) >= fill(t) + SHORT_ROW_FILL else t
 
 
-def _row_threads(reduced: int, work: int) -> int:
+def _row_threads(reduced: int, work: int, least: int) -> int:
     if SHORT_ROWS:
         t = next((t for t in SHORT_ROW_THREADS
-                  if reduced <= (SHORT_GROUP_WORK if t >= SHORT_GROUP_LEAST else SHORT_ROW_WORK) * t), 0)
+                  if reduced <= (SHORT_GROUP_WORK if t >= least else SHORT_ROW_WORK) * t), 0)
         if t:
             return t
     for t in ROW_THREADS:
