@@ -580,7 +580,8 @@ def test_rows_held_in_registers():
     ((5, 856), "max", D.Float, 64), ((3, 4105), "sum", D.BFloat16, 256), ((40, 12), "sum", D.Float, 1),
     ((33, 64), "sum", D.Half, 4), ((7, 36), "var_mean", D.Float, 4), ((9, 400), "dot", D.Float, 32),
     ((5, 1000), "dot", D.BFloat16, 32), ((6, 408), "var_mean", D.BFloat16, 16), ((5, 8663), "var_mean", D.BFloat16, 128),
-    ((3, 20000), "var_mean", D.Float, 512)], ids=str)
+    ((3, 20000), "var_mean", D.Float, 512), ((3, 22163), "max", D.Float, 512), ((2, 24536), "sum", D.BFloat16, 256)],
+    ids=str)
 def test_one_pass_rows_load_batches(shape, kind, dtype, threads):
     """A one-pass row (a sum, a max, a var_mean) read in vectors loads each
     thread's few vectors (up to ROW_WORK, or rows.SHORT_ROW_MOST short) before
@@ -590,8 +591,8 @@ def test_one_pass_rows_load_batches(shape, kind, dtype, threads):
     many slots empty takes fewer threads (rows.SHORT_ROW_FILL: 9 vectors over
     4 threads, not 8); groups of 8 threads or more take up to 4 vectors each
     (rows.SHORT_GROUP_WORK: 36 over 16 threads, not 32; a var_mean's groups
-    of any size: 8 over 2); a kernel of several reductions (a var_mean) up to
-    16 in rows of 512 threads or more (rows.ROW_WORK_SEVERAL). Results
+    of any size: 8 over 2); rows of 1024 threads up to 16 (a var_mean's
+    of 512 threads or more: rows.ROW_WORK_LONG). Results
     against torch (the GPU runs the batches), the rule, the kernel's loop and
     bounds."""
     from hostir.codegen import rows
@@ -599,6 +600,7 @@ def test_one_pass_rows_load_batches(shape, kind, dtype, threads):
     assert rows.row_threads(9, batched=True) == 4 and rows.row_threads(9) == 8 and rows.row_threads(17) == 8
     assert rows.row_threads(1083) == 512 and rows.row_threads(1083, reductions=2) == 128
     assert rows.row_threads(1024, reductions=2) == 256 and rows.row_threads(5000, reductions=2) == 512
+    assert rows.row_threads(2047) == 512 and rows.row_threads(5540) == 512 and rows.row_threads(3067) == 256
     assert rows.row_threads(8, batched=True, reductions=2) == 2 and rows.row_threads(8, batched=True) == 4
     assert rows.row_threads(20, batched=True) == 8 and rows.row_threads(8, batched=True) == 4
     assert rows.row_threads(3, batched=True) == 1 and rows.row_threads(100, batched=True) == 32
@@ -649,10 +651,11 @@ def test_long_one_pass_rows_load_at_once(cols, kind, batch, monkeypatch):
     rows.ONE_PASS_LONG_WORDS (a row sum's 5, not a var_mean's: it spilled),
     the launch picking the variant of that count (`_n5`); others batches of 4;
     all ask for two blocks an SM (rows.ONE_PASS_LONG_BOUNDS). Results against
-    torch, the rule, the kernel's batch array. (A var_mean's rows of 5 to 8
-    vectors a thread of 1024 take fewer threads, rows.ROW_WORK_SEVERAL: off here.)"""
+    torch, the rule, the kernel's batch array. (Rows of 5 to 8 vectors a
+    thread of 1024 take fewer threads, up to 16 vectors each:
+    rows.ROW_WORK_LONG, off here.)"""
     from hostir.codegen import rows
-    monkeypatch.setattr(rows, "ROW_WORK_SEVERAL", 0)
+    monkeypatch.setattr(rows, "ROW_WORK_LONG", 0)
     x = rand((3, cols), D.Float)
 
     def build(fd):

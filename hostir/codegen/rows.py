@@ -427,23 +427,29 @@ rows' loads in flight. H100 % of copy, same run, 16 / 8 / 4: row sum fp32
 67108x1000 97.3 / 97.4 / 100, bf16 16380x4097 91.0 / 94.4 / 97.2."""
 
 
-ROW_WORK_SEVERAL = 16
+ROW_WORK_LONG = 16
+LONG_FROM_THREADS = 1024
 SEVERAL_FROM_THREADS = 512
-"""A one-pass row of a kernel of SEVERAL_REDUCTIONS reductions or more (a var_mean:
-each row pays two reductions' shuffles and block combines, a division or
-three) that ROW_WORK gives SEVERAL_FROM_THREADS threads or more takes the
-fewest threads of up to ROW_WORK_SEVERAL vectors each (0: off). ncu, H200,
-var_mean bf16 7746x8663 at 512 threads (2.1 vectors a thread): 0.85 warps
-issued a scheduler, 57 % DRAM, 5364 instructions a row. H200 % of copy,
-same run, vectors a thread at most 4 (the rule then) / 8 / 16 / 32 for
-every row: var_mean bf16 7746x8663 62.2 / 76.6 / 81.0 / 80.1 (128 threads at
-16), 1766x37992 74.3 / 75.1 / 84.0 / 87.1, 1067x62841 78.6 / 79.7 / 81.8 /
-80.6, 4096x16384 92.4 / 93.5 / 93.6 / 91.1; fp32 3000x20000 91.4 / 91.4 /
-98.8 / 99.8, 3976x16875 84.0 / 84.1 / 90.9 / 91.0; fp16 1373x48843 81.0 /
-81.9 / 82.8 / 79.3; but rows of 256 fewer threads lost: bf16 16384x4096
-(128 threads of 4) 92.7 / 90.6 / 86.4, 32768x2048 90.6 / 88.5 / 88.6, hence
-rows of 512 threads or more only (16384x8192, 256 threads, 100 / 101 / 98.5
-/ 94.1, keeps 256)."""
+"""A one-pass row that ROW_WORK gives LONG_FROM_THREADS threads (a kernel of
+SEVERAL_REDUCTIONS reductions or more, a var_mean: SEVERAL_FROM_THREADS) or
+more takes the fewest threads of up to ROW_WORK_LONG vectors each (0: off):
+fewer block barriers and more rows at once an SM. ncu, H200, var_mean bf16
+7746x8663 at 512 threads (2.1 vectors a thread): 0.85 warps issued a
+scheduler, 57 % DRAM, 5364 instructions a row (two reductions' shuffles
+and block combines, three divisions). H200 % of copy, same run, var_means
+at up to 4 (the rule then) / 8 / 16 / 32 vectors a thread: bf16 7746x8663
+62.2 / 76.6 / 81.0 / 80.1 (128 threads at 16), 1766x37992 74.3 / 75.1 /
+84.0 / 87.1, 1067x62841 78.6 / 79.7 / 81.8 / 80.6, 4096x16384 92.4 / 93.5 /
+93.6 / 91.1; fp32 3000x20000 91.4 / 91.4 / 98.8 / 99.8, 3976x16875 84.0 /
+84.1 / 90.9 / 91.0; fp16 1373x48843 81.0 / 81.9 / 82.8 / 79.3; but rows of
+256 threads or fewer lost: bf16 16384x4096 (128 threads of 4) 92.7 / 90.6
+/ 86.4, 32768x2048 90.6 / 88.5 / 88.6 (16384x8192, 256 threads, 100 / 101
+/ 98.5 / 94.1, keeps 256). One reduction, next run, 4 / 16 from 512
+threads: row max fp32 3027x22163 83.0 / 96.0 (torch.compile 74.7; 90.1 in
+another run), row sum bf16 2735x24536 93.5 / 96.0, fp16 1373x48843 90.0 /
+94.6, fp32 6311x10632 101 / 102, 3947x17000 102 / 101, bf16 7746x8663 82.2
+/ 92.3, but fp32 8192x8191 (512 threads of 4, full) 102 / 96.2: rows of
+1024 threads only."""
 SHORT_GROUP_WORK = 4
 SHORT_GROUP_LEAST = 8
 SEVERAL_GROUP_LEAST = 1
@@ -467,16 +473,16 @@ def row_threads(reduced: int, batched: bool = False, reductions: int = 1) -> int
     """Threads that combine one row of `reduced` vectors (or points, unvectorized)
     in one pass: part of a warp for short rows (SHORT_ROW_WORK a thread,
     SHORT_GROUP_WORK in groups of SHORT_GROUP_LEAST), a warp up to 32 x
-    ROW_WORK, more for long ones (about ROW_WORK or more a thread; a kernel of
-    several `reductions`: ROW_WORK_SEVERAL).
+    ROW_WORK, more for long ones (about ROW_WORK a thread; up to ROW_WORK_LONG
+    past LONG_FROM_THREADS threads, SEVERAL_FROM_THREADS for several `reductions`).
     `batched` (a one-pass row read in vectors, each thread's loaded before their
     uses: ONE_PASS_BATCH): fewer threads, up to SHORT_ROW_MOST
     vectors each, where they leave SHORT_ROW_FILL more of their loads' slots
     filled (SHORT_ROW_FILL)."""
     several = reductions >= SEVERAL_REDUCTIONS
     t = _row_threads(reduced, ROW_WORK, SEVERAL_GROUP_LEAST if several else SHORT_GROUP_LEAST)
-    if several and ROW_WORK_SEVERAL and t >= SEVERAL_FROM_THREADS:
-        t = _row_threads(reduced, ROW_WORK_SEVERAL, SHORT_GROUP_LEAST)
+    if ROW_WORK_LONG and t >= (SEVERAL_FROM_THREADS if several else LONG_FROM_THREADS):
+        t = _row_threads(reduced, ROW_WORK_LONG, SHORT_GROUP_LEAST)
     if not (batched and SHORT_ROWS and SHORT_ROW_FILL):
         return t
 
