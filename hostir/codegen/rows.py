@@ -543,7 +543,10 @@ H200 % of copy, same run, batches of 4 / all at once: row sum fp32 3947x17000
 SM a var_mean's spilled: fp32 3000x20000 (5) 92.5 / 74.3, bf16 1067x62841 (8)
 82.6 / 26.6. A batch of 8 for every such row (4 or fewer a thread too) had
 lost (one block an SM): row sum bf16 2735x24536 (3 a thread) 95.1 / 59.6,
-fp32 8192x8191 85.4 / 47.0."""
+fp32 8192x8191 85.4 / 47.0.
+Since ROW_WORK_LONG, rows of 1024 threads take more than 8 vectors a
+thread: this applies with ROW_WORK_LONG off only (a knob; at 512 threads,
+batches of 4, row sum fp32 3947x17000 ran as fast: 102 / 101)."""
 
 
 SHORT_ROW_MOST = 4
