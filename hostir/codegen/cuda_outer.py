@@ -9,7 +9,7 @@ from .cuda import _closure, vector_loads
 from .cuda_combine import _COMBINE, acc_bytes, acc_init, acc_type, acc_value
 from .cuda_schedules import _ReductionPrinter
 from .row_loads import closure_of
-from .kir import K, Kernel, levels, passes, row_nodes, split_stores, ws_slot
+from .kir import K, Kernel, levels, passes, reductions, row_nodes, split_stores, ws_slot
 
 
 class _OuterPrinter(_ReductionPrinter):
@@ -428,7 +428,7 @@ def outer_scratch(kern: Kernel, lanes: int, vec: int, count: int, split: int) ->
     ways over `count` kept points: the partial results (kir.ws_slot bytes
     each: the shares', then the groups' of OUTER_GROUP shares) and each tile's
     arrival counters (its groups', then the tile's)."""
-    reduces = sum(1 for n in kern.order if n.op == K.REDUCE)
+    reduces = reductions(kern)
     groups = -(-split // OUTER_GROUP)
     tiles = -(-count // (lanes * vec))
     return ws_slot(kern) * (split + groups) * count * reduces, tiles * (groups + 1)

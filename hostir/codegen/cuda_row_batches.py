@@ -32,8 +32,9 @@ class _RowBatches:
         if self._long_batch and self._passes == 1:
             return self._long_batch
         if rows.ONE_PASS_BATCH and self._passes == 1 and self.threads < LOOP_BATCH_THREADS:
-            # (rows.row_threads: up to ROW_WORK a thread, SHORT_ROW_MOST short)
-            short = max(rows.SHORT_ROW_WORK, rows.SHORT_ROW_MOST if rows.SHORT_ROW_FILL else 0)
+            # (rows.row_threads: up to ROW_WORK a thread, ROW_WORK_LONG in batches of this; short rows
+            # SHORT_GROUP_WORK, SHORT_ROW_MOST)
+            short = max(rows.SHORT_ROW_WORK, rows.SHORT_GROUP_WORK, rows.SHORT_ROW_MOST if rows.SHORT_ROW_FILL else 0)
             work = min(rows.ONE_PASS_BATCH, short if self.threads < 32 else rows.ROW_WORK)
             return max((b for b in range(work, 0, -1) if b * loads <= max(rows.ONE_PASS_VECTORS, loads)), default=1)
         if self.block != LOOP_BATCH_THREADS or self.threads != self.block:

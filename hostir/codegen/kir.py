@@ -413,6 +413,11 @@ def levels(kern: Kernel) -> dict[int, int]:
     return level
 
 
+def reductions(kern: Kernel) -> int:
+    """The values a reduction kernel reduces (a var_mean's two sums: 2)."""
+    return sum(1 for n in kern.order if n.op == K.REDUCE)
+
+
 def passes(kern: Kernel) -> list[int]:
     """The passes over each row a reduction kernel makes (levels with work)."""
     level = levels(kern)

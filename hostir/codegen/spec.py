@@ -358,7 +358,7 @@ class KernelSpec(_RowRules):
                     return t
         return -1
 
-    def _once(self, kernel: Kernel, rule) -> bool:
+    def _once(self, kernel: Kernel, rule):
         """`rule(kernel)` (what the kernel alone decides), computed once per kernel."""
         key = (id(kernel), rule.__name__)
         got = self._positions.get(key)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from . import rows
-from .kir import K, Kernel, levels, passes
+from .kir import K, Kernel, levels, passes, reductions
 from .launch_checks import shift_possible
 from .row_loads import held_words, rest_words, row_cache_bytes
 
@@ -127,8 +127,8 @@ class _RowRules:
         if vec > 1 and several and vectors <= chunks * rows.ROW_THREADS[-1]:
             aim = chunks if long else max(chunks, rows.REGISTER_ROW_POINTS // vec)  # (rows.REGISTER_ROW_POINTS)
             return rows.register_row(vectors, aim, vec)
-        reductions = sum(1 for n in kernel.order if n.op == K.REDUCE)
-        return rows.row_threads(vectors, batched=vec > 1 and not several, reductions=reductions), 0, 0
+        return rows.row_threads(vectors, batched=vec > 1 and not several,
+                                reductions=self._once(kernel, reductions)), 0, 0
 
     def _cluster(self, kernel: Kernel, vectors: int) -> int:
         """CTAs of a thread-block cluster that share each row of `vectors`
