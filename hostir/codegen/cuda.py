@@ -60,9 +60,13 @@ def _cast(x: str, src: DataType, dst: DataType) -> str:
     return f"({CTYPE[dst]})({x})"
 
 
-def _offset(indices, tensor: str) -> str:
-    """Element offset of `tensor` (a kernel parameter with strides `<tensor>_s<d>`)."""
-    return " + ".join(f"{i} * {tensor}_s{d}" for d, i in enumerate(indices)) or "0"
+def _offset(indices, tensor: str, unit_last: bool = False) -> str:
+    """Element offset of `tensor` (a kernel parameter with strides `<tensor>_s<d>`);
+    `unit_last`: a vector's offset, whose innermost stride the launch checked
+    is 1 (launch_checks.vector_ok, shift_ok), not multiplied by it."""
+    n = len(indices)
+    return " + ".join(i if unit_last and d == n - 1 else f"{i} * {tensor}_s{d}"
+                      for d, i in enumerate(indices)) or "0"
 
 
 def _expr(n: KNode, name) -> str:
@@ -342,7 +346,7 @@ class _Printer:
             L.append(f"      {arr}[u] = {names[id(node)]};")
         L.append("    }")
         for (s, node, ix), arr in zip(k.stores, outs):
-            self.vector_store(s, arr, _offset([base[id(i)] for i in ix], f"out{s}"))
+            self.vector_store(s, arr, _offset([base[id(i)] for i in ix], f"out{s}", unit_last=True))
 
     def vector_load(self, node: KNode, base: dict, into: str | None = None, copy: bool = False,
                     after: str | None = None) -> str:
@@ -353,7 +357,7 @@ class _Printer:
         t, v = self.k.inputs[node.arg], self.vec
         size = t.dtype.itemsize * v
         a = [base[id(s)] for s in node.src]
-        off = _offset(a[1:], f"in{node.arg}")
+        off = _offset(a[1:], f"in{node.arg}", unit_last=True)
         arr = into
         if arr is None:
             arr = self.fresh()

@@ -489,7 +489,7 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
                 L.extend(online_vector(n, acc[id(n)], *vectors[id(n)], v, "      "))
         for (s, node, ix), arr in zip(stores, arrs):
             L.append("      if (active)")
-            self.vector_store(s, arr, _offset([base[id(x)] for x in ix], f"out{s}"))
+            self.vector_store(s, arr, _offset([base[id(x)] for x in ix], f"out{s}", unit_last=True))
 
     def _reread(self, n: KNode, cache: str) -> str:
         """This thread's vector `c` of a cached load, read again in a later pass:
