@@ -23,6 +23,12 @@ __device__ __forceinline__ hir_bf16 hir_f2bf(float f) {
   hir_bf16 b; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(f)); return b;
 }
 
+// Does m share a bit with b? (An `and` the compiler keeps, so a test of a constant bit
+// takes one instruction with a predicate result, not a shift, an `and` and a compare.)
+__device__ __forceinline__ bool hir_any_bit(unsigned m, unsigned b) {
+  unsigned t; asm("and.b32 %0, %1, %2;" : "=r"(t) : "r"(m), "r"(b)); return t != 0u;
+}
+
 // Math with float and double overloads (torch semantics where C differs).
 #define HIR_UNARY(name, ff, df) \
   __device__ __forceinline__ float name(float x) { return ff(x); } \

@@ -576,9 +576,9 @@ def test_rows_held_in_registers():
 
 
 @pytest.mark.parametrize("shape,kind,dtype,threads", [
-    ((37, 144), "var_mean", D.Float, 16), ((50, 160), "var_mean", D.BFloat16, 8), ((9, 400), "sum", D.Float, 32),
+    ((37, 144), "var_mean", D.Float, 8), ((50, 160), "var_mean", D.BFloat16, 4), ((9, 400), "sum", D.Float, 32),
     ((5, 856), "max", D.Float, 64), ((3, 4105), "sum", D.BFloat16, 256), ((40, 12), "sum", D.Float, 1),
-    ((33, 64), "sum", D.Half, 4), ((7, 36), "var_mean", D.Float, 4), ((9, 400), "dot", D.Float, 32),
+    ((33, 64), "sum", D.Half, 4), ((7, 36), "var_mean", D.Float, 2), ((9, 400), "dot", D.Float, 32),
     ((5, 1000), "dot", D.BFloat16, 32), ((6, 408), "var_mean", D.BFloat16, 16), ((5, 8663), "var_mean", D.BFloat16, 128),
     ((3, 20000), "var_mean", D.Float, 512), ((3, 22163), "max", D.Float, 512), ((2, 24536), "sum", D.BFloat16, 256)],
     ids=str)
@@ -590,8 +590,9 @@ def test_one_pass_rows_load_batches(shape, kind, dtype, threads):
     4 vectors each: `dot`); a short row whose threads' last loads would leave
     many slots empty takes fewer threads (rows.SHORT_ROW_FILL: 9 vectors over
     4 threads, not 8); groups of 8 threads or more take up to 4 vectors each
-    (rows.SHORT_GROUP_WORK: 36 over 16 threads, not 32; a var_mean's groups
-    of any size: 8 over 2); rows of 1024 threads up to 16 (a var_mean's
+    (rows.SHORT_GROUP_WORK: 36 over 16 threads, not 32); a var_mean's groups
+    of any size up to 6 (rows.SEVERAL_GROUP_WORK, shifted rows
+    SHIFTED_GROUP_WORK: 20 over 4); rows of 1024 threads up to 16 (a var_mean's
     of 512 threads or more: rows.ROW_WORK_LONG). Results
     against torch (the GPU runs the batches), the rule, the kernel's loop and
     bounds."""
@@ -602,6 +603,7 @@ def test_one_pass_rows_load_batches(shape, kind, dtype, threads):
     assert rows.row_threads(1024, reductions=2) == 256 and rows.row_threads(5000, reductions=2) == 512
     assert rows.row_threads(2047) == 512 and rows.row_threads(5540) == 512 and rows.row_threads(3067) == 256
     assert rows.row_threads(8, batched=True, reductions=2) == 2 and rows.row_threads(8, batched=True) == 4
+    assert rows.row_threads(20, reductions=2) == 4 and rows.row_threads(20, reductions=2, shifted=True) == 4
     assert rows.row_threads(20, batched=True) == 8 and rows.row_threads(8, batched=True) == 4
     assert rows.row_threads(3, batched=True) == 1 and rows.row_threads(100, batched=True) == 32
     x, y = rand(shape, dtype), rand(shape, dtype)
@@ -1642,7 +1644,7 @@ def test_persistent_rows_ask_for_the_threads_their_registers_allow(dtype, n, thr
 
 
 @pytest.mark.parametrize("n", [0, 1, 7, 100, 1027, 4097, 50257])
-@pytest.mark.parametrize("kind", ["softmax", "log_softmax", "rmsnorm", "sum", "amax"])
+@pytest.mark.parametrize("kind", ["softmax", "log_softmax", "rmsnorm", "sum", "amax", "var_mean"])
 @pytest.mark.parametrize("dtype", [D.BFloat16, D.Float], ids=lambda d: d.name)
 def test_rows_off_vector_boundaries(kind, dtype, n):
     """Rows whose length is no multiple of a vector, so that each starts at
@@ -1651,11 +1653,21 @@ def test_rows_off_vector_boundaries(kind, dtype, n):
     row masked out of the reductions and the stores. Results against torch;
     the launch takes the shifted variant (compiled by the nvrtc check), and
     HOSTIR_DISABLE=shifted_rows reads the rows a point at a time. A weight
-    read by every row keeps the point-at-a-time schedule."""
+    read by every row keeps the point-at-a-time schedule. One-pass rows of
+    few threads (cuda_row_shift.MASKED_ROWS) read the aligned vectors that
+    cover them, the points off the row masked."""
     if n == 0 and kind in ("softmax", "log_softmax", "amax"):
         pytest.skip("max over an empty row raises (as torch.amax)")
+    if n < 2 and kind == "var_mean":
+        pytest.skip("a variance of fewer than 2 points with correction 1 is not a number")
     x = rand((5, n), dtype)
-    if kind in ("sum", "amax"):
+    if kind == "var_mean":
+        def build(fd):
+            var, mean = fd.ops.var_mean(fd.ops.cast(declare(fd, x), D.Float), [1], correction=1)
+            fd.add_output(var)
+            fd.add_output(mean)
+        want = list(torch.var_mean(x.double(), 1, correction=1))
+    elif kind in ("sum", "amax"):
         def build(fd):
             t = fd.ops.cast(declare(fd, x), D.Float)
             fd.add_output(fd.ops.sum(t, [1]) if kind == "sum" else fd.ops.max(t, [1]))
@@ -1678,7 +1690,11 @@ def test_rows_off_vector_boundaries(kind, dtype, n):
         else:
             assert var.vec == vec and var.shift == (n % vec != 0), var.name
         if var.shift:
+            from hostir.codegen.cuda_row_shift import MASKED_ROWS
             assert "m_ = (int)" in var.source and "_sh_" in var.name
+            slots = -(-(2 * vec - 2) // var.threads)  # (head and tail points a thread)
+            masked = kind in ("sum", "amax", "var_mean") and 0 < MASKED_ROWS <= slots
+            assert ("hir_any_bit(" in var.source) == masked, (var.name, slots)
             conftest._KERNEL_SOURCES.setdefault(var.source, var.name)
         with config.override(disable=config.get().disable | {"shifted_rows"}):
             spec2 = _reduction_specs(_run_keeping_fd(build, [x])[1])[0]

@@ -69,6 +69,22 @@ class _RowShifts:
             out.append((e, at))
         return out
 
+    def _masked_row(self, stores, body) -> bool:
+        """Does this pass read a shifted row in the aligned vectors that cover
+        it, the points outside the row computed and not combined (MASKED_ROWS):
+        a row of one pass and no stores (a row sum, a max, a var_mean), not
+        kept in registers nor split over a cluster, whose group's threads would
+        take MASKED_ROWS of its head and tail points each or more (_edge_slots),
+        and whose every value that moves along the row is a vector load of it
+        or computed from such (nothing read elsewhere at a point outside the
+        row, nothing checked or drawn there)?"""
+        if not (MASKED_ROWS and self._edge_slots() >= MASKED_ROWS and self._passes == 1 and not stores
+                and not self.chunks and self.cluster == 1):
+            return False
+        moving = [n for n in body if id(n) in self.dep]
+        return all(id(n) in self.vloads for n in moving if n.op == K.LOAD) and \
+            not any(n.op in (K.CHECK, K.RNG) for n in moving)
+
     def _edge_slots(self) -> int:
         """Head and tail points a thread of a shifted row's group takes at
         most (h_ + t_ < 2 x vec, over the group's threads)."""
@@ -180,6 +196,25 @@ class _RowShifts:
                  f"{t.dtype.itemsize}); }}")
         return f"({arr})[u]"
 
+
+MASKED_ROWS = 5
+"""A shifted row of one pass and no stores whose group's threads would take
+this many of its head and tail points each or more (_edge_slots: 7 in a
+group of 2 threads of 2-byte points, 6 in one thread of 4-byte ones; 0:
+none) reads the aligned vectors that cover it, from the one that holds its
+point 0, each vector's points outside the row masked off its combines (a
+bit mask a vector, tested in one instruction: hir_any_bit; _masked_row,
+cuda_schedules' `masked`), not its head and tail a point at a time. H200 %
+of copy, same run, points / masked: row sum fp16 3000000x21 77.3 / 93.5,
+row max bf16 1000000x33 70.6 / 78.6, var_mean bf16 2000000x45 64.4 / 68.4,
+fp16 2000000x50 71.5 / 76.0 (the threads of rows.SHIFTED_GROUP_WORK 4). In
+groups of 4 or 8 threads of 2-byte points (4 or 2 points a thread) masked
+rows lost: row sum bf16 300000x203 (8) 92.4 / 89.2, fp16 466033x145 (8)
+93.2 / 89.6, var_mean fp16 664444x101 (4) 79.5 / 76.6. (Tried before, and
+removed: the head and tail in their two aligned vectors, read by the
+group's lanes 0 and 1 after the loop; their warps ran both lanes' paths.
+Points / those: var_mean fp16 664444x101 77.4 / 70.5, row sum bf16
+300000x203 96.0 / 88.9, fp16 466033x145 97.3 / 85.8.)"""
 
 EDGE_KEEP = True
 """A persistent row's head and tail points of the loads it keeps in registers

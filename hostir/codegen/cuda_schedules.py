@@ -52,6 +52,7 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
                  funnel: bool = False, batch: int = 0):
         super().__init__(kern, name, vec, idx, block, False, pdl)
         self.shift = shift and vec > 1
+        self.masked = False  # ... read in the aligned vectors that cover it, masked (cuda_row_shift.MASKED_ROWS)
         # what every row reads (a weight: rows.SHIFTED_WEIGHTS), read off its vector
         # boundaries: funnel-shifted from its two aligned vectors around each shifted one
         # (rows.FUNNEL_WEIGHTS, 16-byte vectors), else a point at a time
@@ -176,9 +177,11 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
             if self.vec == 1:
                 self._scalar_pass(mine, stores, body, names, acc)
             else:
-                edges = self._edge_loads(body, names, p == work[0][0]) if self.shift else []
+                self.masked = self.shift and self._masked_row(stores, body)
+                edges = self._edge_loads(body, names, p == work[0][0]) if self.shift and not self.masked else []
                 self._vector_pass(mine, stores, body, names, acc)
-                self._edge_points(mine, stores, body, acc, edges)
+                if not self.masked:
+                    self._edge_points(mine, stores, body, acc, edges)
             self.exp_forms = {}
             self._group_reduce(mine, [reduces.index(n) for n in mine], acc)
             for n in mine:
@@ -295,13 +298,15 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
 
     def _first(self) -> str:
         """Where a row's vector 0 starts (added to its multiples of vec): a
-        shifted row's first vector wholly of it, h_ points in (_edge_points)."""
-        return " + h_" if self.shift else ""
+        shifted row's first vector wholly of it, h_ points in (_edge_points);
+        a masked row's (cuda_row_shift.MASKED_ROWS) the aligned one that holds
+        its point 0, m_ points before it."""
+        return (" - m_" if self.masked else " + h_") if self.shift else ""
 
     def _in_row(self, r: str) -> str:
         """Is the vector at `r` the row's (a shifted row's: wholly; its head
-        and tail points are _edge_points')?"""
-        return f"{r} + {self.vec} <= R" if self.shift else f"{r} < R"
+        and tail points are _edge_points'; a masked row's: any point of it)?"""
+        return f"{r} + {self.vec} <= R" if self.shift and not self.masked else f"{r} < R"
 
     def _scalar_pass(self, mine, stores, body, names, acc) -> None:
         """One point of the row per thread and iteration."""
@@ -390,7 +395,8 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
     def _vector_step(self, mine, stores, body, names, acc, batch=None, phase="") -> None:
         """One vector of the row: its loads, the points' values, the stores (with
         `batch`, its vector loads' arrays of a batch at slot c: phase "loads"
-        fills them, "uses" computes from them)."""
+        fills them, "uses" computes from them; a masked row's vector at r
+        combines its points of the row alone: cuda_row_shift.MASKED_ROWS)."""
         L, v = self.lines, self.vec
         i = f"i{self.inner}"
         local = dict(names)  # what does not move along the innermost dim: once per vector
@@ -458,10 +464,15 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
         self.loaded.update(self.cache.keys() & {id(n) for n in loads})
         if phase == "loads":
             return
-        self._points(mine, stores, body, acc, inner, base)
+        mask = ""
+        if self.masked:  # (bit u: point u of the vector at r is the row's)
+            L.append(f"      const unsigned mk_ = (r < 0 ? {(1 << v) - 1}u << -r : {(1 << v) - 1}u) & "
+                     f"(R - r < {v} ? (1u << (R - r)) - 1u : {(1 << v) - 1}u);")
+            mask = "hir_any_bit(mk_, 1u << u)"
+        self._points(mine, stores, body, acc, inner, base, mask)
 
-    def _points(self, mine, stores, body, acc, inner: dict, base: dict) -> None:
-        """The vector's points: their values, the combines, the stores."""
+    def _points(self, mine, stores, body, acc, inner: dict, base: dict, mask: str = "") -> None:
+        """The vector's points: their values, the combines (where `mask` holds), the stores."""
         L, idx, v, k = self.lines, self.idx, self.vec, self.k
         i = f"i{self.inner}"
         arrs = []
@@ -477,7 +488,11 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
         L.append(f"      for (int u = 0; u < {v}; ++u) {{")
         L.append(f"        const {idx} ii = {i} + u;")
         self.emit_all([n for n in body if id(n) in self.dep], inner, "ii", "        ")
-        self._combine([n for n in mine if id(n) not in vectors], acc, inner, "        ")
+        if mask:
+            L.append(f"        if ({mask}) {{")
+        self._combine([n for n in mine if id(n) not in vectors], acc, inner, "          " if mask else "        ")
+        if mask:
+            L.append("        }")
         for n in mine:
             if id(n) in vectors:
                 L.extend(online_point(vectors[id(n)], [inner[id(x)] for x in n.src], "        "))

@@ -454,6 +454,8 @@ SHORT_GROUP_WORK = 4
 SHORT_GROUP_LEAST = 8
 SEVERAL_GROUP_LEAST = 1
 SEVERAL_REDUCTIONS = 2
+SEVERAL_GROUP_WORK = 6
+SHIFTED_GROUP_WORK = 6
 """A short row (SHORT_ROW_WORK) in groups of SHORT_GROUP_LEAST threads or
 more (of a kernel of SEVERAL_REDUCTIONS reductions or more, a var_mean:
 SEVERAL_GROUP_LEAST) takes up to SHORT_GROUP_WORK vectors a thread (rows of
@@ -466,10 +468,21 @@ off: var_mean bf16 164482x408 58.2 / 81.0 / 58.4 (torch.compile 59.3), fp32
 262144x256 85.0 / 97.0 / 85.1 (94.4), row sum bf16 300000x200 87.4 / 95.0 /
 88.1, row max bf16 300000x200 84.2 / 94.7 / 87.4, row sum fp16 466033x144
 93.5 / 95.2 / 95.3; 8 others within 1.2. Every short row at 4 (rows of 16
-vectors in 4 threads, not 8) had lost: row sum fp32 1048576x64 96.1 / 93.2."""
+vectors in 4 threads, not 8) had lost: row sum fp32 1048576x64 96.1 / 93.2.
+A var_mean's groups take up to SEVERAL_GROUP_WORK (rows of shifted vectors:
+SHIFTED_GROUP_WORK): its two reductions' shuffles and three divisions a row
+spread over more vectors. H200 % of copy, same run, 4 / 6 / 8: var_mean
+bf16 400000x160 74.5 / 82.6 / 81.6 (8 threads / 4 / 4), 164482x408 81.3 /
+82.5 / 83.5, 1048576x64 81.5 / 82.4 / 67.7 (one thread at 8), fp32
+466033x144 87.6 / 91.1 / 90.1, 1048576x64 93.5 / 94.7 / 88.7; shifted rows
+(with the masked rows of cuda_row_shift.MASKED_ROWS), 4 / 6: var_mean fp32
+203978x329 88.8 / 96.6, 466033x143 84.4 / 94.4, 1000000x37 78.0 / 81.0,
+bf16 2000000x45 68.4 / 76.5, fp16 2000000x50 76.0 / 79.1, bf16 500000x123
+80.8 / 81.7; but fp16 664444x101 79.5 / 71.1 and bf16 300007x77 48.9 / 43.5
+(4 threads / 2: the rule's one loss, kept for the rest)."""
 
 
-def row_threads(reduced: int, batched: bool = False, reductions: int = 1) -> int:
+def row_threads(reduced: int, batched: bool = False, reductions: int = 1, shifted: bool = False) -> int:
     """Threads that combine one row of `reduced` vectors (or points, unvectorized)
     in one pass: part of a warp for short rows (SHORT_ROW_WORK a thread,
     SHORT_GROUP_WORK in groups of SHORT_GROUP_LEAST), a warp up to 32 x
@@ -480,7 +493,8 @@ def row_threads(reduced: int, batched: bool = False, reductions: int = 1) -> int
     vectors each, where they leave SHORT_ROW_FILL more of their loads' slots
     filled (SHORT_ROW_FILL)."""
     several = reductions >= SEVERAL_REDUCTIONS
-    t = _row_threads(reduced, ROW_WORK, SEVERAL_GROUP_LEAST if several else SHORT_GROUP_LEAST)
+    t = _row_threads(reduced, ROW_WORK, SEVERAL_GROUP_LEAST if several else SHORT_GROUP_LEAST,
+                     (SHIFTED_GROUP_WORK if shifted else SEVERAL_GROUP_WORK) if several else SHORT_GROUP_WORK)
     if ROW_WORK_LONG and t >= (SEVERAL_FROM_THREADS if several else LONG_FROM_THREADS):
         t = _row_threads(reduced, ROW_WORK_LONG, SHORT_GROUP_LEAST)
     if not (batched and SHORT_ROWS and SHORT_ROW_FILL):
@@ -493,10 +507,11 @@ def row_threads(reduced: int, batched: bool = False, reductions: int = 1) -> int
     return best if fill(best) >= fill(t) + SHORT_ROW_FILL else t
 
 
-def _row_threads(reduced: int, work: int, least: int) -> int:
+def _row_threads(reduced: int, work: int, least: int, group_work: int | None = None) -> int:
+    group_work = SHORT_GROUP_WORK if group_work is None else group_work
     if SHORT_ROWS:
         t = next((t for t in SHORT_ROW_THREADS
-                  if reduced <= (SHORT_GROUP_WORK if t >= least else SHORT_ROW_WORK) * t), 0)
+                  if reduced <= (group_work if t >= least else SHORT_ROW_WORK) * t), 0)
         if t:
             return t
     for t in ROW_THREADS:
