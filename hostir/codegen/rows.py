@@ -485,7 +485,9 @@ bf16 2000000x45 68.4 / 76.5, fp16 2000000x50 76.0 / 79.1, bf16 500000x123
 def row_threads(reduced: int, batched: bool = False, reductions: int = 1, shifted: bool = False) -> int:
     """Threads that combine one row of `reduced` vectors (or points, unvectorized)
     in one pass: part of a warp for short rows (SHORT_ROW_WORK a thread,
-    SHORT_GROUP_WORK in groups of SHORT_GROUP_LEAST), a warp up to 32 x
+    SHORT_GROUP_WORK in groups of SHORT_GROUP_LEAST; several `reductions`,
+    SEVERAL_GROUP_WORK in groups of SEVERAL_GROUP_LEAST, `shifted` rows
+    SHIFTED_GROUP_WORK), a warp up to 32 x
     ROW_WORK, more for long ones (about ROW_WORK a thread; up to ROW_WORK_LONG
     past LONG_FROM_THREADS threads, SEVERAL_FROM_THREADS for several `reductions`).
     `batched` (a one-pass row read in vectors, each thread's loaded before their
