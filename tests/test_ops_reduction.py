@@ -2,6 +2,7 @@
 linear) of fd.ops, compared with torch computed in float64 (or torch eager
 for integers) on random data."""
 import math
+import re
 
 import pytest
 import torch
@@ -1695,6 +1696,10 @@ def test_rows_off_vector_boundaries(kind, dtype, n):
             slots = -(-(2 * vec - 2) // var.threads)  # (head and tail points a thread)
             masked = kind in ("sum", "amax", "var_mean") and 0 < MASKED_ROWS <= slots
             assert ("hir_any_bit(" in var.source) == masked, (var.name, slots)
+            if masked:  # (batches of cuda_row_batches.MASKED_BATCH vectors at most)
+                from hostir.codegen.cuda_row_batches import MASKED_BATCH
+                batches = [int(b) for b in re.findall(r"for \(int c = 0; c < (\d+); \+\+c\)", var.source)]
+                assert batches and max(batches) <= MASKED_BATCH, (var.name, batches)
             conftest._KERNEL_SOURCES.setdefault(var.source, var.name)
         with config.override(disable=config.get().disable | {"shifted_rows"}):
             spec2 = _reduction_specs(_run_keeping_fd(build, [x])[1])[0]

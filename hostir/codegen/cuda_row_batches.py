@@ -11,6 +11,12 @@ from .row_loads import batch_words
 
 LOOP_BATCH_THREADS = 1024  # looped rows of this many threads load batches of vectors (_batch)
 LOOP_BATCH_VECTORS = 6     # ... about this many vectors a thread at once
+MASKED_BATCH = 3
+"""A masked row's batch at most (cuda_row_shift.MASKED_ROWS: its mask takes
+registers; a var_mean's batch of 4 spilled 24 bytes at 32 registers, 3
+none). H200 % of copy, same run, 4 / 3: row max bf16 1000000x33 78.8 /
+84.2, var_mean fp16 664444x101 68.8 / 70.3, bf16 300007x77 47.8 / 50.2, row
+sum fp16 3000000x21 91.8 / 93.0; but var_mean bf16 2000000x45 74.4 / 71.3."""
 
 
 class _RowBatches:
@@ -36,6 +42,8 @@ class _RowBatches:
             # SHORT_GROUP_WORK, SHORT_ROW_MOST)
             short = max(rows.SHORT_ROW_WORK, rows.SHORT_GROUP_WORK, rows.SHORT_ROW_MOST if rows.SHORT_ROW_FILL else 0)
             work = min(rows.ONE_PASS_BATCH, short if self.threads < 32 else rows.ROW_WORK)
+            if self.masked:  # (cuda_row_shift.MASKED_ROWS)
+                work = min(work, MASKED_BATCH)
             return max((b for b in range(work, 0, -1) if b * loads <= max(rows.ONE_PASS_VECTORS, loads)), default=1)
         if self.block != LOOP_BATCH_THREADS or self.threads != self.block:
             return 1
