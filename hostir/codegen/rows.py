@@ -498,7 +498,7 @@ def row_threads(reduced: int, batched: bool = False, reductions: int = 1, shifte
     t = _row_threads(reduced, ROW_WORK, SEVERAL_GROUP_LEAST if several else SHORT_GROUP_LEAST,
                      (SHIFTED_GROUP_WORK if shifted else SEVERAL_GROUP_WORK) if several else SHORT_GROUP_WORK)
     if ROW_WORK_LONG and t >= (SEVERAL_FROM_THREADS if several else LONG_FROM_THREADS):
-        t = _row_threads(reduced, ROW_WORK_LONG, SHORT_GROUP_LEAST)
+        t = _row_threads(reduced, ROW_WORK_LONG, SHORT_GROUP_LEAST, SHORT_GROUP_WORK)
     if not (batched and SHORT_ROWS and SHORT_ROW_FILL):
         return t
 
@@ -509,8 +509,7 @@ def row_threads(reduced: int, batched: bool = False, reductions: int = 1, shifte
     return best if fill(best) >= fill(t) + SHORT_ROW_FILL else t
 
 
-def _row_threads(reduced: int, work: int, least: int, group_work: int | None = None) -> int:
-    group_work = SHORT_GROUP_WORK if group_work is None else group_work
+def _row_threads(reduced: int, work: int, least: int, group_work: int) -> int:
     if SHORT_ROWS:
         t = next((t for t in SHORT_ROW_THREADS
                   if reduced <= (group_work if t >= least else SHORT_ROW_WORK) * t), 0)
