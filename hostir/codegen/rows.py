@@ -194,6 +194,18 @@ this loop too (softmax bf16 16384x16384 85 % against 78 %); registers now
 take them (H100 % of copy: softmax bf16 16384x12296 99.8, 16384x8704 100.5)."""
 SMEM_ROW_CHUNKS = 8          # vectors a thread keeps of a row held in shared memory
 SMEM_ROW_BYTES = 96 * 1024   # a block's share of such a row at most (two blocks an SM)
+SMEM_SHIFTED_ROW_BYTES = 112 * 1024
+"""... a shifted row's (rows off vector boundaries): what shared memory does
+not keep stays in registers (SMEM_REST_WORDS), where a shifted row's head and
+tail points and its funnelled weights already take theirs; at 32 registers a
+thread (two blocks of 1024 an SM) the rest spilled, and with shared memory
+taking the SM's L1 the spills went to L2 (rmsnorm bf16 568x118107: 36 bytes a
+thread). H200 % of copy, same run, 96 / 112 KiB: rmsnorm bf16 568x118107 62.4
+/ 70.1, 1024x65531 75.5 / 80.2, layernorm bf16 259x258961 52.3 / 59.0,
+1024x65531 63.4 / 67.2, fp16 1031x65087 64.4 / 67.4; rmsnorm fp32 300x200001
+71.6 / 70.5, softmax fp32 926x72471 76.0 / 76.0. Rows on boundaries keep 96
+KiB (layernorm bf16 259x258968 66.3 / 62.1, rmsnorm bf16 1024x65536 90.5 /
+91.5, 568x118112 77.4 / 77.4)."""
 SMEM_PER_SM = 224 * 1024     # shared memory an SM's blocks share (an H100's 227 KiB, less the slots)
 SMEM_ROW_PARTIAL = True      # keep part of a row in shared memory for more blocks an SM
 SMEM_REST_WORDS = 16

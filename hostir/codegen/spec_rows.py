@@ -82,7 +82,8 @@ class _RowRules:
         that makes several passes keeps the row, PERSISTENT_POINTS points a
         thread in registers; a longer row in shared memory, SMEM_ROW_CHUNKS
         vectors a thread (smem_row of them in shared memory: as many as leave
-        room for the blocks an SM holds by threads, SMEM_ROW_BYTES at most, the
+        room for the blocks an SM holds by threads, SMEM_ROW_BYTES at most
+        (`shift`: SMEM_SHIFTED_ROW_BYTES), the
         rest in registers where SMEM_REST_WORDS allow, else read again in each
         pass); a softmax's rows of up to SMEM_ROW_LONG_CHUNKS vectors a thread
         of 1024 one block an SM (shared memory and registers); longer still,
@@ -117,8 +118,9 @@ class _RowRules:
             c = -(-vectors // t) if t else 0
             chunk_bytes = row_cache_bytes(kernel, vec, vec * t) if t else 0
             if self.options.smem_rows and chunk_bytes:
-                budget = (rows.SMEM_PER_SM if one else min(rows.SMEM_ROW_BYTES, rows.SMEM_PER_SM // (2048 // t))
-                          if rows.SMEM_ROW_PARTIAL else rows.SMEM_ROW_BYTES)
+                most = rows.SMEM_SHIFTED_ROW_BYTES if shift else rows.SMEM_ROW_BYTES
+                budget = (rows.SMEM_PER_SM if one else min(most, rows.SMEM_PER_SM // (2048 // t))
+                          if rows.SMEM_ROW_PARTIAL else most)
                 kept = min(c, budget // chunk_bytes)
                 if kept == c or (rows.SMEM_ROW_PARTIAL and kept * 2 >= c) or \
                         (kept and rest_words(kernel, vec, c - kept) <= rows.SMEM_REST_WORDS):
