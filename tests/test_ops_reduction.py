@@ -593,7 +593,8 @@ def test_one_pass_rows_load_batches(shape, kind, dtype, threads):
     4 threads, not 8); groups of 8 threads or more take up to 4 vectors each
     (rows.SHORT_GROUP_WORK: 36 over 16 threads, not 32); a var_mean's groups
     of any size up to 6 (rows.SEVERAL_GROUP_WORK, shifted rows
-    SHIFTED_GROUP_WORK: 20 over 4); rows of 1024 threads up to 16 (a var_mean's
+    SHIFTED_GROUP_WORK: 20 over 4; 2-byte ones in groups SHIFTED_NARROW_WORK:
+    12 over 4, not 2); rows of 1024 threads up to 16 (a var_mean's
     of 512 threads or more: rows.ROW_WORK_LONG). Results
     against torch (the GPU runs the batches), the rule, the kernel's loop and
     bounds."""
@@ -605,6 +606,9 @@ def test_one_pass_rows_load_batches(shape, kind, dtype, threads):
     assert rows.row_threads(2047) == 512 and rows.row_threads(5540) == 512 and rows.row_threads(3067) == 256
     assert rows.row_threads(8, batched=True, reductions=2) == 2 and rows.row_threads(8, batched=True) == 4
     assert rows.row_threads(20, reductions=2) == 4 and rows.row_threads(20, reductions=2, shifted=True) == 4
+    assert rows.row_threads(12, reductions=2, shifted=True, vec=8) == 4 and \
+        rows.row_threads(12, reductions=2, shifted=True, vec=4) == 2 and \
+        rows.row_threads(6, reductions=2, shifted=True, vec=8) == 1  # (rows.SHIFTED_NARROW_WORK)
     assert rows.row_threads(20, batched=True) == 8 and rows.row_threads(8, batched=True) == 4
     assert rows.row_threads(3, batched=True) == 1 and rows.row_threads(100, batched=True) == 32
     x, y = rand(shape, dtype), rand(shape, dtype)

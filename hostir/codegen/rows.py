@@ -492,14 +492,24 @@ bf16 400000x160 74.5 / 82.6 / 81.6 (8 threads / 4 / 4), 164482x408 81.3 /
 bf16 2000000x45 68.4 / 76.5, fp16 2000000x50 76.0 / 79.1, bf16 500000x123
 80.8 / 81.7; but fp16 664444x101 79.5 / 71.1 and bf16 300007x77 48.9 / 43.5
 (4 threads / 2: the rule's one loss, kept for the rest)."""
+SHIFTED_NARROW_WORK = 4
+"""... but shifted rows of 2-byte points (vectors of 8) that SHIFTED_GROUP_WORK
+puts in groups of two threads or more take up to this many vectors a thread
+(rows of 9 to 12 vectors in 4 threads, not 2; those of up to 6 stay in one).
+H200 % of copy, same run, 6 / this rule (twice at 6): var_mean fp16
+664444x101 67.5, 68.3 / 77.0, 600000x99 65.7, 66.7 / 75.0, bf16 700000x90
+68.8, 70.2 / 72.8, 300007x77 53.3, 61.3 / 57.7; fp32 rows keep 6 (4 there:
+466033x143 92.0 -> 83.7), as do rows of one thread (4 there: bf16
+2000000x45 72.0 -> 67.0, fp16 2000000x50 76.0 -> 74.4)."""
 
 
-def row_threads(reduced: int, batched: bool = False, reductions: int = 1, shifted: bool = False) -> int:
+def row_threads(reduced: int, batched: bool = False, reductions: int = 1, shifted: bool = False,
+                vec: int = 1) -> int:
     """Threads that combine one row of `reduced` vectors (or points, unvectorized)
     in one pass: part of a warp for short rows (SHORT_ROW_WORK a thread,
     SHORT_GROUP_WORK in groups of SHORT_GROUP_LEAST; several `reductions`,
     SEVERAL_GROUP_WORK in groups of SEVERAL_GROUP_LEAST, `shifted` rows
-    SHIFTED_GROUP_WORK), a warp up to 32 x
+    SHIFTED_GROUP_WORK, of `vec` 8 in groups SHIFTED_NARROW_WORK), a warp up to 32 x
     ROW_WORK, more for long ones (about ROW_WORK a thread; up to ROW_WORK_LONG
     past LONG_FROM_THREADS threads, SEVERAL_FROM_THREADS for several `reductions`).
     `batched` (a one-pass row read in vectors, each thread's loaded before their
@@ -509,6 +519,8 @@ def row_threads(reduced: int, batched: bool = False, reductions: int = 1, shifte
     several = reductions >= SEVERAL_REDUCTIONS
     t = _row_threads(reduced, ROW_WORK, SEVERAL_GROUP_LEAST if several else SHORT_GROUP_LEAST,
                      (SHIFTED_GROUP_WORK if shifted else SEVERAL_GROUP_WORK) if several else SHORT_GROUP_WORK)
+    if several and shifted and vec >= 8 and 1 < t < 32:
+        t = _row_threads(reduced, ROW_WORK, SEVERAL_GROUP_LEAST, SHIFTED_NARROW_WORK)
     if ROW_WORK_LONG and t >= (SEVERAL_FROM_THREADS if several else LONG_FROM_THREADS):
         t = _row_threads(reduced, ROW_WORK_LONG, SHORT_GROUP_LEAST, SHORT_GROUP_WORK)
     if not (batched and SHORT_ROWS and SHORT_ROW_FILL):

@@ -130,7 +130,7 @@ class _RowRules:
             aim = chunks if long else max(chunks, rows.REGISTER_ROW_POINTS // vec)  # (rows.REGISTER_ROW_POINTS)
             return rows.register_row(vectors, aim, vec)
         return rows.row_threads(vectors, batched=vec > 1 and not several,
-                                reductions=self._once(kernel, reductions), shifted=shift), 0, 0
+                                reductions=self._once(kernel, reductions), shifted=shift, vec=vec), 0, 0
 
     def _cluster(self, kernel: Kernel, vectors: int) -> int:
         """CTAs of a thread-block cluster that share each row of `vectors`
