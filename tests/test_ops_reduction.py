@@ -1877,6 +1877,27 @@ def test_blocks_that_take_several_long_rows(kind, dtype, n, monkeypatch):
         assert (kind in ("softmax", "log_softmax")) is not ahead
 
 
+@pytest.mark.parametrize("kind", ["rmsnorm", "layernorm"])
+def test_shifted_long_rows_keep_more_in_shared_memory(kind):
+    """A shifted row held in shared memory and registers keeps up to
+    rows.SMEM_SHIFTED_ROW_BYTES a block in shared memory (112 KiB: 7 of a
+    thread's 8 vectors), a vector fewer in registers than a row on vector
+    boundaries (rows.SMEM_ROW_BYTES, 96 KiB: 6 of 8): its head and tail points
+    and funnelled weights take registers, and its rest spilled. Results
+    against torch (on a GPU, the shifted variant)."""
+    from hostir.codegen import rows
+    n = 65531
+    x = rand((3, n), D.BFloat16)
+    spec = _norm_checked(kind, x)
+    k = spec.kernel_for([3, n])[0]
+    vec = spec._vec[id(k)]
+    vectors = rows.shifted_vectors(n, vec)
+    assert spec._row_schedule(k, vectors) == (1024, 8, 6)
+    assert spec._row_schedule(k, vectors, shift=True) == (1024, 8, 7)
+    var = spec.variant(k, vec, "int", *spec._row_schedule(k, vectors, shift=True), shift=True)
+    assert var.smem == 7 * 1024 * 16 and "_smem7_" in var.name
+
+
 def test_one_launch_config_for_launches_and_the_cluster_query():
     """launch.launch_config builds the cuLaunchKernelEx configuration a cluster
     or programmatic-dependent launch takes, and the one
