@@ -517,10 +517,10 @@ def row_threads(reduced: int, batched: bool = False, reductions: int = 1, shifte
     vectors each, where they leave SHORT_ROW_FILL more of their loads' slots
     filled (SHORT_ROW_FILL)."""
     several = reductions >= SEVERAL_REDUCTIONS
-    t = _row_threads(reduced, ROW_WORK, SEVERAL_GROUP_LEAST if several else SHORT_GROUP_LEAST,
-                     (SHIFTED_GROUP_WORK if shifted else SEVERAL_GROUP_WORK) if several else SHORT_GROUP_WORK)
-    if several and shifted and vec >= 8 and 1 < t < 32:
-        t = _row_threads(reduced, ROW_WORK, SEVERAL_GROUP_LEAST, SHIFTED_NARROW_WORK)
+    group_work, one_work = (SEVERAL_GROUP_WORK if several else SHORT_GROUP_WORK), 0
+    if several and shifted:
+        group_work, one_work = (SHIFTED_NARROW_WORK, SHIFTED_GROUP_WORK) if vec >= 8 else (SHIFTED_GROUP_WORK, 0)
+    t = _row_threads(reduced, ROW_WORK, SEVERAL_GROUP_LEAST if several else SHORT_GROUP_LEAST, group_work, one_work)
     if ROW_WORK_LONG and t >= (SEVERAL_FROM_THREADS if several else LONG_FROM_THREADS):
         t = _row_threads(reduced, ROW_WORK_LONG, SHORT_GROUP_LEAST, SHORT_GROUP_WORK)
     if not (batched and SHORT_ROWS and SHORT_ROW_FILL):
@@ -533,10 +533,14 @@ def row_threads(reduced: int, batched: bool = False, reductions: int = 1, shifte
     return best if fill(best) >= fill(t) + SHORT_ROW_FILL else t
 
 
-def _row_threads(reduced: int, work: int, least: int, group_work: int) -> int:
+def _row_threads(reduced: int, work: int, least: int, group_work: int, one_work: int = 0) -> int:
+    """The fewest threads of a row: short groups of up to `group_work` vectors
+    a thread from `least` threads (SHORT_ROW_WORK below; a thread alone
+    `one_work` where given), else up to `work`."""
     if SHORT_ROWS:
         t = next((t for t in SHORT_ROW_THREADS
-                  if reduced <= (group_work if t >= least else SHORT_ROW_WORK) * t), 0)
+                  if reduced <= (one_work if t == 1 and one_work else group_work if t >= least
+                                 else SHORT_ROW_WORK) * t), 0)
         if t:
             return t
     for t in ROW_THREADS:
