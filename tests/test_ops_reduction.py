@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from hostir import DataType, FusionDefinition
+from hostir.codegen import one_pass
 from hostir.ir.errors import DefinitionError
 from ops_util import COMPLEX, FLOATS, FROM_TORCH, TORCH, check, declare, rand, relayout, run
 
@@ -585,32 +586,32 @@ def test_rows_held_in_registers():
     ids=str)
 def test_one_pass_rows_load_batches(shape, kind, dtype, threads):
     """A one-pass row (a sum, a max, a var_mean) read in vectors loads each
-    thread's few vectors (up to ROW_WORK, or rows.SHORT_ROW_MOST short) before
-    it uses them (rows.ONE_PASS_BATCH), in blocks that ask for 2048 threads an
+    thread's few vectors (up to ROW_WORK, or one_pass.SHORT_ROW_MOST short) before
+    it uses them (one_pass.ONE_PASS_BATCH), in blocks that ask for 2048 threads an
     SM where the batch's words fit rows.FULL_OCCUPANCY_WORDS (not two inputs'
     4 vectors each: `dot`); a short row whose threads' last loads would leave
-    many slots empty takes fewer threads (rows.SHORT_ROW_FILL: 9 vectors over
+    many slots empty takes fewer threads (one_pass.SHORT_ROW_FILL: 9 vectors over
     4 threads, not 8); groups of 8 threads or more take up to 4 vectors each
-    (rows.SHORT_GROUP_WORK: 36 over 16 threads, not 32); a var_mean's groups
-    of any size up to 6 (rows.SEVERAL_GROUP_WORK, shifted rows
+    (one_pass.SHORT_GROUP_WORK: 36 over 16 threads, not 32); a var_mean's groups
+    of any size up to 6 (one_pass.SEVERAL_GROUP_WORK, shifted rows
     SHIFTED_GROUP_WORK: 20 over 4; 2-byte ones in groups SHIFTED_NARROW_WORK:
     12 over 4, not 2); rows of 1024 threads up to 16 (a var_mean's
-    of 512 threads or more: rows.ROW_WORK_LONG). Results
+    of 512 threads or more: one_pass.ROW_WORK_LONG). Results
     against torch (the GPU runs the batches), the rule, the kernel's loop and
     bounds."""
-    from hostir.codegen import rows
-    assert rows.row_threads(36, batched=True) == 16 and rows.row_threads(36) == 16 and rows.row_threads(65) == 32
-    assert rows.row_threads(9, batched=True) == 4 and rows.row_threads(9) == 8 and rows.row_threads(17) == 8
-    assert rows.row_threads(1083) == 512 and rows.row_threads(1083, reductions=2) == 128
-    assert rows.row_threads(1024, reductions=2) == 256 and rows.row_threads(5000, reductions=2) == 512
-    assert rows.row_threads(2047) == 512 and rows.row_threads(5540) == 512 and rows.row_threads(3067) == 256
-    assert rows.row_threads(8, batched=True, reductions=2) == 2 and rows.row_threads(8, batched=True) == 4
-    assert rows.row_threads(20, reductions=2) == 4 and rows.row_threads(20, reductions=2, shifted=True) == 4
-    assert rows.row_threads(12, reductions=2, shifted=True, vec=8) == 4 and \
-        rows.row_threads(12, reductions=2, shifted=True, vec=4) == 2 and \
-        rows.row_threads(6, reductions=2, shifted=True, vec=8) == 1  # (rows.SHIFTED_NARROW_WORK)
-    assert rows.row_threads(20, batched=True) == 8 and rows.row_threads(8, batched=True) == 4
-    assert rows.row_threads(3, batched=True) == 1 and rows.row_threads(100, batched=True) == 32
+    assert one_pass.row_threads(36, batched=True) == 16 and one_pass.row_threads(36) == 16 and \
+        one_pass.row_threads(65) == 32
+    assert one_pass.row_threads(9, batched=True) == 4 and one_pass.row_threads(9) == 8 and one_pass.row_threads(17) == 8
+    assert one_pass.row_threads(1083) == 512 and one_pass.row_threads(1083, reductions=2) == 128
+    assert one_pass.row_threads(1024, reductions=2) == 256 and one_pass.row_threads(5000, reductions=2) == 512
+    assert one_pass.row_threads(2047) == 512 and one_pass.row_threads(5540) == 512 and one_pass.row_threads(3067) == 256
+    assert one_pass.row_threads(8, batched=True, reductions=2) == 2 and one_pass.row_threads(8, batched=True) == 4
+    assert one_pass.row_threads(20, reductions=2) == 4 and one_pass.row_threads(20, reductions=2, shifted=True) == 4
+    assert one_pass.row_threads(12, reductions=2, shifted=True, vec=8) == 4 and \
+        one_pass.row_threads(12, reductions=2, shifted=True, vec=4) == 2 and \
+        one_pass.row_threads(6, reductions=2, shifted=True, vec=8) == 1  # (one_pass.SHIFTED_NARROW_WORK)
+    assert one_pass.row_threads(20, batched=True) == 8 and one_pass.row_threads(8, batched=True) == 4
+    assert one_pass.row_threads(3, batched=True) == 1 and one_pass.row_threads(100, batched=True) == 32
     x, y = rand(shape, dtype), rand(shape, dtype)
 
     def build(fd):
@@ -641,13 +642,13 @@ def test_one_pass_rows_load_batches(shape, kind, dtype, threads):
     assert f"for (int r0 = {'lane * ' + str(var.vec) if not var.shift else ''}" in src
     bounded = f"__launch_bounds__({var.block}, {2048 // var.block})" in src
     assert bounded == (kind != "dot") and (bounded or f"__launch_bounds__({var.block})" in src)
-    off = rows.ONE_PASS_BATCH
+    off = one_pass.ONE_PASS_BATCH
     try:
-        rows.ONE_PASS_BATCH = 0
+        one_pass.ONE_PASS_BATCH = 0
         plain = kernel_text_source(var)
         assert "for (int r0" not in plain and "#pragma unroll 4" in plain
     finally:
-        rows.ONE_PASS_BATCH = off
+        one_pass.ONE_PASS_BATCH = off
 
 
 @pytest.mark.parametrize("cols,kind,batch", [(17000, "sum", 5), (20000, "var_mean", 0), (16000, "sum", 0),
@@ -655,14 +656,13 @@ def test_one_pass_rows_load_batches(shape, kind, dtype, threads):
 def test_long_one_pass_rows_load_at_once(cols, kind, batch, monkeypatch):
     """A one-pass row of 1024 threads whose threads take 5 to 8 vectors loads
     them at once where their words and the reductions' fit
-    rows.ONE_PASS_LONG_WORDS (a row sum's 5, not a var_mean's: it spilled),
+    one_pass.ONE_PASS_LONG_WORDS (a row sum's 5, not a var_mean's: it spilled),
     the launch picking the variant of that count (`_n5`); others batches of 4;
-    all ask for two blocks an SM (rows.ONE_PASS_LONG_BOUNDS). Results against
+    all ask for two blocks an SM (one_pass.ONE_PASS_LONG_BOUNDS). Results against
     torch, the rule, the kernel's batch array. (Rows of 5 to 8 vectors a
     thread of 1024 take fewer threads, up to 16 vectors each:
-    rows.ROW_WORK_LONG, off here.)"""
-    from hostir.codegen import rows
-    monkeypatch.setattr(rows, "ROW_WORK_LONG", 0)
+    one_pass.ROW_WORK_LONG, off here.)"""
+    monkeypatch.setattr(one_pass, "ROW_WORK_LONG", 0)
     x = rand((3, cols), D.Float)
 
     def build(fd):

@@ -1,11 +1,11 @@
 """How a thread of a row's group loads its vectors in batches: every load of a
 batch, then their uses, where `#pragma unroll` had left few loads in flight
-(looped rows of LOOP_BATCH_THREADS threads, one-pass rows: rows.ONE_PASS_BATCH,
+(looped rows of LOOP_BATCH_THREADS threads, one-pass rows: one_pass.ONE_PASS_BATCH,
 ONE_PASS_LONG). A mixin of cuda_schedules._ReductionPrinter, whose _vector_pass
 asks _batch for the batch and prints it with _batch_body."""
 from __future__ import annotations
 
-from . import rows
+from . import one_pass, rows
 from .cuda import CTYPE
 from .row_loads import batch_words
 
@@ -22,8 +22,8 @@ sum fp16 3000000x21 91.8 / 93.0; but var_mean bf16 2000000x45 74.4 / 71.3."""
 class _RowBatches:
     def _batch(self, body) -> int:
         """Vectors a thread loads before it uses them (1: the unrolled loop): a
-        one-pass row's count the launch picked (rows.ONE_PASS_LONG); a one-pass
-        row of fewer threads, its few vectors (rows.ONE_PASS_BATCH); a row of
+        one-pass row's count the launch picked (one_pass.ONE_PASS_LONG); a one-pass
+        row of fewer threads, its few vectors (one_pass.ONE_PASS_BATCH); a row of
         LOOP_BATCH_THREADS threads (a long row: one or two blocks an SM,
         rows.resident_rows), batches of 4, 2 or 1, LOOP_BATCH_VECTORS vectors a
         thread at most (a pass that loads more a point takes 1). The unrolled loop had one or
@@ -37,25 +37,26 @@ class _RowBatches:
         loads = len({id(n) for n in body if id(n) in self.vloads})
         if self._long_batch and self._passes == 1:
             return self._long_batch
-        if rows.ONE_PASS_BATCH and self._passes == 1 and self.threads < LOOP_BATCH_THREADS:
-            # (rows.row_threads: up to ROW_WORK a thread, ROW_WORK_LONG in batches of this; short rows
+        if one_pass.ONE_PASS_BATCH and self._passes == 1 and self.threads < LOOP_BATCH_THREADS:
+            # (one_pass.row_threads: up to ROW_WORK a thread, ROW_WORK_LONG in batches of this; short rows
             # SHORT_GROUP_WORK, SHORT_ROW_MOST)
-            short = max(rows.SHORT_ROW_WORK, rows.SHORT_GROUP_WORK, rows.SHORT_ROW_MOST if rows.SHORT_ROW_FILL else 0)
-            work = min(rows.ONE_PASS_BATCH, short if self.threads < 32 else rows.ROW_WORK)
+            short = max(rows.SHORT_ROW_WORK, one_pass.SHORT_GROUP_WORK,
+                        one_pass.SHORT_ROW_MOST if one_pass.SHORT_ROW_FILL else 0)
+            work = min(one_pass.ONE_PASS_BATCH, short if self.threads < 32 else one_pass.ROW_WORK)
             if self.masked:  # (cuda_row_shift.MASKED_ROWS)
                 work = min(work, MASKED_BATCH)
-            return max((b for b in range(work, 0, -1) if b * loads <= max(rows.ONE_PASS_VECTORS, loads)), default=1)
+            return max((b for b in range(work, 0, -1) if b * loads <= max(one_pass.ONE_PASS_VECTORS, loads)), default=1)
         if self.block != LOOP_BATCH_THREADS or self.threads != self.block:
             return 1
         return max((b for b in (4, 2, 1) if b * loads <= max(LOOP_BATCH_VECTORS, loads)), default=1)
 
     def _bounded_batch(self, B: int) -> bool:
         """Does a one-pass row's batch of B vectors a thread ask for full
-        occupancy (rows.ONE_PASS_BOUNDS, ONE_PASS_LONG_BOUNDS at 1024 threads):
+        occupancy (one_pass.ONE_PASS_BOUNDS, ONE_PASS_LONG_BOUNDS at 1024 threads):
         its vectors' words within rows.FULL_OCCUPANCY_WORDS (one load's 4 or 5
         vectors of 16 bytes, as measured; several loads' batches take the
         registers they need)?"""
-        if B < 2 or self._passes != 1 or not (self.threads < LOOP_BATCH_THREADS or rows.ONE_PASS_LONG_BOUNDS):
+        if B < 2 or self._passes != 1 or not (self.threads < LOOP_BATCH_THREADS or one_pass.ONE_PASS_LONG_BOUNDS):
             return False
         return batch_words(self.k, self.vec, B) <= rows.FULL_OCCUPANCY_WORDS
 

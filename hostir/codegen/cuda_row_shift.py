@@ -207,7 +207,7 @@ bit mask a vector, tested in one instruction: hir_any_bit; _masked_row,
 cuda_schedules' `masked`), not its head and tail a point at a time. H200 %
 of copy, same run, points / masked: row sum fp16 3000000x21 77.3 / 93.5,
 row max bf16 1000000x33 70.6 / 78.6, var_mean bf16 2000000x45 64.4 / 68.4,
-fp16 2000000x50 71.5 / 76.0 (the threads of rows.SHIFTED_GROUP_WORK 4). In
+fp16 2000000x50 71.5 / 76.0 (the threads of one_pass.SHIFTED_GROUP_WORK 4). In
 groups of 4 or 8 threads of 2-byte points (4 or 2 points a thread) masked
 rows lost: row sum bf16 300000x203 (8) 92.4 / 89.2, fp16 466033x145 (8)
 93.2 / 89.6, var_mean fp16 664444x101 (4) 79.5 / 76.6. (Tried before, and

@@ -12,7 +12,7 @@ from .cuda import CTYPE, _closure, _offset, _Printer
 from . import cuda_combine
 from .cuda_combine import acc_init, acc_type, acc_value, online_point, online_vector, shifted_exps
 from .kir import ONLINE, K, Kernel, KNode, levels, row_nodes, split_stores
-from . import rows
+from . import one_pass, rows
 from .launch_checks import funnel_load
 from .cuda_row_copies import _RowCopies
 from .cuda_row_combine import _RowCombines
@@ -88,7 +88,7 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
         self._kept_load = False                  # emitting a load into shared memory (load_hint)
         self._passes = 0                         # passes over the row (source)
         self._batched = False                    # a one-pass row's vectors loaded in batches (_batch)
-        self._long_batch = batch                 # ... of this many vectors (the launch's: rows.ONE_PASS_LONG)
+        self._long_batch = batch                 # ... of this many vectors (the launch's: one_pass.ONE_PASS_LONG)
         # the row kept whole in one of two buffers, the next row copied into the other
         # at the start of each row (rows.ROW_DOUBLE; spec.KernelSpec._double)
         self.double = double and self.smem_row and self.smem_chunks >= self.chunks and not self.shift
@@ -223,7 +223,7 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
             per_sm = min(2048 // self.block, rows.SMEM_PER_SM // max(1, row_cache_bytes(
                 self.k, self.vec, self.smem_chunks * self.vec * self.block)))
             return f"{self.block}, {max(1, per_sm)}"
-        if rows.ONE_PASS_BOUNDS and self._batched and self.block <= 1024:
+        if one_pass.ONE_PASS_BOUNDS and self._batched and self.block <= 1024:
             return f"{self.block}, {2048 // self.block}"
         held = held_words(self.k, self.vec, self.chunks) if self.chunks and not self.smem_row else 0
         if self.shift and not (self.shift_weights < SHIFT_BOUNDS_WEIGHTS and self.vec >= SHIFT_BOUNDS_VEC

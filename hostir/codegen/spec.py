@@ -27,7 +27,7 @@ from .row_loads import (batch_words, invariant_bytes, kept_block_points, kept_we
 from .launch_checks import (funnel_slots, keep_weights_ok, launch_sms, launches_clusters, shift_ok, vector_ok,
                             vector_slots)
 from .cuda_tiles import STAGE_BYTES, STAGED, stage_block, staged_gather, tile_loads, transpose_tiles
-from . import rows
+from . import one_pass, rows
 from .spec_rows import _RowRules
 from .kir import K, Kernel, Slot, kernel_text, layout, split_stores, verify_kernel
 from .lower import ReductionLowering, lower_pointwise
@@ -86,7 +86,7 @@ class Variant:
     funnel: bool = False  # ... else reads them funnel-shifted from their aligned vectors (rows.FUNNEL_WEIGHTS)
     flat: bool = False   # an outer reduction read flat, `vec` points a thread a step (cuda_flat)
     few: bool = False    # ... or in tiles whose blocks ask for OUTER_FEW_BLOCKS an SM (cuda_outer.outer_few)
-    batch: int = 0       # a one-pass row of 1024 threads: vectors a thread loads at once (rows.ONE_PASS_LONG)
+    batch: int = 0       # a one-pass row of 1024 threads: vectors a thread loads at once (one_pass.ONE_PASS_LONG)
 
     @property
     def block(self) -> int:
@@ -271,7 +271,7 @@ class KernelSpec(_RowRules):
             shift = vec > 1 and not vector_ok(vec, [ins[s] for s in vector_slots(kernel, vec)] + stored, extents)
             if shift and not shift_ok(kernel, vec, [ins[s] for s in vector_slots(kernel, vec, moving=True)] + stored,
                                       extents, self.options.shifted_rows):
-                return self.variant(kernel, 1, idx, rows.row_threads(per_row))
+                return self.variant(kernel, 1, idx, one_pass.row_threads(per_row))
             # (the weights of a shifted row funnel-shifted where their vectors start at boundaries)
             funnel = shift and rows.FUNNEL_WEIGHTS and bool(slots := funnel_slots(kernel, vec)) and \
                 vector_ok(vec, [ins[s] for s in slots], [vec])
@@ -305,15 +305,15 @@ class KernelSpec(_RowRules):
 
     def _long_batch(self, kernel: Kernel, var: Variant, vectors: int) -> int:
         """Vectors a thread of a one-pass row of 1024 threads loads at once where
-        it takes more than 4 and up to rows.ONE_PASS_LONG of them, their words
-        and 8 for each reduction within rows.ONE_PASS_LONG_WORDS; 0 elsewhere
+        it takes more than 4 and up to one_pass.ONE_PASS_LONG of them, their words
+        and 8 for each reduction within one_pass.ONE_PASS_LONG_WORDS; 0 elsewhere
         (the printer's batches of 4)."""
-        if not rows.ONE_PASS_LONG or var.threads != rows.ROW_THREADS[-1] or var.chunks or var.cluster or \
+        if not one_pass.ONE_PASS_LONG or var.threads != rows.ROW_THREADS[-1] or var.chunks or var.cluster or \
                 self._passes(kernel)[0]:
             return 0
         n = -(-vectors // var.threads)
         words = batch_words(kernel, var.vec, n) + 8 * sum(1 for x in kernel.order if x.op == K.REDUCE)
-        return n if 4 < n <= rows.ONE_PASS_LONG and words <= rows.ONE_PASS_LONG_WORDS else 0
+        return n if 4 < n <= one_pass.ONE_PASS_LONG and words <= one_pass.ONE_PASS_LONG_WORDS else 0
 
     def _keeps_weights(self, var: Variant, rows_count: int) -> bool:
         """Does a shifted variant keep the weights in shared memory (rows.KEEP_WEIGHTS):

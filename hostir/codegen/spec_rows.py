@@ -2,12 +2,13 @@
 how many threads take a row and how much of it each keeps in registers or
 shared memory (_row_schedule), whether the persistent kernel holds a launch's
 rows (holds), and which rows split over a thread-block cluster (_cluster) or
-keep two buffers (_double). The constants are rows.py's."""
+keep two buffers (_double). The constants are rows.py's (a one-pass row's
+threads: one_pass.py's)."""
 from __future__ import annotations
 
 import math
 
-from . import rows
+from . import one_pass, rows
 from .kir import K, Kernel, levels, passes, reductions
 from .launch_checks import shift_possible
 from .row_loads import held_words, rest_words, row_cache_bytes
@@ -94,7 +95,8 @@ class _RowRules:
         loops over them up to LOOP_ROW_BYTES, with loop_threads threads (the
         online kernel ONLINE_LOOP_THREADS): its later reads hit L1 or L2
         (`shift`: rows off vector boundaries, up to REGISTER_LONG_MOST). The
-        constants are codegen/rows.py's. The online kernel takes the plain
+        constants are codegen/rows.py's (the threads of a row no pass keeps:
+        one_pass.row_threads). The online kernel takes the plain
         one's schedule where that keeps the row in shared memory (rows.ONLINE_KEPT)."""
         if kernel is self.online and rows.ONLINE_KEPT and (plain := self._row_schedule(self.plain, vectors))[2]:
             return plain
@@ -129,7 +131,7 @@ class _RowRules:
         if vec > 1 and several and vectors <= chunks * rows.ROW_THREADS[-1]:
             aim = chunks if long else max(chunks, rows.REGISTER_ROW_POINTS // vec)  # (rows.REGISTER_ROW_POINTS)
             return rows.register_row(vectors, aim, vec)
-        return rows.row_threads(vectors, batched=vec > 1 and not several,
+        return one_pass.row_threads(vectors, batched=vec > 1 and not several,
                                 reductions=self._once(kernel, reductions), shifted=shift, vec=vec), 0, 0
 
     def _cluster(self, kernel: Kernel, vectors: int) -> int:
