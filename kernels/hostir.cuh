@@ -19,6 +19,13 @@ __device__ __forceinline__ hir_half hir_f2h(float f) {
 __device__ __forceinline__ float hir_bf2f(hir_bf16 b) {
   return __uint_as_float(((unsigned int)b) << 16);
 }
+// Point u of a vector of bf16 points v (4-byte aligned, u a constant once unrolled), from
+// its pair's 32-bit word: a shift for the low point, an and for the high one (codegen
+// cuda.BF16_PAIRS), where converting the 16-bit point took two for the high one.
+__device__ __forceinline__ float hir_bf2f_at(const hir_bf16* v, int u) {
+  const unsigned w = reinterpret_cast<const unsigned*>(v)[u >> 1];
+  return __uint_as_float((u & 1) ? (w & 0xffff0000u) : (w << 16));
+}
 __device__ __forceinline__ hir_bf16 hir_f2bf(float f) {
   hir_bf16 b; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(f)); return b;
 }

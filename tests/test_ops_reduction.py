@@ -1898,6 +1898,35 @@ def test_shifted_long_rows_keep_more_in_shared_memory(kind):
     assert var.smem == 7 * 1024 * 16 and "_smem7_" in var.name
 
 
+@pytest.mark.parametrize("kind", ["softmax", "rmsnorm", "layernorm", "var_mean"])
+@pytest.mark.parametrize("n", [4096, 150, 77, 1])
+def test_bf16_points_convert_from_their_pair_words(kind, n):
+    """A bf16 point of a vector that a kernel's loop reads converts to float
+    from its pair's 32-bit word (cuda.BF16_PAIRS: hir_bf2f_at), in rows on
+    vector boundaries and in shifted ones (150, 77 points: the rows start
+    off boundaries); a kernel that reads a point at a time (vector width 1)
+    converts the point itself. Results against torch (on a GPU, these kernels)."""
+    x = rand((5, n), D.BFloat16)
+    spec = _norm_checked(kind, x) if kind != "var_mean" else None
+    if spec is None:
+        def build(fd):
+            for t in fd.ops.var_mean(declare(fd, x), [1], int(n > 1), False):
+                fd.add_output(t)
+        outs, fd = _run_keeping_fd(build, [x])
+        v, m = torch.var_mean(x.double(), 1, correction=int(n > 1))
+        check(outs[0], v.to(x.dtype), kind="reduction")
+        check(outs[1], m.to(x.dtype), kind="reduction")
+        (spec,) = _reduction_specs(fd)
+    k = spec.kernel_for([5, n])[0]
+    var = spec.choose(k, [5, n], [x] + ([torch.ones(n, dtype=torch.bfloat16)] * (len(k.inputs) - 1)), None,
+                      [1e-5] * len(k.params))
+    src = var.source
+    assert ("hir_bf2f_at(" in src) == (var.vec > 1), var.name
+    assert var.vec > 1 or n == 1
+    one = spec.variant(k, 1, "int", 32).source
+    assert "hir_bf2f_at(" not in one and "hir_bf2f(" in one
+
+
 def test_one_launch_config_for_launches_and_the_cluster_query():
     """launch.launch_config builds the cuLaunchKernelEx configuration a cluster
     or programmatic-dependent launch takes, and the one
