@@ -114,7 +114,9 @@ def copies_ahead(k: Kernel, vec: int, chunks: int, smem_chunks: int, block: int,
     launches the clusters the device runs at once, each taking several rows.)
     Not the online kernel's kept rows (rows.ONLINE_KEPT; H100 % of copy, same
     run, ahead / not: softmax bf16 256x262144 66.6 / 80.7, fp16 447x150000
-    59.4 / 70.5, fp32 671x100000 79.1 / 81.6)."""
+    59.4 / 70.5, fp32 671x100000 79.1 / 81.6; again on an H200 with a vector's
+    pair, not / ahead: log-softmax fp16 458x146480 77.2 / 69.5, softmax fp32
+    800x80000 80.4 / 64.3, fp16 447x150000 74.3 / 61.2)."""
     if not (rows.ROW_AHEAD and rows.ROW_WAITS and not shift and cluster > 1
             and async_row(k, vec, chunks, smem_chunks, block)) or \
             any(n.op == K.REDUCE and n.arg == ONLINE for n in k.order):

@@ -255,7 +255,15 @@ ONLINE_KEPT) ONLINE_CLUSTER_SIZES. H200 % of copy, same run, (2, 4, 8) / (2,
 77.8 / 74.6, rmsnorm fp32 800x80000 87.4 / 85.6, bf16 400x160000 77.8 /
 77.5, layernorm fp16 400x160000 71.0 / 72.4. Clusters of 5 to 7 lost
 wherever taken: layernorm bf16 259x258968 64.6 / 59.6 (5), rmsnorm 71.7 /
-69.2, layernorm fp32 791x84840 77.8 / 66.4 (5)."""
+69.2, layernorm fp32 791x84840 77.8 / 66.4 (5). Tried, 2026-11-29 (H200, same
+run): a softmax's clusters of 4 tried before 3 lost (log-softmax fp16
+458x146480 77.2 / 69.0, softmax fp16 447x150000 74.3 / 67.2, fp32 800x80000
+80.4 / 70.4); CTAs of 512 threads (4 an SM, up to 56 KiB a share in shared
+memory, clusters of 8 where 1024-thread CTAs take 2 or 4) lost nearly
+everywhere, 1024 / 512: rmsnorm bf16 512x131072 86.2 / 78.5, layernorm
+77.9 / 71.5, fp32 791x84840 78.1 / 70.3, fp16 408x164368 70.4 / 66.0,
+log-softmax bf16 403x166184 74.3 / 70.1 (the online kernel on 8: 71.6); but
+rmsnorm bf16 568x118107 67.4 / 68.7, softmax fp32 671x100000 75.9 / 77.4."""
 CLUSTER_ONE_BLOCK = 12
 """Clusters whose CTAs take one block an SM each (a softmax's shares of this
 many vectors a thread of 1024 or more, up to SMEM_ROW_LONG_CHUNKS; 0: none)
