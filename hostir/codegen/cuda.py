@@ -288,17 +288,14 @@ class _Printer:
             self.lines.append(f"{indent}const {ctype} {var} = {text};")
             names[id(node)] = var
 
-    def pair_points(self) -> bool:
-        """Do the vectors this printer's loops read a point `u` of (`(array)[u]`)
-        hold 2 points or more from a 4-byte boundary on?"""
-        return self.vec >= 2
-
     def _pair_cast(self, node: KNode, x: str) -> str | None:
         """A bf16 point `x` of a vector cast to float from its pair word
-        (BF16_PAIRS); None for any other cast."""
+        (BF16_PAIRS): where the printer's vectors hold 2 points or more (a
+        vector loop's arrays start at vector boundaries, so pairs are 4-byte
+        aligned); None for any other cast."""
         m = _POINT.fullmatch(x)
         if not (BF16_PAIRS and m and node.src[0].dtype is DataType.BFloat16
-                and node.dtype is DataType.Float and self.pair_points()):
+                and node.dtype is DataType.Float and self.vec >= 2):
             return None
         return f"hir_bf2f_at({m.group(1) or m.group(2)}, u)"
 
