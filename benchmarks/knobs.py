@@ -19,8 +19,9 @@ every combination would time settings that cannot differ:
         --try default --try "rows.ROW_AHEAD=False" --try "rows.ROW_AHEAD=False rows.ROW_WAITS=False"
 
 `--case NAME` (repeatable) times a case of any shape by its name too (`--case
-"column sum fp32 1917396x35"`: reduction_shapes.by_name), after the sweep's
-cases `--only` keeps.
+"column sum fp32 1917396x35"`, or one of issue 11's other listed kinds: `--case
+"sum over [0, 1] fp32 16x512x4096"`; reduction_shapes.by_name), after the
+sweep's cases `--only` keeps.
 """
 from __future__ import annotations
 
@@ -130,7 +131,8 @@ def main(argv=None):
         raise SystemExit("--only REGEX or --case NAME: which cases")
     for name in args.case:
         if reduction_shapes.by_name(name) is None:
-            raise SystemExit(f"--case {name!r}: not KIND DTYPE RxC (kinds {sorted(reduction_shapes.KINDS)})")
+            raise SystemExit(f"--case {name!r}: not KIND DTYPE RxC (kinds {sorted(reduction_shapes.KINDS)}; "
+                             f"or one of {sorted(reduction_shapes.LISTED)} in its dtype and rank)")
     makers = []  # (maker, filtered by --only)
     if args.suite == "indexing" and args.only is not None:
         import indexing

@@ -34,6 +34,7 @@ from reduction import (column_sum_case, layernorm_case, log_softmax_case, rmsnor
                        row_sum_case, softmax_case)
 
 from reduction import SHORT, TORCH, _rows  # noqa: E402
+from reduction import mean_square_case, outer_sum_case, seed003_case, transpose_case  # noqa: E402
 
 from hostir import DataType, FusionDefinition  # noqa: E402
 
@@ -103,13 +104,25 @@ KINDS = {"softmax": softmax_case, "log-softmax": log_softmax_case, "rmsnorm": rm
 DTYPES = {"bf16": BF16, "fp16": F16, "fp32": F32}
 
 
+# issue 11's other listed kinds (benchmarks/reduction.py), of one dtype and rank each
+LISTED = {"mean of squares": (mean_square_case, "bf16", 2), "transpose": (transpose_case, "fp32", 2),
+          "sum over [0, 1]": (outer_sum_case, "fp32", 3),
+          "seed-003 full fusion": (lambda *shape: seed003_case(shape), "fp32", 3)}
+
+
 def by_name(name: str):
-    """The case a name this module prints stands for ("column sum fp32
-    1917396x35": its shape as given), or None."""
-    m = re.fullmatch(r"(.+) (bf16|fp16|fp32) (\d+)x(\d+)", name.strip())
-    if m is None or m.group(1) not in KINDS:
+    """The case a name this module or benchmarks/reduction.py prints stands
+    for ("column sum fp32 1917396x35", "sum over [0, 1] fp32 16x512x4096": its
+    shape as given), or None."""
+    m = re.fullmatch(r"(.+) (bf16|fp16|fp32) (\d+(?:x\d+)+)", name.strip())
+    if m is None:
         return None
-    return KINDS[m.group(1)](int(m.group(3)), int(m.group(4)), DTYPES[m.group(2)])
+    kind, dtype, shape = m.group(1), m.group(2), [int(e) for e in m.group(3).split("x")]
+    if kind in KINDS and len(shape) == 2:
+        return KINDS[kind](*shape, DTYPES[dtype])
+    if kind in LISTED and LISTED[kind][1:] == (dtype, len(shape)):
+        return LISTED[kind][0](*shape)
+    return None
 
 
 def cases(elements: int, only: str | None):
