@@ -170,6 +170,18 @@ __device__ __forceinline__ V hir_cluster_read(const V& x, unsigned rank) {
 }
 #endif
 
+// A cluster's next row (rows.CLUSTER_DRAWN), drawn by one thread from a 64-bit
+// ticket counter (sem[0..1]) that is never reset. The launch's `clusters` take
+// rows 0 .. clusters - 1 first; each then draws once a row it takes, until it
+// draws a row past the last (`nrows` or more). So a launch draws exactly nrows
+// tickets (nrows - clusters rows, and one past the end a cluster), consecutive
+// ones, as launches on one stream do not overlap: their remainders modulo nrows
+// are 0 .. nrows - 1, each once, whatever the counter held before.
+__device__ __forceinline__ long long hir_next_row(unsigned* sem, long long nrows, long long clusters) {
+  const unsigned long long t = atomicAdd(reinterpret_cast<unsigned long long*>(sem), 1ull);
+  return (long long)(t % (unsigned long long)nrows) + clusters;
+}
+
 // A value another block wrote before a __threadfence: read from L2, never a stale L1 line.
 template <typename T> __device__ __forceinline__ T hir_ld_l2(const T* p) { return *(const volatile T*)p; }
 __device__ __forceinline__ float hir_ld_l2(const float* p) { return __ldcg(p); }

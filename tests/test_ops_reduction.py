@@ -11,7 +11,8 @@ import torch.nn.functional as F
 from hostir import DataType, FusionDefinition
 from hostir.codegen import one_pass
 from hostir.ir.errors import DefinitionError
-from ops_util import COMPLEX, FLOATS, FROM_TORCH, TORCH, check, declare, rand, relayout, run
+from ops_util import (COMPLEX, FLOATS, FROM_TORCH, TEST_DEVICE, TORCH, check, declare, rand, relayout, run,
+                      to_device_exact)
 
 D = DataType
 RED_DTYPES = [D.Float, D.Double, D.Half, D.BFloat16, D.Int, D.Int32, D.Bool]
@@ -1874,7 +1875,56 @@ def test_blocks_that_take_several_long_rows(kind, dtype, n, monkeypatch):
         ahead = not _is_online(k)  # (a softmax's kept rows: the online kernel, a cluster a row)
         assert spec.grid(var, 7, 132, 1, [7, n]) == 7 * q and spec.grid(var, 7, 132, 1, [7, n], 2) == (2 if ahead else 7) * q
         assert ("hir_cp_async_after<" in var.source) is ahead
+        assert not var.drawn and "hir_next_row(" not in var.source  # (rows.CLUSTER_DRAWN: not these)
         assert (kind in ("softmax", "log_softmax")) is not ahead
+
+
+@pytest.mark.parametrize("kind", ["rmsnorm", "layernorm"])
+@pytest.mark.parametrize("dtype,n", [(D.BFloat16, 131071), (D.BFloat16, 258961), (D.Float, 100001),
+                                     (D.Half, 150001)],
+                         ids=lambda v: getattr(v, "name", str(v)))
+def test_shifted_cluster_rows_are_drawn(kind, dtype, n, monkeypatch):
+    """rows.CLUSTER_DRAWN: rows off vector boundaries split over a cluster
+    (no row copied ahead) take a grid of the clusters the device runs at once,
+    each drawing its next row from a 64-bit ticket counter as its row starts
+    (hir_next_row; published at the row's first cluster barrier). No launch
+    resets the counter: each draws exactly as many tickets as rows. On GPUs
+    the launch sees two clusters at once here (7 rows), the fusion runs three
+    times, then once more with the counter moved off a multiple of the rows
+    (any 7 consecutive tickets give each row once). Results against torch at
+    each call."""
+    import gc
+    import conftest
+    from hostir.codegen import rows
+    from hostir.runtime import backend, launch
+    monkeypatch.setattr(backend, "sm_count", lambda device: 1)
+    monkeypatch.setattr(launch.CompiledKernel, "resident_clusters", lambda self, device, block: 2)
+    x = rand((7, n), dtype)
+    outs, fd = _run_keeping_fd(lambda fd: _norm_build(kind)(fd, declare(fd, x)), [x])
+    (spec,) = _reduction_specs(fd)
+    k = spec.kernel_for([7, n])[0]
+    vec = spec._vec[id(k)]
+    vectors = rows.shifted_vectors(n, vec)
+    q = spec._cluster(k, vectors)
+    assert q > 1 and n % vec
+    var = spec.variant(k, vec, "int", *spec._row_schedule(k, -(-vectors // q), shift=True), cluster=q, shift=True)
+    src = var.source
+    conftest._KERNEL_SOURCES.setdefault(src, var.name)
+    assert var.drawn and f"_q{q}d_" in var.name and "hir_cp_async_after<" not in src
+    assert f"(int)hir_next_row(sem, nslots, gridDim.x / {q})" in src and "base = nbase_" in src
+    assert spec.grid(var, 7, 132, 1, [7, n], 2) == 2 * q and spec.grid(var, 7, 132, 1, [7, n]) == 7 * q
+    assert spec.scratch_size(var, 7, 1) == (0, 2)
+    for call in range(5):
+        if call:
+            x = rand((7, n), dtype)
+            outs = fd.execute([to_device_exact(x, TEST_DEVICE)] if TEST_DEVICE != "cpu" else [x])
+        for o, w in zip(outs, _norm_expected(kind, x)):
+            check(o.cpu(), w.to(o.dtype), kind="reduction")
+        if call == 3 and TEST_DEVICE != "cpu":  # the counter moved 3 tickets on
+            preps = [o for o in gc.get_objects() if isinstance(o, backend.CudaLaunch) and o.variant is var]
+            assert len(preps) == 1 and len(preps[0].scratch_bufs) == 1, "the launch ran the drawn variant"
+            (_, counter), = preps[0].scratch_bufs.values()
+            counter[0] += 3
 
 
 @pytest.mark.parametrize("kind", ["rmsnorm", "layernorm"])

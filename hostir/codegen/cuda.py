@@ -549,7 +549,7 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
                   threads: int = 32, chunks: int = 0, outer: bool = False, tile: int = -1,
                   smem_row: int = 0, cluster: int = 0, shift: bool = False, double: bool = False,
                   keep_weights: bool = False, funnel: bool = False, flat: bool = False,
-                  few: bool = False, batch: int = 0) -> str:
+                  few: bool = False, batch: int = 0, drawn: bool = False) -> str:
     """CUDA C++ for `kern`, as the `extern "C"` function `name` (default: the
     kernel's): `vec` points per thread iteration (vector loads and stores where
     aligned), `idx` the index type ("int" when offsets fit), `pdl` for a launch
@@ -566,7 +566,8 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
     `funnel` reads it funnel-shifted from its aligned vectors; `flat`: an outer
     reduction read flat, `vec` points a thread a step (cuda_flat); `few`: an
     outer reduction's blocks ask for OUTER_FEW_BLOCKS an SM (cuda_outer.outer_few);
-    `batch`: a one-pass row's vectors a thread loads at once (one_pass.ONE_PASS_LONG)."""
+    `batch`: a one-pass row's vectors a thread loads at once (one_pass.ONE_PASS_LONG);
+    `drawn`: a cluster's rows drawn from a ticket counter (rows.CLUSTER_DRAWN)."""
     name = name or kern.name
     if tile != -1:  # a transpose's tiles, or (tile -2) a staged gather
         from .cuda_tiles import STAGED, _StagePrinter, _TilePrinter, staged_gather
@@ -583,5 +584,5 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
     if kern.reduced:
         from .cuda_schedules import _ReductionPrinter
         return _ReductionPrinter(kern, name, idx, block, threads, pdl, vec, chunks, smem_row,
-                                 cluster, shift, double, keep_weights, funnel, batch).source()
+                                 cluster, shift, double, keep_weights, funnel, batch, drawn).source()
     return _Printer(kern, name, vec, idx, block, streaming, pdl).source()

@@ -77,7 +77,13 @@ class _RowCombines:
         for n, j in zip(mine, slots):
             L.append(f"      wslot{j}[parity][threadIdx.x / 32] = {acc[id(n)]};")
         L.append("    }")
+        draws = self.drawn and not self._row_draws
+        if draws:  # the cluster's next row, drawn as this one started: no barrier of its own
+            self._row_draws = True
+            L.append("    if (threadIdx.x == 0 && hir_cluster_rank() == 0) next_[parity] = drawn_;")
         L.append("    hir_cluster_sync();")
+        if draws:  # (read before this CTA reaches the next barrier; written again two rows on)
+            L.append("    nbase_ = hir_cluster_read(next_[parity], 0);")
         for n, j in zip(mine, slots):
             self.lines.append(f"    {acc[id(n)]} = hir_cluster_warps<{self.threads // 32}, {self.cluster}>("
                               f"wslot{j}[parity], {_combiner(n)});")

@@ -103,6 +103,21 @@ def async_row(k: Kernel, vec: int, chunks: int, smem_chunks: int, block: int) ->
     return smem_chunks >= chunks or rest_words(k, vec, chunks - smem_chunks) <= rows.SMEM_REST_WORDS
 
 
+def draws_rows(k: Kernel, vec: int, chunks: int, smem_chunks: int, block: int, shift: bool,
+               cluster: int, double: bool) -> bool:
+    """Do a cluster variant's resident clusters draw their rows from a ticket
+    counter (rows.CLUSTER_DRAWN)? Not the online kernel's (a cluster a row),
+    nor those that copy their next row ahead or keep it in a second buffer
+    (rows b, b + clusters, ...)."""
+    return cluster > 1 and rows.CLUSTER_DRAWN and not double and not _online(k) and not copies_ahead(
+        k, vec, chunks, smem_chunks, block, shift, cluster)
+
+
+def _online(k: Kernel) -> bool:
+    """Is `k` an online-softmax kernel (a REDUCE of (max, sum) pairs)?"""
+    return any(n.op == K.REDUCE and n.arg == ONLINE for n in k.order)
+
+
 def copies_ahead(k: Kernel, vec: int, chunks: int, smem_chunks: int, block: int, shift: bool,
                  cluster: int = 0) -> bool:
     """Does an async row's last pass copy the block's next row into the
@@ -118,8 +133,7 @@ def copies_ahead(k: Kernel, vec: int, chunks: int, smem_chunks: int, block: int,
     pair, not / ahead: log-softmax fp16 458x146480 77.2 / 69.5, softmax fp32
     800x80000 80.4 / 64.3, fp16 447x150000 74.3 / 61.2)."""
     if not (rows.ROW_AHEAD and rows.ROW_WAITS and not shift and cluster > 1
-            and async_row(k, vec, chunks, smem_chunks, block)) or \
-            any(n.op == K.REDUCE and n.arg == ONLINE for n in k.order):
+            and async_row(k, vec, chunks, smem_chunks, block)) or _online(k):
         return False
     work = row_work(k, row_nodes(k), split_stores(k, row_nodes(k))[0])
     cached = cached_loads(k, vec)

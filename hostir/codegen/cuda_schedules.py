@@ -49,7 +49,7 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
     def __init__(self, kern: Kernel, name: str, idx: str, block: int, threads: int, pdl: bool,
                  vec: int = 1, chunks: int = 0, smem_row: int = 0, cluster: int = 0,
                  shift: bool = False, double: bool = False, keep_weights: bool = False,
-                 funnel: bool = False, batch: int = 0):
+                 funnel: bool = False, batch: int = 0, drawn: bool = False):
         super().__init__(kern, name, vec, idx, block, False, pdl)
         self.shift = shift and vec > 1
         self.masked = False  # ... read in the aligned vectors that cover it, masked (cuda_row_shift.MASKED_ROWS)
@@ -93,6 +93,9 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
         # at the start of each row (rows.ROW_DOUBLE; spec.KernelSpec._double)
         self.double = double and self.smem_row and self.smem_chunks >= self.chunks and not self.shift
         assert self.double == double or not self.chunks, "a double buffer keeps whole, unshifted rows"
+        # a cluster's rows drawn from a ticket counter (rows.CLUSTER_DRAWN: spec's draws_rows)
+        self.drawn = drawn and self.cluster > 1
+        self._row_draws = False  # ... this row's draw emitted (at its first cluster barrier: _cluster_warps)
 
     def source(self) -> str:
         k, idx, L, T = self.k, self.idx, self.lines, self.threads
@@ -120,7 +123,11 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
             L.append("  bool ahead_ = false;  // this row's kept chunks were copied during the last row")
         if self.double:
             L.append("  int buf_ = 0;  // the buffer this row is kept in (the next row's: the other)")
-        if Q > 1:  # a cluster's blocks are consecutive: cluster b takes rows b, b + clusters, ...
+        if self.drawn:  # cluster b takes row b, then the rows its rank 0 draws (hir_next_row)
+            L.append(f"  __shared__ {idx} next_[2];  // rank 0's draw, by the row's parity")
+            L.append(f"  {idx} nbase_ = 0;")
+            L.append(f"  for ({idx} base = ({idx})blockIdx.x / {Q}; base < nslots; base = nbase_) {{")
+        elif Q > 1:  # a cluster's blocks are consecutive: cluster b takes rows b, b + clusters, ...
             L.append(f"  for ({idx} base = ({idx})blockIdx.x / {Q}; base < nslots; "
                      f"base += ({idx})gridDim.x / {Q}) {{")
         else:
@@ -131,6 +138,10 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
         L.append(f"    const bool active = base + threadIdx.x / {T} < nslots;")
         L.append(f"    const {idx} row = active ? base + threadIdx.x / {T} : 0;")
         self._split("row", k.kept, "    ")
+        if self.drawn:  # the cluster's next row, drawn as the row starts (the atomic's wait: at
+            # its first use, the row's first cluster barrier; drawn there, every row took longer)
+            L.append(f"    const {idx} drawn_ = threadIdx.x == 0 && hir_cluster_rank() == 0 ? "
+                     f"({idx})hir_next_row(sem, nslots, gridDim.x / {Q}) : 0;")
         if self.ahead or self.double:  # the block's next row: its kept dims n<d>
             step = f"({idx})gridDim.x / {Q}" if Q > 1 else f"({idx})gridDim.x * {groups}"
             L.append(f"    const bool nactive_ = base + {step} + threadIdx.x / {T} < nslots;")
@@ -143,6 +154,7 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
             self._row_shift(names)
         if self.kept_w:
             self._keep_weights(names)
+        self._row_draws = False
         if self.chunks:  # vectors read in several passes stay in registers from the first
             offset = []
             for n in cached_loads(k, self.vec):
@@ -194,6 +206,7 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
             L.append("    ahead_ = nactive_;")
         if self.double:
             L.append("    buf_ ^= 1;")
+        assert self._row_draws or not self.drawn, "a drawn row's draw rides its first cluster barrier"
         if Q > 1:
             L.append("    parity ^= 1;")
         L.append("  }")

@@ -264,6 +264,34 @@ everywhere, 1024 / 512: rmsnorm bf16 512x131072 86.2 / 78.5, layernorm
 77.9 / 71.5, fp32 791x84840 78.1 / 70.3, fp16 408x164368 70.4 / 66.0,
 log-softmax bf16 403x166184 74.3 / 70.1 (the online kernel on 8: 71.6); but
 rmsnorm bf16 568x118107 67.4 / 68.7, softmax fp32 671x100000 75.9 / 77.4."""
+CLUSTER_DRAWN = True
+"""A cluster variant of the plain kernel that copies no row ahead (shifted
+rows: cuda_row_copies.draws_rows) launches the clusters the device runs at
+once (cuOccupancyMaxActiveClusters), each drawing its next row from a ticket
+counter as it goes (rank 0's thread 0 as the row starts, published at the
+row's first cluster barrier: hir_next_row; spec.KernelSpec.grid). Before, the
+grid had a cluster a row and the device launched the next cluster as one
+ended. CTA timestamps (%globaltimer; H200, log-softmax fp16 458x146480, 79
+clusters of 3 at once) showed each SM slot idle a median 2.1-2.9 us between
+a CTA's end and the next one's start, against 10.7 us a CTA's row; the
+resident clusters each taking rows b, b + clusters, ... (no draw) removed
+that gap but lost: the rows' times vary by SM, and the last cluster ended 20
+us after 90 % of the rows (8 us launched a row each). H200 % of copy, same
+run, a cluster a row / drawn: layernorm bf16 259x258961 59.6 / 62.4, rmsnorm
+bf16 568x118107 70.4 / 74.4, fp32 300x200001 70.3 / 78.2 (another run:
+59.3 / 61.9, 70.5 / 74.7). Not kept where it lost, same runs:
+- the online kernel's rows (a softmax's): log-softmax fp16 458x146480 77.3 /
+  73.5, 860x146480 81.9 / 78.6, softmax fp16 447x150000 74.5 / 67.9, bf16
+  256x262144 74.5 / 69.9, fp32 671x100000 76.1 / 75.9. Its timestamps: the
+  slots' gaps gone (0.2 us), but each row took longer (a write phase 7.1 us
+  against 5.2): the DRAM, not the launches, bounds it.
+- drawn at the row's first cluster barrier, not as it starts (the atomic's
+  wait then holds the barrier): log-softmax fp16 458x146480 70.6 / 73.5,
+  rmsnorm bf16 568x118107 73.3 / 74.7, layernorm bf16 259x258961 61.4 / 61.9.
+- the rows copied ahead (resident clusters already; the drawn row copied in
+  the last pass), static / drawn: rmsnorm bf16 512x131072 86.5 / 81.4,
+  layernorm bf16 1024x131072 82.7 / 76.8, 512x131072 81.2 / 75.1, 259x258968
+  66.1 / 65.2, fp32 791x84840 76.7 / 75.4."""
 CLUSTER_ONE_BLOCK = 12
 """Clusters whose CTAs take one block an SM each (a softmax's shares of this
 many vectors a thread of 1024 or more, up to SMEM_ROW_LONG_CHUNKS; 0: none)

@@ -174,10 +174,13 @@ class ScanSpec(KernelSpec):
         return -(-extents[-1] // (variant.threads * variant.chunks * variant.vec))
 
     @staticmethod
-    def scratch_size(variant, count: int, split: int) -> tuple[int, int]:
+    def scratch_size(variant, count: int, split: int) -> tuple[int, int] | None:
         """A chained scan's counters (zeroed when allocated, never again): the
         64-bit ticket counter (hir_chain_epoch), then per scan the tiles' totals
-        and inclusive prefixes as 64-bit words (chain_words each). No workspace."""
+        and inclusive prefixes as 64-bit words (chain_words each). No workspace.
+        None for a launch of one tile a row (it takes none)."""
+        if split <= 1:
+            return None
         return 0, 2 + 4 * count * split * sum(chain_words(variant.kernel))
 
     @staticmethod

@@ -18,7 +18,7 @@ from functools import cached_property
 
 from .. import config
 from .cuda import NARROW, kernel_source, vector_width
-from .cuda_row_copies import copies_ahead
+from .cuda_row_copies import copies_ahead, draws_rows
 from .cuda_flat import flat_block, flat_bytes, flat_fits, flat_ok, flat_over, flat_width
 from .cuda_outer import (SHARED_BYTES, outer_block, outer_few, outer_lanes, outer_ok, outer_scratch, outer_split,
                          outer_width, wrapped)
@@ -87,6 +87,7 @@ class Variant:
     flat: bool = False   # an outer reduction read flat, `vec` points a thread a step (cuda_flat)
     few: bool = False    # ... or in tiles whose blocks ask for OUTER_FEW_BLOCKS an SM (cuda_outer.outer_few)
     batch: int = 0       # a one-pass row of 1024 threads: vectors a thread loads at once (one_pass.ONE_PASS_LONG)
+    drawn: bool = False  # a cluster variant's rows drawn from a ticket counter (rows.CLUSTER_DRAWN)
 
     @property
     def block(self) -> int:
@@ -121,7 +122,7 @@ class Variant:
         src = kernel_source(self.kernel, self.vec, self.idx, self.block, o.streaming, o.pdl,
                             self.name, self.threads, self.chunks, self.outer, self.tile, self.smem_row,
                             self.cluster, self.shift, self.double, self.keep_weights, self.funnel, self.flat,
-                            self.few, self.batch)
+                            self.few, self.batch, self.drawn)
         return defines(o, self.kernel) + src
 
     @cached_property
@@ -382,10 +383,14 @@ class KernelSpec(_RowRules):
                            variant.block, extents, sm_count, variant.few)
 
     @staticmethod
-    def scratch_size(variant: Variant, count: int, split: int) -> tuple[int, int]:
+    def scratch_size(variant: Variant, count: int, split: int) -> tuple[int, int] | None:
         """(workspace bytes, zeroed counters) of a launch split `split` ways
-        (an outer reduction's: cuda_outer.outer_scratch)."""
-        return outer_scratch(variant.kernel, variant.threads or 32, variant.vec, count, split)
+        (an outer reduction's: cuda_outer.outer_scratch), or of clusters that
+        draw their rows (the 64-bit ticket counter: hir_next_row); None where a
+        launch takes none."""
+        if split > 1:
+            return outer_scratch(variant.kernel, variant.threads or 32, variant.vec, count, split)
+        return (0, 2) if variant.drawn else None
 
     def _full_outs(self, kernel: Kernel) -> list[int]:
         """Outputs a reduction kernel stores at every point of its space."""
@@ -440,10 +445,10 @@ class KernelSpec(_RowRules):
         elif variant.tile == STAGED:  # a block per row at a time
             blocks = min(count, sm_count * 8)
         elif variant.cluster:  # a cluster a row; where `resident` (the clusters the device runs at once) are
-            blocks = count * variant.cluster  # known, as many, each copying its next row ahead
-            if resident and (variant.double or copies_ahead(variant.kernel, variant.vec, variant.chunks,
-                                                            min(variant.smem_row, variant.chunks), variant.block,
-                                                            variant.shift, variant.cluster)):
+            blocks = count * variant.cluster  # known, as many, each copying its next row ahead or drawing rows
+            if resident and (variant.double or variant.drawn or copies_ahead(
+                    variant.kernel, variant.vec, variant.chunks, min(variant.smem_row, variant.chunks),
+                    variant.block, variant.shift, variant.cluster)):
                 blocks = min(count, resident) * variant.cluster
         else:
             per_block = variant.block // variant.threads if variant.threads else variant.block
@@ -468,6 +473,8 @@ class KernelSpec(_RowRules):
                 shift: bool = False, double: bool = False, keep_weights: bool = False,
                 funnel: bool = False, flat: bool = False, few: bool = False, batch: int = 0) -> Variant:
         funnel = funnel and shift and not keep_weights
+        # (a cluster variant's block is its threads: Variant.block)
+        drawn = draws_rows(kernel, vec, chunks, min(smem_row, chunks), threads, shift, cluster, double)
         key = (id(kernel), vec, idx, threads, chunks, smem_row, outer, tile, cluster, shift, double, keep_weights,
                funnel, flat, few, batch)
         got = self._variants.get(key)
@@ -478,11 +485,11 @@ class KernelSpec(_RowRules):
             name = (f"{kernel.name}{'_pair' * len(kernel.pairs)}_v{vec}_"
                     f"{'i32' if idx == 'int' else 'i64'}{f'_t{threads}' if threads else ''}"
                     f"{f'_c{chunks}' if chunks else ''}{('_smem' if smem_row >= chunks else f'_smem{smem_row}') if smem_row else ''}{'_outer' if outer else ''}{'_flat' if flat else ''}{'_few' if few else ''}{f'_n{batch}' if batch else ''}"
-                    f"{f'_q{cluster}' if cluster else ''}{'_db' if double else ''}{'_sh' if shift else ''}{'_kw' if keep_weights else ''}{'_fw' if funnel else ''}"
+                    f"{f'_q{cluster}' if cluster else ''}{'d' if drawn else ''}{'_db' if double else ''}{'_sh' if shift else ''}{'_kw' if keep_weights else ''}{'_fw' if funnel else ''}"
                     f"{f'_tile{tile}' if tile >= 0 else ''}{'_staged' if tile == STAGED else ''}{tune}")
             got = self._variants[key] = Variant(kernel, vec, idx, o, name, vector_slots(kernel, vec),
                                                 threads, chunks, outer, tile, smem_row, cluster, shift, double,
-                                                keep_weights, funnel, flat, few, batch)
+                                                keep_weights, funnel, flat, few, batch, drawn)
         return got
 
     def typical_variants(self) -> list[Variant]:

@@ -139,7 +139,8 @@ def _types(slots, kernel: Kernel, idx: str) -> list:
 
 
 def _scratch(nbytes: int, counters: int, device) -> tuple:
-    """A split reduction's workspace and its zeroed arrival counters."""
+    """A split reduction's workspace and its zeroed arrival counters (or a
+    cluster variant's ticket counter: KernelSpec.scratch_size)."""
     return (torch.empty(nbytes, dtype=torch.uint8, device=device),
             torch.zeros(counters, dtype=torch.int32, device=device))
 
@@ -162,10 +163,10 @@ def start(spec: KernelSpec, kernel: Kernel, extents: list[int], ins: list, outs:
     count = spec.count(kernel, extents, variant.vec, variant.tile)
     sms = sm_count(device)
     split = spec.split(variant, extents, sms)
-    scratch = None
+    scratch = spec.scratch_size(variant, count, split)
     bufs = (None, None)
-    if split > 1:
-        scratch = (*spec.scratch_size(variant, count, split), device)
+    if scratch is not None:
+        scratch = (*scratch, device)
         bufs = _scratch(*scratch)
     values = pack(slots, ins, outs, params, extents, count, pointer=lambda t: t.data_ptr(),
                   scratch=(*bufs, split))
