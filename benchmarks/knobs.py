@@ -159,7 +159,8 @@ def main(argv=None):
             labels.append("compile")
         times = time_interleaved(fns, dev, rounds=args.rounds)
         row = {"case": name}
-        row.update({label: round(100 * nbytes / t / bw, 1) for label, t in zip(labels, times)})
+        # (3 significant digits, not one decimal: a CPU run's small figures stay above 0)
+        row.update({label: float(f"{100 * nbytes / t / bw:.3g}") for label, t in zip(labels, times)})
         rows.append(row)
         print(row, flush=True)
     meta = meta_for(dev)

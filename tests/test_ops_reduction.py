@@ -1929,6 +1929,53 @@ def test_shifted_cluster_rows_are_drawn(kind, dtype, n, monkeypatch):
             assert counter.cpu().view(torch.int64).item() == 7 * (call + 1)
 
 
+@pytest.mark.parametrize("kind,dtype,n", [("softmax", D.BFloat16, 32768), ("rmsnorm", D.BFloat16, 65536),
+                                          ("log_softmax", D.BFloat16, 131072), ("layernorm", D.Float, 32768)],
+                         ids=lambda v: getattr(v, "name", str(v)))
+def test_block_rows_drawn_where_asked(kind, dtype, n, monkeypatch):
+    """rows.BLOCK_DRAWN (off by default): rows a block keeps in shared memory,
+    a block each, take a grid of the blocks the device runs at once, each
+    drawing its next row from the ticket counter as its row starts (thread
+    0; published at the row's first block barrier). On GPUs the launch sees
+    two SMs of one block each here (7 rows), and after each of three calls the
+    counter holds 7 tickets a call. Results against torch at each call."""
+    import gc
+    import warnings
+    import conftest
+    from hostir.codegen import rows
+    from hostir.runtime import backend, launch
+    monkeypatch.setattr(rows, "BLOCK_DRAWN", True)
+    monkeypatch.setattr(backend, "sm_count", lambda device: 2)
+    monkeypatch.setattr(launch.CompiledKernel, "resident_blocks", lambda self, device, block: 1)
+    x = rand((7, n), dtype)
+    outs, fd = _run_keeping_fd(lambda fd: _norm_build(kind)(fd, declare(fd, x)), [x])
+    (spec,) = _reduction_specs(fd)
+    k = spec.kernel_for([7, n])[0]
+    var = spec.choose(k, [7, n], [x], None, [])
+    src = var.source
+    conftest._KERNEL_SOURCES.setdefault(src, var.name)
+    assert var.drawn and not var.cluster and var.smem_row and var.threads == var.block, var.name
+    assert "_drawn_" in var.name and "(int)hir_next_row(sem, nslots, gridDim.x)" in src
+    assert "if (threadIdx.x == 0) next_[0] = drawn_;" in src and "base = nbase_" in src
+    assert spec.grid(var, 7, 2, 1, [7, n], 2) == 2 and spec.grid(var, 7, 2, 1, [7, n]) == 7
+    assert spec.scratch_size(var, 7, 1) == (0, 2)
+    for call in range(3):
+        if call:
+            x = rand((7, n), dtype)
+            outs = fd.execute([to_device_exact(x, TEST_DEVICE)] if TEST_DEVICE != "cpu" else [x])
+        for o, w in zip(outs, _norm_expected(kind, x)):
+            check(o.cpu(), w.to(o.dtype), kind="reduction")
+        if TEST_DEVICE != "cpu":
+            with warnings.catch_warnings():  # (isinstance on every object wakes deprecated aliases)
+                warnings.simplefilter("ignore")
+                preps = [o for o in gc.get_objects() if isinstance(o, backend.CudaLaunch) and o.variant is var]
+            assert len(preps) == 1 and preps[0].grid == 2, "the launch ran the drawn variant"
+            (_, counter), = preps[0].scratch_bufs.values()
+            assert counter.cpu().view(torch.int64).item() == 7 * (call + 1)
+    monkeypatch.setattr(rows, "BLOCK_DRAWN", False)
+    assert not spec.variant(k, var.vec, var.idx, var.threads, var.chunks, var.smem_row).drawn
+
+
 @pytest.mark.parametrize("kind", ["rmsnorm", "layernorm"])
 def test_shifted_long_rows_keep_more_in_shared_memory(kind):
     """A shifted row held in shared memory and registers keeps up to

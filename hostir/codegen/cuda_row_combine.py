@@ -51,7 +51,13 @@ class _RowCombines:
         for n, j in zip(mine, slots):
             L.append(f"      smem{j}[threadIdx.x / 32] = {acc[id(n)]};")
         L.append("    }")
+        draws = self.drawn and not self._row_draws  # (a block a row: rows.BLOCK_DRAWN)
+        if draws:  # the block's next row, drawn as this one started; every thread has read the
+            self._row_draws = True  # last one (the barrier above)
+            L.append("    if (threadIdx.x == 0) next_[0] = drawn_;")
         L.append("    __syncthreads();")
+        if draws:
+            L.append("    nbase_ = next_[0];")
         L.append("    {")
         L.append(f"      const int first = (threadIdx.x / {T}) * {T // 32};")
         for n, j in zip(mine, slots):  # (the warps' results: a tree of shuffles, WARPS_TREE)

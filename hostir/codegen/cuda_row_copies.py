@@ -108,9 +108,13 @@ def draws_rows(k: Kernel, vec: int, chunks: int, smem_chunks: int, block: int, s
     """Do a cluster variant's resident clusters draw their rows from a ticket
     counter (rows.CLUSTER_DRAWN)? Not the online kernel's (a cluster a row),
     nor those that copy their next row ahead or keep it in a second buffer
-    (rows b, b + clusters, ...)."""
-    return cluster > 1 and rows.CLUSTER_DRAWN and not double and not _online(k) and not copies_ahead(
-        k, vec, chunks, smem_chunks, block, shift, cluster)
+    (rows b, b + clusters, ...). Rows a block keeps in shared memory, a block
+    each, where rows.BLOCK_DRAWN."""
+    if double or copies_ahead(k, vec, chunks, smem_chunks, block, shift, cluster):
+        return False
+    if cluster > 1:
+        return rows.CLUSTER_DRAWN and not _online(k)
+    return rows.BLOCK_DRAWN and smem_chunks > 0 and chunks > 0 and block >= 128 and vec > 1
 
 
 def _online(k: Kernel) -> bool:

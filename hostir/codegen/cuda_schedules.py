@@ -94,8 +94,9 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
         self.double = double and self.smem_row and self.smem_chunks >= self.chunks and not self.shift
         assert self.double == double or not self.chunks, "a double buffer keeps whole, unshifted rows"
         # a cluster's rows drawn from a ticket counter (rows.CLUSTER_DRAWN: spec's draws_rows)
-        self.drawn = drawn and self.cluster > 1
-        self._row_draws = False  # ... this row's draw emitted (at its first cluster barrier: _cluster_warps)
+        # (a row a block's, rows.BLOCK_DRAWN: the block's rows drawn alike)
+        self.drawn = drawn and (self.cluster > 1 or threads == block)
+        self._row_draws = False  # ... this row's draw emitted (at its first barrier: _group_reduce)
 
     def source(self) -> str:
         k, idx, L, T = self.k, self.idx, self.lines, self.threads
@@ -123,10 +124,12 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
             L.append("  bool ahead_ = false;  // this row's kept chunks were copied during the last row")
         if self.double:
             L.append("  int buf_ = 0;  // the buffer this row is kept in (the next row's: the other)")
-        if self.drawn:  # cluster b takes row b, then the rows its rank 0 draws (hir_next_row)
-            L.append(f"  __shared__ {idx} next_[2];  // rank 0's draw, by the row's parity")
+        if self.drawn:  # cluster (block) b takes row b, then the rows its rank 0 draws (hir_next_row)
+            L.append(f"  __shared__ {idx} next_[2];  // rank 0's draw, by the row's parity" if Q > 1 else
+                     f"  __shared__ {idx} next_[1];  // thread 0's draw")
             L.append(f"  {idx} nbase_ = 0;")
-            L.append(f"  for ({idx} base = ({idx})blockIdx.x / {Q}; base < nslots; base = nbase_) {{")
+            first = f"({idx})blockIdx.x / {Q}" if Q > 1 else f"({idx})blockIdx.x"
+            L.append(f"  for ({idx} base = {first}; base < nslots; base = nbase_) {{")
         elif Q > 1:  # a cluster's blocks are consecutive: cluster b takes rows b, b + clusters, ...
             L.append(f"  for ({idx} base = ({idx})blockIdx.x / {Q}; base < nslots; "
                      f"base += ({idx})gridDim.x / {Q}) {{")
@@ -140,8 +143,9 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
         self._split("row", k.kept, "    ")
         if self.drawn:  # the cluster's next row, drawn as the row starts (the atomic's wait: at
             # its first use, the row's first cluster barrier; drawn there, every row took longer)
-            L.append(f"    const {idx} drawn_ = threadIdx.x == 0 && hir_cluster_rank() == 0 ? "
-                     f"({idx})hir_next_row(sem, nslots, gridDim.x / {Q}) : 0;")
+            first, grid = ("threadIdx.x == 0 && hir_cluster_rank() == 0", f"gridDim.x / {Q}") if Q > 1 else \
+                ("threadIdx.x == 0", "gridDim.x")
+            L.append(f"    const {idx} drawn_ = {first} ? ({idx})hir_next_row(sem, nslots, {grid}) : 0;")
         if self.ahead or self.double:  # the block's next row: its kept dims n<d>
             step = f"({idx})gridDim.x / {Q}" if Q > 1 else f"({idx})gridDim.x * {groups}"
             L.append(f"    const bool nactive_ = base + {step} + threadIdx.x / {T} < nslots;")
@@ -206,7 +210,7 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
             L.append("    ahead_ = nactive_;")
         if self.double:
             L.append("    buf_ ^= 1;")
-        assert self._row_draws or not self.drawn, "a drawn row's draw rides its first cluster barrier"
+        assert self._row_draws or not self.drawn, "a drawn row's draw rides its first barrier"
         if Q > 1:
             L.append("    parity ^= 1;")
         L.append("  }")

@@ -292,6 +292,12 @@ bf16 568x118107 70.4 / 74.4, fp32 300x200001 70.3 / 78.2 (another run:
   the last pass), static / drawn: rmsnorm bf16 512x131072 86.5 / 81.4,
   layernorm bf16 1024x131072 82.7 / 76.8, 512x131072 81.2 / 75.1, 259x258968
   66.1 / 65.2, fp32 791x84840 76.7 / 75.4."""
+BLOCK_DRAWN = False
+"""Rows a block keeps in shared memory, a block a row (no cluster): the grid
+the blocks the device runs at once (cuOccupancyMaxActiveBlocksPerMultiprocessor
+x SMs), each drawing its next row as CLUSTER_DRAWN's clusters do (thread 0 as
+the row starts, published at the row's first block barrier). Not measured
+yet: off."""
 CLUSTER_ONE_BLOCK = 12
 """Clusters whose CTAs take one block an SM each (a softmax's shares of this
 many vectors a thread of 1024 or more, up to SMEM_ROW_LONG_CHUNKS; 0: none)

@@ -455,6 +455,8 @@ class KernelSpec(_RowRules):
             blocks = -(-count // per_block)
             if variant.keep_weights and resident:  # (rows of period vec in their shift)
                 blocks = min(blocks, resident // variant.vec * variant.vec or resident)
+            elif variant.drawn and resident:  # (a block a row, rows.BLOCK_DRAWN)
+                blocks = min(blocks, resident)
             if variant.generates:  # threads loop (grid stride), each setting up its draws
                 # once: H100 2^26 rand_like fp32 129 -> 97.1 us, randn_like bf16 155 -> 147 (torch
                 # eager 109, 156); not where it reads a tensor (dropout fp32 178 -> 187 us)
@@ -476,7 +478,7 @@ class KernelSpec(_RowRules):
         # (a cluster variant's block is its threads: Variant.block)
         drawn = draws_rows(kernel, vec, chunks, min(smem_row, chunks), threads, shift, cluster, double)
         key = (id(kernel), vec, idx, threads, chunks, smem_row, outer, tile, cluster, shift, double, keep_weights,
-               funnel, flat, few, batch)
+               funnel, flat, few, batch, drawn)
         got = self._variants.get(key)
         if got is None:
             o = self.options
@@ -485,7 +487,7 @@ class KernelSpec(_RowRules):
             name = (f"{kernel.name}{'_pair' * len(kernel.pairs)}_v{vec}_"
                     f"{'i32' if idx == 'int' else 'i64'}{f'_t{threads}' if threads else ''}"
                     f"{f'_c{chunks}' if chunks else ''}{('_smem' if smem_row >= chunks else f'_smem{smem_row}') if smem_row else ''}{'_outer' if outer else ''}{'_flat' if flat else ''}{'_few' if few else ''}{f'_n{batch}' if batch else ''}"
-                    f"{f'_q{cluster}' if cluster else ''}{'d' if drawn else ''}{'_db' if double else ''}{'_sh' if shift else ''}{'_kw' if keep_weights else ''}{'_fw' if funnel else ''}"
+                    f"{f'_q{cluster}' if cluster else ''}{('d' if cluster else '_drawn') if drawn else ''}{'_db' if double else ''}{'_sh' if shift else ''}{'_kw' if keep_weights else ''}{'_fw' if funnel else ''}"
                     f"{f'_tile{tile}' if tile >= 0 else ''}{'_staged' if tile == STAGED else ''}{tune}")
             got = self._variants[key] = Variant(kernel, vec, idx, o, name, vector_slots(kernel, vec),
                                                 threads, chunks, outer, tile, smem_row, cluster, shift, double,
