@@ -1879,6 +1879,31 @@ def test_blocks_that_take_several_long_rows(kind, dtype, n, monkeypatch):
         assert (kind in ("softmax", "log_softmax")) is not ahead
 
 
+def _drawn_calls(fd, kind, x, var, grid, calls):
+    """Run `fd` (a normalization `kind` of 7 rows, run once on `x`) `calls`
+    times more, on `x` then new rows, each against torch; on a GPU, check the
+    launch ran the drawn variant `var` in `grid` blocks and left its ticket
+    counter at 7 tickets a call (each launch draws exactly its rows)."""
+    import gc
+    import warnings
+    from hostir.runtime import backend
+    outs = None
+    for call in range(calls):
+        if call:
+            x = rand(tuple(x.shape), FROM_TORCH[x.dtype])
+        outs = fd.execute([to_device_exact(x, TEST_DEVICE)] if TEST_DEVICE != "cpu" else [x])
+        for o, w in zip(outs, _norm_expected(kind, x)):
+            check(o.cpu(), w.to(o.dtype), kind="reduction")
+        if TEST_DEVICE != "cpu":
+            with warnings.catch_warnings():  # (isinstance on every object wakes deprecated aliases)
+                warnings.simplefilter("ignore")
+                preps = [o for o in gc.get_objects() if isinstance(o, backend.CudaLaunch) and o.variant is var]
+            assert len(preps) == 1 and preps[0].grid == grid, "the launch ran the drawn variant"
+            (_, counter), = preps[0].scratch_bufs.values()
+            assert counter.cpu().view(torch.int64).item() == 7 * (call + 2)  # (and the plan's first call)
+    return outs
+
+
 @pytest.mark.parametrize("kind", ["rmsnorm", "layernorm"])
 @pytest.mark.parametrize("dtype,n", [(D.BFloat16, 131071), (D.BFloat16, 258961), (D.Float, 100001),
                                      (D.Half, 150001)],
@@ -1890,17 +1915,16 @@ def test_shifted_cluster_rows_are_drawn(kind, dtype, n, monkeypatch):
     (hir_next_row; published at the row's first cluster barrier). No launch
     resets the counter: each draws exactly as many tickets as rows, so the
     next starts at a multiple of them again. On GPUs the launch sees two
-    clusters at once here (7 rows), and after each of five calls the counter
-    holds 7 tickets a call. Results against torch at each call."""
-    import gc
-    import warnings
+    clusters at once here (7 rows); the fusion runs five more times, and
+    after each call the counter holds 7 tickets a call. Results against
+    torch at each call."""
     import conftest
     from hostir.codegen import rows
     from hostir.runtime import backend, launch
     monkeypatch.setattr(backend, "sm_count", lambda device: 1)
     monkeypatch.setattr(launch.CompiledKernel, "resident_clusters", lambda self, device, block: 2)
     x = rand((7, n), dtype)
-    outs, fd = _run_keeping_fd(lambda fd: _norm_build(kind)(fd, declare(fd, x)), [x])
+    _, fd = _run_keeping_fd(lambda fd: _norm_build(kind)(fd, declare(fd, x)), [x])
     (spec,) = _reduction_specs(fd)
     k = spec.kernel_for([7, n])[0]
     vec = spec._vec[id(k)]
@@ -1914,19 +1938,7 @@ def test_shifted_cluster_rows_are_drawn(kind, dtype, n, monkeypatch):
     assert f"(int)hir_next_row(sem, nslots, gridDim.x / {q})" in src and "base = nbase_" in src
     assert spec.grid(var, 7, 132, 1, [7, n], 2) == 2 * q and spec.grid(var, 7, 132, 1, [7, n]) == 7 * q
     assert spec.scratch_size(var, 7, 1) == (0, 2)
-    for call in range(5):
-        if call:
-            x = rand((7, n), dtype)
-            outs = fd.execute([to_device_exact(x, TEST_DEVICE)] if TEST_DEVICE != "cpu" else [x])
-        for o, w in zip(outs, _norm_expected(kind, x)):
-            check(o.cpu(), w.to(o.dtype), kind="reduction")
-        if TEST_DEVICE != "cpu":
-            with warnings.catch_warnings():  # (isinstance on every object wakes deprecated aliases)
-                warnings.simplefilter("ignore")
-                preps = [o for o in gc.get_objects() if isinstance(o, backend.CudaLaunch) and o.variant is var]
-            assert len(preps) == 1 and len(preps[0].scratch_bufs) == 1, "the launch ran the drawn variant"
-            (_, counter), = preps[0].scratch_bufs.values()
-            assert counter.cpu().view(torch.int64).item() == 7 * (call + 1)
+    _drawn_calls(fd, kind, x, var, 2 * q, 5)
 
 
 @pytest.mark.parametrize("kind,dtype,n", [("softmax", D.BFloat16, 32768), ("rmsnorm", D.BFloat16, 65536),
@@ -1937,10 +1949,9 @@ def test_block_rows_drawn_where_asked(kind, dtype, n, monkeypatch):
     a block each, take a grid of the blocks the device runs at once, each
     drawing its next row from the ticket counter as its row starts (thread
     0; published at the row's first block barrier). On GPUs the launch sees
-    two SMs of one block each here (7 rows), and after each of three calls the
-    counter holds 7 tickets a call. Results against torch at each call."""
-    import gc
-    import warnings
+    two SMs of one block each here (7 rows); the fusion runs three more
+    times, and after each call the counter holds 7 tickets a call. Results
+    against torch at each call."""
     import conftest
     from hostir.codegen import rows
     from hostir.runtime import backend, launch
@@ -1948,7 +1959,7 @@ def test_block_rows_drawn_where_asked(kind, dtype, n, monkeypatch):
     monkeypatch.setattr(backend, "sm_count", lambda device: 2)
     monkeypatch.setattr(launch.CompiledKernel, "resident_blocks", lambda self, device, block: 1)
     x = rand((7, n), dtype)
-    outs, fd = _run_keeping_fd(lambda fd: _norm_build(kind)(fd, declare(fd, x)), [x])
+    _, fd = _run_keeping_fd(lambda fd: _norm_build(kind)(fd, declare(fd, x)), [x])
     (spec,) = _reduction_specs(fd)
     k = spec.kernel_for([7, n])[0]
     var = spec.choose(k, [7, n], [x], None, [])
@@ -1959,19 +1970,7 @@ def test_block_rows_drawn_where_asked(kind, dtype, n, monkeypatch):
     assert "if (threadIdx.x == 0) next_[0] = drawn_;" in src and "base = nbase_" in src
     assert spec.grid(var, 7, 2, 1, [7, n], 2) == 2 and spec.grid(var, 7, 2, 1, [7, n]) == 7
     assert spec.scratch_size(var, 7, 1) == (0, 2)
-    for call in range(3):
-        if call:
-            x = rand((7, n), dtype)
-            outs = fd.execute([to_device_exact(x, TEST_DEVICE)] if TEST_DEVICE != "cpu" else [x])
-        for o, w in zip(outs, _norm_expected(kind, x)):
-            check(o.cpu(), w.to(o.dtype), kind="reduction")
-        if TEST_DEVICE != "cpu":
-            with warnings.catch_warnings():  # (isinstance on every object wakes deprecated aliases)
-                warnings.simplefilter("ignore")
-                preps = [o for o in gc.get_objects() if isinstance(o, backend.CudaLaunch) and o.variant is var]
-            assert len(preps) == 1 and preps[0].grid == 2, "the launch ran the drawn variant"
-            (_, counter), = preps[0].scratch_bufs.values()
-            assert counter.cpu().view(torch.int64).item() == 7 * (call + 1)
+    _drawn_calls(fd, kind, x, var, 2, 3)
     monkeypatch.setattr(rows, "BLOCK_DRAWN", False)
     assert not spec.variant(k, var.vec, var.idx, var.threads, var.chunks, var.smem_row).drawn
 
