@@ -170,6 +170,30 @@ __device__ __forceinline__ V hir_cluster_read(const V& x, unsigned rank) {
 }
 #endif
 
+// Debug timestamps (rows.STAMPS, read by benchmarks/timeline.py): the CTA of a
+// row (a block or a cluster's CTA a row) writes the row's start, its first
+// barrier and its end (%globaltimer, ns), and its SM and block, into the four
+// words of slot `slot` modulo HIR_STAMPS.
+#ifdef HIR_STAMPS
+__device__ unsigned long long hir_stamps[HIR_STAMPS * 4];
+__device__ __forceinline__ unsigned long long hir_now() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ void hir_stamp_barrier(unsigned long long slot) {
+  hir_stamps[(slot % HIR_STAMPS) * 4 + 1] = hir_now();
+}
+__device__ __forceinline__ void hir_stamp_row(unsigned long long slot, unsigned long long start) {
+  unsigned sm;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+  unsigned long long* w = hir_stamps + (slot % HIR_STAMPS) * 4;
+  w[0] = start;
+  w[2] = hir_now();
+  w[3] = ((unsigned long long)sm << 32) | blockIdx.x;
+}
+#endif
+
 // A cluster's next row (rows.CLUSTER_DRAWN), drawn by one thread from a 64-bit
 // ticket counter (sem[0..1]) that is zeroed once, when allocated, and never
 // reset. The launch's `clusters` take rows 0 .. clusters - 1 first; each then

@@ -362,3 +362,34 @@ def test_reduction_shapes_draws_cases_a_seed_replays(tmp_path, capsys):
         assert got["meta"]["cases"] == "drawn at random (--draw 2 --seed 11)" and len(got["rows"]) == 2
     finally:
         sys.path.remove(str(bench))
+
+
+def test_timeline_summarizes_rows_stamps():
+    """benchmarks/timeline.py: a call's rows' stamps (start, first barrier,
+    end, SM, block) summarized: rows at once, each phase, the tail, a block's
+    and an SM's idle time between rows. Two SMs of one block each here, two
+    rows each: 0-10 and 12-22 us on SM 0, 0-10 and 11-21 on SM 1, each row's
+    barrier 4 us in. Without a GPU the script refuses (it reads stamps a GPU
+    wrote)."""
+    bench = ROOT / "benchmarks"
+    sys.path.insert(0, str(bench))
+    try:
+        import timeline
+        us = 1000
+        rows = [(0, 4 * us, 10 * us, 0, 0), (12 * us, 16 * us, 22 * us, 0, 0),
+                (0, 4 * us, 10 * us, 1, 1), (11 * us, 15 * us, 21 * us, 1, 1)]
+        lines = timeline.summarize([(s + 5000, b + 5000, e + 5000, sm, blk) for s, b, e, sm, blk in rows], bins=11)
+        assert lines[0] == "4 rows' CTAs over 22.0 us on 2 SMs (2 blocks); 1.8 at once on average"
+        assert "start to first barrier 4.00 us, first barrier to end 6.00 us" in lines[1]
+        assert lines[2].startswith("a row's CTA: 10.00 us (median), 10.00 at most")
+        assert lines[3] == "the last row ended 1.00 us after 90 % of them"
+        assert lines[4].startswith("a block's next row started 1.50 us after its last ended")
+        assert lines[5].startswith("an SM busy 91 % of the call") and lines[6].startswith(
+            "an SM's next row started 1.50 us after one ended")
+        assert lines[7] == "rows at once, 11 steps of 2.0 us: 2 2 2 2 2 1 2 2 2 2 2"  # (10-12: one)
+        assert timeline.summarize([])[0].startswith("no stamps")
+        if not torch.cuda.is_available():
+            with pytest.raises(SystemExit, match="GPU"):
+                timeline.main(["softmax fp32 7x100000"])
+    finally:
+        sys.path.remove(str(bench))

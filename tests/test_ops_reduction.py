@@ -1975,6 +1975,43 @@ def test_block_rows_drawn_where_asked(kind, dtype, n, monkeypatch):
     assert not spec.variant(k, var.vec, var.idx, var.threads, var.chunks, var.smem_row).drawn
 
 
+@pytest.mark.parametrize("kind,dtype,n", [("softmax", D.BFloat16, 32768), ("log_softmax", D.Half, 146480),
+                                          ("layernorm", D.BFloat16, 258961), ("rmsnorm", D.BFloat16, 1000)],
+                         ids=lambda v: getattr(v, "name", str(v)))
+def test_rows_stamp_where_asked(kind, dtype, n, monkeypatch):
+    """rows.STAMPS (a debugging aid for benchmarks/timeline.py): kernels whose
+    rows take a block or a cluster each stamp each row's start, first barrier
+    and end (hir_stamp_row, hir_stamp_barrier); rows of several a block
+    (1000 points) do not. Results against torch with the
+    stamps (on a GPU, the stamped kernels; the nvrtc check compiles them)."""
+    import conftest
+    from hostir.codegen import rows
+    monkeypatch.setattr(rows, "STAMPS", True)
+    x = rand((3, n), dtype)
+    spec = _norm_checked(kind, x)
+    k = spec.kernel_for([3, n])[0]
+    var = spec.choose(k, [3, n], [x], None, [])
+    vectors = spec._row_vectors([3, n])
+    q = spec._cluster(k, vectors)
+    if q:  # (the variant a GPU that launches clusters takes)
+        part = -(-vectors // q)
+        var = spec.variant(k, var.vec, "int", *spec._row_schedule(k, part, shift=bool(n % var.vec)),
+                           cluster=q, shift=bool(n % var.vec))
+    src = var.source
+    conftest._KERNEL_SOURCES.setdefault(src, var.name)
+    one_a_row = var.threads == var.block
+    assert one_a_row is (n > 1000)
+    slot = f"(unsigned long long)row * {q} + hir_cluster_rank()" if q else "(unsigned long long)row"
+    assert (f"hir_stamp_barrier({slot});" in src and f"hir_stamp_row({slot}, stamp_);" in src
+            and "#define HIR_STAMPS 65536\n" in src) is one_a_row, var.name
+    monkeypatch.setattr(rows, "STAMPS", False)  # (a fresh plan: a spec keeps the variants it made)
+    spec = _norm_checked(kind, x)
+    k = spec.kernel_for([3, n])[0]
+    plain = spec.variant(k, var.vec, var.idx, var.threads, var.chunks, var.smem_row, cluster=var.cluster,
+                         shift=var.shift)
+    assert plain.name == var.name and "hir_stamp" not in plain.source and "HIR_STAMPS" not in plain.source
+
+
 @pytest.mark.parametrize("kind", ["rmsnorm", "layernorm"])
 def test_shifted_long_rows_keep_more_in_shared_memory(kind):
     """A shifted row held in shared memory and registers keeps up to

@@ -456,7 +456,7 @@ class _Printer:
         return str(self.block)
 
     def wrap(self) -> str:
-        head = ['#include "hostir.cuh"', *_op_definitions(self.k),
+        head = [*getattr(self, "prelude", ()), '#include "hostir.cuh"', *_op_definitions(self.k),
                 f'extern "C" __global__ void __launch_bounds__({self.bounds()}) {self.name}(',
                 "    " + ",\n    ".join(self.params()) + ") {"]
         return "\n".join(head + self.lines + ["}"]) + "\n"

@@ -96,7 +96,8 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
         # a cluster's rows drawn from a ticket counter (rows.CLUSTER_DRAWN: spec's draws_rows)
         # (a row a block's, rows.BLOCK_DRAWN: the block's rows drawn alike)
         self.drawn = drawn and (self.cluster > 1 or threads == block)
-        self._row_draws = False  # ... this row's draw emitted (at its first barrier: _group_reduce)
+        self.stamps = rows.STAMPS and threads == block  # a row's timestamps (a block or cluster a row)
+        self._row_barrier = False  # this row's first barrier emitted (its draw and stamp ride it)
 
     def source(self) -> str:
         k, idx, L, T = self.k, self.idx, self.lines, self.threads
@@ -141,6 +142,9 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
         L.append(f"    const bool active = base + threadIdx.x / {T} < nslots;")
         L.append(f"    const {idx} row = active ? base + threadIdx.x / {T} : 0;")
         self._split("row", k.kept, "    ")
+        if self.stamps:
+            self.prelude = [f"#define HIR_STAMPS {1 << 16}"]
+            L.append("    const unsigned long long stamp_ = hir_now();")
         if self.drawn:  # the cluster's next row, drawn as the row starts (the atomic's wait: at
             # its first use, the row's first cluster barrier; drawn there, every row took longer)
             first, grid = ("threadIdx.x == 0 && hir_cluster_rank() == 0", f"gridDim.x / {Q}") if Q > 1 else \
@@ -158,7 +162,7 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
             self._row_shift(names)
         if self.kept_w:
             self._keep_weights(names)
-        self._row_draws = False
+        self._row_barrier = False
         if self.chunks:  # vectors read in several passes stay in registers from the first
             offset = []
             for n in cached_loads(k, self.vec):
@@ -210,13 +214,21 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
             L.append("    ahead_ = nactive_;")
         if self.double:
             L.append("    buf_ ^= 1;")
-        assert self._row_draws or not self.drawn, "a drawn row's draw rides its first barrier"
+        assert self._row_barrier or not self.drawn, "a drawn row's draw rides its first barrier"
+        if self.stamps:
+            L.append(f"    if (threadIdx.x == 0) hir_stamp_row({self.stamp_slot()}, stamp_);")
         if Q > 1:
             L.append("    parity ^= 1;")
         L.append("  }")
         if Q > 1:
             L.append("  hir_cluster_sync();  // no CTA leaves while a peer may read its slots")
         return self.wrap()
+
+    def stamp_slot(self) -> str:
+        """The row's CTA's slot of rows.STAMPS (a cluster's CTAs side by side)."""
+        if self.cluster > 1:
+            return f"(unsigned long long)row * {self.cluster} + hir_cluster_rank()"
+        return "(unsigned long long)row"
 
     def bounds(self) -> str:
         """A persistent kernel whose threads keep at most 16 points of the row

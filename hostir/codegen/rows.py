@@ -292,6 +292,13 @@ bf16 568x118107 70.4 / 74.4, fp32 300x200001 70.3 / 78.2 (another run:
   the last pass), static / drawn: rmsnorm bf16 512x131072 86.5 / 81.4,
   layernorm bf16 1024x131072 82.7 / 76.8, 512x131072 81.2 / 75.1, 259x258968
   66.1 / 65.2, fp32 791x84840 76.7 / 75.4."""
+STAMPS = False
+"""A debugging aid, not a schedule: kernels whose rows take a block or a
+cluster each stamp each row's start, first barrier and end (%globaltimer)
+with its SM into a device array (kernels/hostir.cuh, hir_stamps), which
+benchmarks/timeline.py reads back and summarizes (the SMs' slots idle between
+rows, each phase's time, the tail). The stamps are extra stores: time the
+kernels without them."""
 BLOCK_DRAWN = False
 """Rows a block keeps in shared memory, a block a row (no cluster): the grid
 the blocks the device runs at once (cuOccupancyMaxActiveBlocksPerMultiprocessor
