@@ -567,7 +567,7 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
     reduction read flat, `vec` points a thread a step (cuda_flat); `few`: an
     outer reduction's blocks ask for OUTER_FEW_BLOCKS an SM (cuda_outer.outer_few);
     `batch`: a one-pass row's vectors a thread loads at once (one_pass.ONE_PASS_LONG);
-    `drawn`: a cluster's rows drawn from a ticket counter (rows.CLUSTER_DRAWN)."""
+    `drawn`: the clusters' (blocks') rows drawn from a ticket counter (rows.CLUSTER_DRAWN)."""
     name = name or kern.name
     if tile != -1:  # a transpose's tiles, or (tile -2) a staged gather
         from .cuda_tiles import STAGED, _StagePrinter, _TilePrinter, staged_gather

@@ -51,13 +51,8 @@ class _RowCombines:
         for n, j in zip(mine, slots):
             L.append(f"      smem{j}[threadIdx.x / 32] = {acc[id(n)]};")
         L.append("    }")
-        first = not self._row_barrier
-        self._row_barrier = True
-        if first and self.drawn:  # the block's next row (rows.BLOCK_DRAWN), drawn as this one
-            L.append("    if (threadIdx.x == 0) next_[0] = drawn_;")  # started; all read the last
-        L.append("    __syncthreads();")
-        if first:
-            self._after_first_barrier("next_[0]")
+        # (a drawn row published: every thread has read the last, the barrier above)
+        self._first_barrier("if (threadIdx.x == 0) next_[0] = drawn_;", "__syncthreads();", "next_[0]")
         L.append("    {")
         L.append(f"      const int first = (threadIdx.x / {T}) * {T // 32};")
         for n, j in zip(mine, slots):  # (the warps' results: a tree of shuffles, WARPS_TREE)
@@ -83,25 +78,12 @@ class _RowCombines:
         for n, j in zip(mine, slots):
             L.append(f"      wslot{j}[parity][threadIdx.x / 32] = {acc[id(n)]};")
         L.append("    }")
-        first = not self._row_barrier
-        self._row_barrier = True
-        if first and self.drawn:  # the cluster's next row, drawn as this one started: no barrier of its own
-            L.append("    if (threadIdx.x == 0 && hir_cluster_rank() == 0) next_[parity] = drawn_;")
-        L.append("    hir_cluster_sync();")
-        if first:  # (the draw read before this CTA reaches the next barrier; written again two rows on)
-            self._after_first_barrier("hir_cluster_read(next_[parity], 0)")
+        # (a drawn row read before this CTA reaches the next barrier; written again two rows on)
+        self._first_barrier("if (threadIdx.x == 0 && hir_cluster_rank() == 0) next_[parity] = drawn_;",
+                            "hir_cluster_sync();", "hir_cluster_read(next_[parity], 0)")
         for n, j in zip(mine, slots):
             self.lines.append(f"    {acc[id(n)]} = hir_cluster_warps<{self.threads // 32}, {self.cluster}>("
                               f"wslot{j}[parity], {_combiner(n)});")
-
-
-    def _after_first_barrier(self, drawn: str) -> None:
-        """After a row's first barrier: its next row (`drawn`: where rank 0
-        published it) where the rows are drawn, its stamp (rows.STAMPS)."""
-        if self.drawn:
-            self.lines.append(f"    nbase_ = {drawn};")
-        if self.stamps:
-            self.lines.append(f"    if (threadIdx.x == 0) hir_stamp_barrier({self.stamp_slot()});")
 
 
 def _combiner(n) -> str:

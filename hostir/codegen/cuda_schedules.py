@@ -16,13 +16,14 @@ from . import one_pass, rows
 from .launch_checks import funnel_load
 from .cuda_row_copies import _RowCopies
 from .cuda_row_combine import _RowCombines
+from .cuda_row_order import _RowOrder
 from .cuda_row_batches import LOOP_BATCH_THREADS, _RowBatches
 from .cuda_row_shift import _RowShifts
 from .row_loads import (cached_loads, held_words, invariant_bytes, kept_weights, rest_words, row_cache_bytes,
                         row_invariant_loads, row_work)
 
 
-class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Printer):
+class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowShifts, _Printer):
     """A reduction or normalization kernel: each group of `threads` consecutive
     threads of a block takes one point of the kept dims (a row) at a time. A
     pass over the row's reduced points has each thread combine every
@@ -93,8 +94,8 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
         # at the start of each row (rows.ROW_DOUBLE; spec.KernelSpec._double)
         self.double = double and self.smem_row and self.smem_chunks >= self.chunks and not self.shift
         assert self.double == double or not self.chunks, "a double buffer keeps whole, unshifted rows"
-        # a cluster's rows drawn from a ticket counter (rows.CLUSTER_DRAWN: spec's draws_rows)
-        # (a row a block's, rows.BLOCK_DRAWN: the block's rows drawn alike)
+        # the clusters' (a block a row: the blocks') rows drawn from a ticket counter
+        # (rows.CLUSTER_DRAWN, BLOCK_DRAWN: cuda_row_copies.draws_rows)
         self.drawn = drawn and (self.cluster > 1 or threads == block)
         self.stamps = rows.STAMPS and threads == block  # a row's timestamps (a block or cluster a row)
         self._row_barrier = False  # this row's first barrier emitted (its draw and stamp ride it)
@@ -125,31 +126,13 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
             L.append("  bool ahead_ = false;  // this row's kept chunks were copied during the last row")
         if self.double:
             L.append("  int buf_ = 0;  // the buffer this row is kept in (the next row's: the other)")
-        if self.drawn:  # cluster (block) b takes row b, then the rows its rank 0 draws (hir_next_row)
-            L.append(f"  __shared__ {idx} next_[2];  // rank 0's draw, by the row's parity" if Q > 1 else
-                     f"  __shared__ {idx} next_[1];  // thread 0's draw")
-            L.append(f"  {idx} nbase_ = 0;")
-            first = f"({idx})blockIdx.x / {Q}" if Q > 1 else f"({idx})blockIdx.x"
-            L.append(f"  for ({idx} base = {first}; base < nslots; base = nbase_) {{")
-        elif Q > 1:  # a cluster's blocks are consecutive: cluster b takes rows b, b + clusters, ...
-            L.append(f"  for ({idx} base = ({idx})blockIdx.x / {Q}; base < nslots; "
-                     f"base += ({idx})gridDim.x / {Q}) {{")
-        else:
-            L.append(f"  for ({idx} base = ({idx})blockIdx.x * {groups}; base < nslots; "
-                     f"base += ({idx})gridDim.x * {groups}) {{")
+        self._row_loop()
         # a group past the last row computes row 0 again (every thread must reach the
         # group reductions) and stores nothing
         L.append(f"    const bool active = base + threadIdx.x / {T} < nslots;")
         L.append(f"    const {idx} row = active ? base + threadIdx.x / {T} : 0;")
         self._split("row", k.kept, "    ")
-        if self.stamps:
-            self.prelude = [f"#define HIR_STAMPS {1 << 16}"]
-            L.append("    const unsigned long long stamp_ = hir_now();")
-        if self.drawn:  # the cluster's next row, drawn as the row starts (the atomic's wait: at
-            # its first use, the row's first cluster barrier; drawn there, every row took longer)
-            first, grid = ("threadIdx.x == 0 && hir_cluster_rank() == 0", f"gridDim.x / {Q}") if Q > 1 else \
-                ("threadIdx.x == 0", "gridDim.x")
-            L.append(f"    const {idx} drawn_ = {first} ? ({idx})hir_next_row(sem, nslots, {grid}) : 0;")
+        self._row_starts()
         if self.ahead or self.double:  # the block's next row: its kept dims n<d>
             step = f"({idx})gridDim.x / {Q}" if Q > 1 else f"({idx})gridDim.x * {groups}"
             L.append(f"    const bool nactive_ = base + {step} + threadIdx.x / {T} < nslots;")
@@ -162,7 +145,6 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
             self._row_shift(names)
         if self.kept_w:
             self._keep_weights(names)
-        self._row_barrier = False
         if self.chunks:  # vectors read in several passes stay in registers from the first
             offset = []
             for n in cached_loads(k, self.vec):
@@ -214,21 +196,13 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowShifts, _Prin
             L.append("    ahead_ = nactive_;")
         if self.double:
             L.append("    buf_ ^= 1;")
-        assert self._row_barrier or not self.drawn, "a drawn row's draw rides its first barrier"
-        if self.stamps:
-            L.append(f"    if (threadIdx.x == 0) hir_stamp_row({self.stamp_slot()}, stamp_);")
+        self._row_ends()
         if Q > 1:
             L.append("    parity ^= 1;")
         L.append("  }")
         if Q > 1:
             L.append("  hir_cluster_sync();  // no CTA leaves while a peer may read its slots")
         return self.wrap()
-
-    def stamp_slot(self) -> str:
-        """The row's CTA's slot of rows.STAMPS (a cluster's CTAs side by side)."""
-        if self.cluster > 1:
-            return f"(unsigned long long)row * {self.cluster} + hir_cluster_rank()"
-        return "(unsigned long long)row"
 
     def bounds(self) -> str:
         """A persistent kernel whose threads keep at most 16 points of the row

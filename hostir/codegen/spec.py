@@ -87,7 +87,7 @@ class Variant:
     flat: bool = False   # an outer reduction read flat, `vec` points a thread a step (cuda_flat)
     few: bool = False    # ... or in tiles whose blocks ask for OUTER_FEW_BLOCKS an SM (cuda_outer.outer_few)
     batch: int = 0       # a one-pass row of 1024 threads: vectors a thread loads at once (one_pass.ONE_PASS_LONG)
-    drawn: bool = False  # a cluster variant's rows drawn from a ticket counter (rows.CLUSTER_DRAWN)
+    drawn: bool = False  # ... its clusters (blocks) drawing their rows from a ticket counter (rows.CLUSTER_DRAWN)
 
     @property
     def block(self) -> int:

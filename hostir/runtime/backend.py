@@ -139,8 +139,8 @@ def _types(slots, kernel: Kernel, idx: str) -> list:
 
 
 def _scratch(nbytes: int, counters: int, device) -> tuple:
-    """A split reduction's workspace and its zeroed arrival counters (or a
-    cluster variant's ticket counter: KernelSpec.scratch_size)."""
+    """A split reduction's workspace and its zeroed arrival counters (or drawn
+    rows' ticket counter: KernelSpec.scratch_size)."""
     return (torch.empty(nbytes, dtype=torch.uint8, device=device),
             torch.zeros(counters, dtype=torch.int32, device=device))
 
