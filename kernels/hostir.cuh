@@ -194,14 +194,15 @@ __device__ __forceinline__ void hir_stamp_row(unsigned long long slot, unsigned 
 }
 #endif
 
-// A cluster's next row (rows.CLUSTER_DRAWN), drawn by one thread from a 64-bit
-// ticket counter (sem[0..1]) that is zeroed once, when allocated, and never
-// reset. The launch's `clusters` take rows 0 .. clusters - 1 first; each then
-// draws once a row it takes, until it draws a row past the last (`nrows` or
-// more). A launch starting at a multiple of nrows draws remainders 0, 1, ...
-// in order: all nrows - clusters rows, then the clusters' tickets past the end,
-// one each: exactly nrows tickets, so the next launch starts at a multiple of
-// nrows too (launches on one stream do not overlap).
+// A cluster's (or a block's) next row (rows.CLUSTER_DRAWN, BLOCK_DRAWN), drawn
+// by one thread from a 64-bit ticket counter (sem[0..1]) that is zeroed once,
+// when allocated, and never reset. The launch's `clusters` take rows 0 ..
+// clusters - 1 first; each then draws once a row it takes, until it draws a
+// row past the last (`nrows` or more). A launch starting at a multiple of
+// nrows draws remainders 0, 1, ... in order: all nrows - clusters rows, then
+// the clusters' tickets past the end, one each: exactly nrows tickets, so the
+// next launch starts at a multiple of nrows too (launches on one stream do not
+// overlap).
 __device__ __forceinline__ long long hir_next_row(unsigned* sem, long long nrows, long long clusters) {
   const unsigned long long t = atomicAdd(reinterpret_cast<unsigned long long*>(sem), 1ull);
   return (long long)(t % (unsigned long long)nrows) + clusters;

@@ -227,6 +227,7 @@ class _Printer:
         self.vloads = vector_loads(kern, self.vec)
         self.index_nodes = _index_nodes(kern)
         self.lines: list[str] = []
+        self.prelude: list[str] = []  # lines before the #include (macros hostir.cuh reads)
         self.count = 0
         self.exp_forms: dict[int, str] = {}  # EXP nodes printed by another function (a printer sets them)
 
@@ -456,7 +457,7 @@ class _Printer:
         return str(self.block)
 
     def wrap(self) -> str:
-        head = [*getattr(self, "prelude", ()), '#include "hostir.cuh"', *_op_definitions(self.k),
+        head = [*self.prelude, '#include "hostir.cuh"', *_op_definitions(self.k),
                 f'extern "C" __global__ void __launch_bounds__({self.bounds()}) {self.name}(',
                 "    " + ",\n    ".join(self.params()) + ") {"]
         return "\n".join(head + self.lines + ["}"]) + "\n"

@@ -110,11 +110,12 @@ def draws_rows(k: Kernel, vec: int, chunks: int, smem_chunks: int, block: int, s
     nor those that copy their next row ahead or keep it in a second buffer
     (rows b, b + clusters, ...). Rows a block keeps in shared memory, a block
     each, where rows.BLOCK_DRAWN."""
-    if double or copies_ahead(k, vec, chunks, smem_chunks, block, shift, cluster):
+    if double:
         return False
-    if cluster > 1:
-        return rows.CLUSTER_DRAWN and not _online(k)
-    return rows.BLOCK_DRAWN and smem_chunks > 0 and chunks > 0 and block >= 128 and vec > 1
+    if cluster <= 1:  # (no copies ahead: those are a cluster's)
+        return rows.BLOCK_DRAWN and smem_chunks > 0 and chunks > 0 and block >= 128 and vec > 1
+    return rows.CLUSTER_DRAWN and not _online(k) and not copies_ahead(k, vec, chunks, smem_chunks, block,
+                                                                      shift, cluster)
 
 
 def _online(k: Kernel) -> bool:

@@ -35,7 +35,6 @@ class _RowOrder:
         L, idx, Q = self.lines, self.idx, self.cluster
         self._row_barrier = False
         if self.stamps:
-            self.prelude = [f"#define HIR_STAMPS {1 << 16}"]
             L.append("    const unsigned long long stamp_ = hir_now();")
         if self.drawn:
             first, grid = ("threadIdx.x == 0 && hir_cluster_rank() == 0", f"gridDim.x / {Q}") if Q > 1 else \

@@ -98,6 +98,8 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
         # (rows.CLUSTER_DRAWN, BLOCK_DRAWN: cuda_row_copies.draws_rows)
         self.drawn = drawn and (self.cluster > 1 or threads == block)
         self.stamps = rows.STAMPS and threads == block  # a row's timestamps (a block or cluster a row)
+        if self.stamps:
+            self.prelude.append(f"#define HIR_STAMPS {1 << 16}")
         self._row_barrier = False  # this row's first barrier emitted (its draw and stamp ride it)
 
     def source(self) -> str:

@@ -431,13 +431,15 @@ class KernelSpec(_RowRules):
         `resident` counts the clusters the device runs at once (a cluster
         variant's), or, for a variant keeping the weights (rows.KEEP_WEIGHTS),
         the blocks: its grid is as many, a multiple of the vector, so a block's
-        rows all start equally far past a vector boundary. A cluster variant
-        that copies no row ahead takes a cluster a row, the device launching
-        the next as one ends: the resident clusters each looping over rows
-        lost (H200 % of copy, same run, a row / looping: log-softmax fp16
-        458x146480 75.9 / 70.3, softmax fp32 926x72471 75.9 / 64.7, fp16
-        447x150000 74.3 / 65.4; shifted rows read twice: layernorm bf16
-        259x258961 57.7 / 60.3, rmsnorm 568x118107 70.2 / 70.6)."""
+        rows all start equally far past a vector boundary; so is the grid of
+        a variant whose clusters (blocks) draw their rows (rows.CLUSTER_DRAWN,
+        BLOCK_DRAWN). A cluster variant that neither copies its rows ahead nor
+        draws them (the online kernel's) takes a cluster a row, the device
+        launching the next as one ends: there the resident clusters each
+        looping over rows b, b + clusters, ... lost (H200 % of copy, same run,
+        a row / looping: log-softmax fp16 458x146480 75.9 / 70.3, softmax fp32
+        926x72471 75.9 / 64.7, fp16 447x150000 74.3 / 65.4), and so did their
+        drawing rows (rows.CLUSTER_DRAWN)."""
         if variant.outer:
             blocks = -(-count // ((variant.threads or 32) * variant.vec)) * split
         elif variant.tile >= 0:
