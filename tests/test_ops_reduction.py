@@ -572,6 +572,11 @@ def test_rows_held_in_registers():
     assert register_row(18, 3, 8) == (8, 3, 0)         # bf16 150: no fewer than 8 (4 x 5 fills 90 %)
     assert register_row(3072, 4, 4) == (512, 6, 0)     # fp32 12288
     assert register_row(4096, 4, 4) == (512, 8, 0)     # fp32 16384
+    # a shifted layernorm's 2-byte rows (rows.SHIFTED_ROW_THREADS): 256 threads at most, 64 points a thread
+    assert register_row(1644, 3, 8) == (512, 4, 0) and register_row(1644, 3, 8, wide=True) == (256, 7, 0)
+    assert register_row(875, 3, 8) == (256, 4, 0) and register_row(875, 3, 8, wide=True) == (128, 7, 0)
+    assert register_row(2000, 3, 8, wide=True) == (256, 8, 0)   # fp16 16001
+    assert register_row(640, 3, 8, wide=True) == (128, 5, 0)    # bf16 5121: as before
     x = rand((4, 12296), D.BFloat16)
     _, fd = _run_keeping_fd(lambda fd: _online_build("softmax")(fd, declare(fd, x)), [x])
     (spec,) = _reduction_specs(fd)
@@ -1754,7 +1759,8 @@ def test_shifted_rows_ask_occupancy_by_their_weights(n, monkeypatch):
     """cuda_schedules.SHIFT_BOUNDS_WEIGHTS, SHIFT_BOUNDS_VEC: a shifted 2-byte
     row's kernel that reads no weight (a layernorm without one), in groups
     of 16 threads or more, asks for the blocks an SM its aligned twin does;
-    with a weight and a bias it asks none, nor do fp32 rows (they spilled at
+    with a weight and a bias it asks none (but 1024 threads an SM where a
+    block takes a row: SHIFTED_ROW_BOUNDS), nor do fp32 rows (they spilled at
     their twins' bounds), and both ask where the rules allow. Results against
     torch."""
     from hostir.codegen import cuda_schedules
@@ -1772,7 +1778,9 @@ def test_shifted_rows_ask_occupancy_by_their_weights(n, monkeypatch):
     assert var.threads >= 16 and bounded(var), var.name
     w, b = rand((n,), D.BFloat16), rand((n,), D.BFloat16)
     wspec = _layernorm_checked(x, w, b, "sym")
-    assert not bounded(wspec.choose(wspec.kernels[0], [9, n], [x, w, b], None, []))
+    wvar = wspec.choose(wspec.kernels[0], [9, n], [x, w, b], None, [])
+    assert bounded(wvar) is (wvar.threads == wvar.block), wvar.name  # (a block a row: SHIFTED_ROW_BOUNDS)
+    assert (f"__launch_bounds__({wvar.block}, {1024 // wvar.block})" in wvar.source) is (n == 4097)
     x32 = rand((9, n), D.Float)
     fspec = _norm_checked("layernorm", x32)
     assert not bounded(fspec.choose(fspec.kernel_for([9, n])[0], [9, n], [x32], None, []))
@@ -1782,6 +1790,38 @@ def test_shifted_rows_ask_occupancy_by_their_weights(n, monkeypatch):
         sp._variants.clear()  # (a fresh variant prints its source again)
         k = sp.kernels[0] if sp is wspec else sp.kernel_for([9, n])[0]
         assert bounded(sp.choose(k, [9, n], args, None, []))
+
+
+@pytest.mark.parametrize("dtype,wdtype,n,want", [(D.BFloat16, D.BFloat16, 13155, (256, 7)),
+                                                 (D.Half, D.Half, 16001, (256, 8)),
+                                                 (D.BFloat16, D.BFloat16, 7001, (128, 7)),
+                                                 (D.BFloat16, D.Float, 7001, (256, 7)),
+                                                 (D.BFloat16, D.BFloat16, 13152, (512, 4)),
+                                                 (D.Float, D.Float, 6577, (256, 7))],
+                         ids=lambda v: getattr(v, "name", str(v)))
+def test_shifted_layernorm_rows_take_fewer_threads(dtype, wdtype, n, want):
+    """rows.SHIFTED_ROW_THREADS: a layernorm's 2-byte rows off vector
+    boundaries (a weight and a bias: no bounds on its registers) held in
+    registers take 256 threads a row at most, up to 64 points a thread
+    (13155 points: 256 x 7 vectors, not 512 x 4), asking for 1024 threads an
+    SM (cuda_schedules.SHIFTED_ROW_BOUNDS); its aligned twin, fp32
+    rows and rows read in vectors of 4 (fp32 weights) keep the plain rule, and
+    so does an rmsnorm's (one weight: bounded).
+    Rows of odd starts and size-1 rows too; results against torch."""
+    from hostir.codegen import rows as row_rules
+    for rows_count in (9, 1):
+        x = rand((rows_count, n), dtype)
+        w, b = rand((n,), wdtype), rand((n,), wdtype)
+        spec = _layernorm_checked(x, w, b)
+        k = spec.kernels[0]
+        var = spec.choose(k, [rows_count, n], [x, w, b], None, [])
+        assert (var.threads, var.chunks) == want and var.shift == bool(n % var.vec), var.name
+        wide = var.shift and var.vec == 8  # (cuda_schedules.wide_shift; SHIFTED_ROW_BOUNDS: 1024 threads an SM)
+        assert (f"__launch_bounds__({var.block}, {1024 // var.block})" in var.source) is wide, var.name
+    if dtype == D.BFloat16 and n == 13155:
+        rms = _norm_checked("rmsnorm", x)
+        rk = rms.kernel_for([1, n])[0]
+        assert (rms.choose(rk, [1, n], [x], None, []).threads, row_rules.SHIFTED_ROW_THREADS) == (512, 256)
 
 
 @pytest.mark.parametrize("resident", [3, 16])
@@ -1817,7 +1857,9 @@ def test_shifted_rows_keep_their_weights(dtype, wdtype, n, layout, resident, mon
     from hostir.codegen.row_loads import kept_share
     size = (w.element_size() + b.element_size()) * var_.block // var_.threads * kept_share(
         var_.chunks, var_.threads, var_.vec)  # (a group's share: its whole vectors, the head and tail)
-    keeps = (size <= row_rules.KEEP_WEIGHTS_BYTES and layout == "contiguous"
+    most = row_rules.KEEP_NARROW_WEIGHTS_BYTES if w.element_size() == b.element_size() == 2 \
+        else row_rules.KEEP_WEIGHTS_BYTES  # (2-byte weights: more bytes a block)
+    keeps = (size <= most and layout == "contiguous"
              and var_.block >= row_rules.KEEP_WEIGHTS_BLOCK)
     assert var_.shift and var_.chunks and var_.keep_weights == keeps, var_.name
     if layout != "contiguous":  # (off boundaries: never funnel-shifted either, a point at a time)

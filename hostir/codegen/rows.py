@@ -101,9 +101,30 @@ bf16 2730x24577 51.5 / 48.3, 2086x32167 56.7 / 49.6.)"""
 REGISTER_ROWS = True
 REGISTER_ROW_THREADS = (128, 512)
 REGISTER_MAX_POINTS = 40
+SHIFTED_ROW_THREADS = 256
+SHIFTED_ROW_POINTS = 64
+"""Shifted rows in 8-point vectors (2-byte) whose kernel asks no bounds (a
+layernorm's weight and bias: cuda_schedules.SHIFT_BOUNDS_WEIGHTS), held in
+registers, take up to SHIFTED_ROW_THREADS threads a row, up to
+SHIFTED_ROW_POINTS points a thread (register_row's `wide`). Without bounds
+the compiler takes 53 registers at 512 threads x 4 vectors (two rows an SM;
+the aligned twin's bounds, 40, spilled), 73 at 256 x 7 (three rows an SM).
+H200 % of copy, same run, the rule off / on: layernorm bf16 5101x13155 67.9 /
+83.4 (another run: 68.0 / 83.2), fp16 4000x16001 73.8 / 84.3, bf16 10000x7001
+75.2 / 83.9 (128 x 7 against 256 x 4), 8000x10001 85.0 / 85.4, 13104x5121
+within the run's spread (the same variant); a second run, with the weights
+kept up to KEEP_NARROW_WEIGHTS_BYTES: bf16 6000x12001 66.8 / 87.5, fp16
+6000x16001 75.9 / 87.9, bf16 10000x7001 77.6 / 88.6, 5101x13155 67.7 / 83.2
+(and 86.6 with cuda_schedules.SHIFTED_ROW_BOUNDS). Their weights kept in
+dynamic shared memory past static's 48 KiB (57 KiB a block of 256 x 7) lost:
+bf16 6000x12001 87.5 / 75.1, fp16 6000x16001 87.9 / 84.0 (5101x13155 83.2 /
+84.3; tried, removed). fp32 rows keep the rule off
+(layernorm fp32 5101x6577 84.2 / 71.4: 128 x 13 vectors of 4), and so does
+a row of 128 threads at most (REGISTER_ROW_THREADS): 128 x 13 lost (bf16
+5101x13155 76.2, fp16 4000x16001 66.9)."""
 
 
-def register_row(vectors: int, chunks: int, vec: int) -> tuple[int, int, int]:
+def register_row(vectors: int, chunks: int, vec: int, wide: bool = False) -> tuple[int, int, int]:
     """(threads, vectors a thread, 0) of a row held in registers. A row longer
     than 64 threads hold at `chunks` vectors a thread: the fewest vectors left
     over, then the nearest to `chunks` vectors a thread (then the fewest
@@ -117,11 +138,15 @@ def register_row(vectors: int, chunks: int, vec: int) -> tuple[int, int, int]:
     - layernorm bf16 32768x1536: 64 threads x 3 ran at 79.3 against 91.7
       (128 x 2): 128 threads at least;
     - bf16 256 threads x 7 vectors (56 points): softmax 16384x12296 73.9,
-      512 x 4 82.7."""
+      512 x 4 82.7.
+    `wide`: a shifted row's threads that ask no bounds (SHIFTED_ROW_THREADS)."""
     lo, hi = REGISTER_ROW_THREADS
+    most = REGISTER_MAX_POINTS
+    if wide:
+        hi, most = min(hi, SHIFTED_ROW_THREADS), max(most, SHIFTED_ROW_POINTS)
     fits = [(t * c - vectors, abs(c - chunks), t, c) for t in ROW_THREADS
             if lo <= t <= hi for c in [-(-vectors // t)]
-            if c <= max(chunks, REGISTER_MAX_POINTS // vec)]
+            if c <= max(chunks, most // vec)]
     if REGISTER_ROWS and fits and vectors > chunks * 64:
         _, _, t, c = min(fits)
         return t, c, 0
@@ -437,9 +462,11 @@ KEEP_WEIGHTS_ROWS = 4096
 KEEP_WEIGHTS_BYTES = 32 * 1024
 KEEP_WEIGHTS_LOADS = 2
 KEEP_WEIGHTS_BLOCK = 256
+KEEP_NARROW_WEIGHTS_BYTES = 45 * 1024
 """Shifted rows (SHIFTED_WEIGHTS) kept in registers, at least KEEP_WEIGHTS_ROWS of
 them: each block keeps what every row reads (a layernorm's weight and bias) in
-shared memory (static, up to KEEP_WEIGHTS_BYTES a block), placed as shifted as
+shared memory (static, up to KEEP_WEIGHTS_BYTES a block, KEEP_NARROW_WEIGHTS_BYTES
+where the weights are 2-byte floats), placed as shifted as
 the block's rows start (point j at j + m_), so a vector of the row reads its
 weights as one aligned vector from shared memory, not a point at a time from
 global memory (16 scalar loads a vector of 8 points for a layernorm's two:
@@ -460,7 +487,12 @@ not understood. (Tried and removed, 2026-11-28: where a block has as many
 groups as a vector has points, placing the weights once before the first row
 at every shift a row may start at, each row reading its shift's share, no vote
 and no block barrier a row: H100, layernorm bf16 87267x769, default / every
-shift / default 82.5 / 80.4 / 82.8 % of copy.)"""
+shift / default 82.5 / 80.4 / 82.8 % of copy.) 2-byte weights up to 45 KiB a
+block, not 32: H200 % of copy, same run, 32 / 45 / 32 again: layernorm bf16
+57309x1171 82.1 / 85.2 / 83.6, fp16 62660x1071 81.2 / 84.5 / 81.3 (another
+run: 80.6 / 84.8), bf16 229040x293 71.2 / 78.7 / 72.3 (71.6 / 78.5); but
+fp32 weights at 33 KiB lost (layernorm fp32 65344x1027 95.9 / 85.4 / 95.8:
+not understood)."""
 FUNNEL_WEIGHTS = True
 """... and, where that weight is read in 16-byte vectors, its shifted vector
 funnel-shifted from the two aligned vectors around it (cuda_row_shift

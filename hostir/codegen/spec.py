@@ -22,8 +22,8 @@ from .cuda_row_copies import copies_ahead, draws_rows
 from .cuda_flat import flat_block, flat_bytes, flat_fits, flat_ok, flat_over, flat_width
 from .cuda_outer import (SHARED_BYTES, outer_block, outer_few, outer_lanes, outer_ok, outer_scratch, outer_split,
                          outer_width, wrapped)
-from .row_loads import (batch_words, invariant_bytes, kept_block_points, kept_weight_bytes, kept_weights,
-                        row_cache_bytes)
+from .row_loads import (batch_words, invariant_bytes, kept_block_points, kept_weight_bytes,
+                        kept_weights, row_cache_bytes)
 from .launch_checks import (funnel_slots, keep_weights_ok, launch_sms, launches_clusters, shift_ok, vector_ok,
                             vector_slots)
 from .cuda_tiles import STAGE_BYTES, STAGED, stage_block, staged_gather, tile_loads, transpose_tiles
@@ -320,15 +320,18 @@ class KernelSpec(_RowRules):
         """Does a shifted variant keep the weights in shared memory (rows.KEEP_WEIGHTS):
         rows kept in registers, not split over a cluster, at least KEEP_WEIGHTS_ROWS
         of them, KEEP_WEIGHTS_LOADS weights or more, in blocks of KEEP_WEIGHTS_BLOCK
-        threads or more, within KEEP_WEIGHTS_BYTES a block? (The launch checks
+        threads or more, within KEEP_WEIGHTS_BYTES a block (2-byte weights:
+        KEEP_NARROW_WEIGHTS_BYTES)? (The launch checks
         the weights too: launch_checks.keep_weights_ok.)"""
         if not (rows.KEEP_WEIGHTS and var.chunks and not var.smem_row and not var.cluster
                 and rows_count >= rows.KEEP_WEIGHTS_ROWS and var.block >= rows.KEEP_WEIGHTS_BLOCK):
             return False
         size = kept_weight_bytes(var.kernel, var.vec,
                                  kept_block_points(var.chunks, var.threads, var.vec, var.block))
-        loads = len(kept_weights(var.kernel, var.vec))
-        return loads >= rows.KEEP_WEIGHTS_LOADS and 0 < size <= rows.KEEP_WEIGHTS_BYTES
+        loads = kept_weights(var.kernel, var.vec)
+        most = rows.KEEP_NARROW_WEIGHTS_BYTES if all(var.kernel.inputs[n.arg].dtype.itemsize == 2 for n in loads) \
+            else rows.KEEP_WEIGHTS_BYTES
+        return len(loads) >= rows.KEEP_WEIGHTS_LOADS and 0 < size <= most
 
     def _stages(self, kernel: Kernel, extents: list[int], ins: list) -> bool:
         """Does this launch gather along an input row that fits in shared memory,

@@ -11,7 +11,8 @@ import math
 from . import one_pass, rows
 from .kir import K, Kernel, levels, passes, reductions
 from .launch_checks import shift_possible
-from .row_loads import held_words, rest_words, row_cache_bytes
+from .cuda_schedules import wide_shift
+from .row_loads import held_words, kept_weights, rest_words, row_cache_bytes
 
 
 class _RowRules:
@@ -130,7 +131,7 @@ class _RowRules:
             chunks = min(rows.PERSISTENT_MAX_CHUNKS, -(-vectors // rows.ROW_THREADS[-1]))
         if vec > 1 and several and vectors <= chunks * rows.ROW_THREADS[-1]:
             aim = chunks if long else max(chunks, rows.REGISTER_ROW_POINTS // vec)  # (rows.REGISTER_ROW_POINTS)
-            return rows.register_row(vectors, aim, vec)
+            return rows.register_row(vectors, aim, vec, wide=shift and wide_shift(vec, len(kept_weights(kernel, vec))))
         return one_pass.row_threads(vectors, batched=vec > 1 and not several,
                                 reductions=self._once(kernel, reductions), shifted=shift, vec=vec), 0, 0
 
