@@ -1213,7 +1213,7 @@ def _flat_want(kind: str, x: torch.Tensor, y: torch.Tensor):
     ((1000, 35), "contiguous", True), ((129, 855), "contiguous", True), ((3, 855), "contiguous", True),
     ((2050, 96), "contiguous", True), ((77, 1), "contiguous", True), ((33, 1023), "contiguous", True),
     ((40, 1025), "contiguous", False), ((1000, 35), "offset", False), ((1000, 35), "strided", False),
-    ((64, 128), "contiguous", False)], ids=str)
+    ((64, 128), "contiguous", False), ((40000, 35), "contiguous", True)], ids=str)
 @pytest.mark.parametrize("kind", ["sum", "product", "bias", "abs max", "min", "prod"])
 @pytest.mark.parametrize("dtype", [D.Float, D.BFloat16, D.Half], ids=lambda d: d.name)
 def test_outer_flat(shape, layout, flat, kind, dtype):
@@ -1223,7 +1223,8 @@ def test_outer_flat(shape, layout, flat, kind, dtype):
     is contiguous from a 16-byte boundary (`offset`: one point past it;
     `strided`: every other row) and read at the point's own place (`bias`, a
     weight along the kept dim: tiles). Results against torch, the rule, and
-    the kernel's steps."""
+    the kernel's steps (40000 rows: on GPUs each block takes whole batches of
+    FLAT_BATCH steps, then the rest a step at a time)."""
     lo, hi = (0.97, 1.03) if kind == "prod" else (-3.0, 3.0)
     x = rand((2 * shape[0], shape[1]), dtype, low=lo, high=hi)
     if layout == "offset":
@@ -1245,8 +1246,12 @@ def test_outer_flat(shape, layout, flat, kind, dtype):
         from hostir.codegen import cuda_flat
         m = max(1, cuda_flat.FLAT_BLOCK // shape[1])
         assert var.vec == 16 // x.element_size() and var.block == -(-m * shape[1] // 32) * 32
-        assert f"const int f = (s * {m * shape[1]} + threadIdx.x) * {var.vec};" in var.source
-        assert spec.split(var, list(shape), 132) >= 1
+        assert f"const int f = ((s + b_ * split) * {m * shape[1]} + threadIdx.x) * {var.vec};" in var.source
+        B = cuda_flat.FLAT_BATCH  # (whole batches of steps, their loads first, then a step at a time)
+        assert f"for (; s + {B - 1} * split < full; s += {B} * split) {{" in var.source
+        split = spec.split(var, list(shape), 132)
+        steps = shape[0] * shape[1] // (m * shape[1] * var.vec)
+        assert split >= 1 and (shape[0] < 20000 or steps // split > B), (split, steps)
 
 
 @pytest.mark.parametrize("shape,dims", OUTER_CASES, ids=lambda c: str(c))
