@@ -1148,7 +1148,7 @@ def test_outer_shares_interleave_their_rows(shape, wide, monkeypatch):
     if shape in [(87381, 768), (699050, 96)]:  # (bf16: 4 blocks an SM, 2 over several tiles)
         assert split * tiles == (264 if wide else 528)
     assert split * tiles <= 4 * 132  # (no SM takes a block more than the rest)
-    assert f"r < R; r += split * {var.block // lanes})" in var.source
+    assert f"r0 < R; r0 += split * {var.block // lanes})" in var.source  # (after the batches: OUTER_BATCH)
 
 
 @pytest.mark.parametrize("shape,dtype,few", [
@@ -1248,10 +1248,14 @@ def test_outer_flat(shape, layout, flat, kind, dtype):
         assert var.vec == 16 // x.element_size() and var.block == -(-m * shape[1] // 32) * 32
         assert f"const int f = ((s + b_ * split) * {m * shape[1]} + threadIdx.x) * {var.vec};" in var.source
         B = cuda_flat.FLAT_BATCH  # (whole batches of steps, their loads first, then a step at a time)
-        assert f"for (; s + {B - 1} * split < full; s += {B} * split) {{" in var.source
+        assert f"for (; (long long)s + {B - 1}LL * split < full; s += {B} * split) {{" in var.source
         split = spec.split(var, list(shape), 132)
         steps = shape[0] * shape[1] // (m * shape[1] * var.vec)
         assert split >= 1 and (shape[0] < 20000 or steps // split > B), (split, steps)
+    elif var.vec > 1:  # tiles of vectors: batches of rows, their loads first (cuda_outer.OUTER_BATCH)
+        from hostir.codegen import cuda_outer
+        B = cuda_outer.OUTER_BATCH
+        assert f"for (; (long long)r0 + {B - 1}LL * " in var.source and f"[{B}][{var.vec}];" in var.source
 
 
 @pytest.mark.parametrize("shape,dims", OUTER_CASES, ids=lambda c: str(c))

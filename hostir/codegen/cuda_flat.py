@@ -163,14 +163,8 @@ class _FlatPrinter(_OuterPrinter):
         mine = f"ty < {ty_n}" if self.idle else "true"  # (a thread in the block's rows of lanes)
         L.append(f"    if ({mine}) {{")
         L.append(f"      {idx} s = g;")
-        B = FLAT_BATCH
-        if B > 1:  # whole batches: B steps' loads issued before their points are combined
-            L.append(f"      for (; s + {B - 1} * split < full; s += {B} * split) {{")
-            self._steps(body, loads, reduces, acc, names, B)
-            L.append("      }")
-        L.append(f"      for (; s < full; s += split) {{")
-        self._steps(body, loads, reduces, acc, names, 1)
-        L.append("      }")
+        self._batch_loop("s", "full", "split", FLAT_BATCH,
+                      lambda batch: self._steps(body, loads, reduces, acc, names, batch), "      ")
         # the last, partial step (rows past the whole steps), a point at a time
         L.append(f"      if (full % split == g) {{")
         L.append(f"        const long long f = ((long long)full * {T} + threadIdx.x) * {F};")
