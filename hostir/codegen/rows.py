@@ -316,7 +316,11 @@ bf16 568x118107 70.4 / 74.4, fp32 300x200001 70.3 / 78.2 (another run:
 - the rows copied ahead (resident clusters already; the drawn row copied in
   the last pass), static / drawn: rmsnorm bf16 512x131072 86.5 / 81.4,
   layernorm bf16 1024x131072 82.7 / 76.8, 512x131072 81.2 / 75.1, 259x258968
-  66.1 / 65.2, fp32 791x84840 76.7 / 75.4."""
+  66.1 / 65.2, fp32 791x84840 76.7 / 75.4; and drawn with no copy ahead
+  (ROW_AHEAD off), copied ahead / drawn, another run: rmsnorm bf16 512x131072
+  87.2 / 83.9, fp16 264x254000 77.8 / 78.3, layernorm bf16 408x164368 68.4 /
+  69.4. (rmsnorm fp16 264x254000's timestamps: 62 clusters of 4 at once take
+  264 rows in 5 rounds, the fifth a quarter full; each CTA's row 17 us.)"""
 STAMPS = False
 """A debugging aid, not a schedule: kernels whose rows take a block or a
 cluster each stamp each row's start, first barrier and end (%globaltimer)
@@ -328,8 +332,10 @@ BLOCK_DRAWN = False
 """Rows a block keeps in shared memory, a block a row (no cluster): the grid
 the blocks the device runs at once (cuOccupancyMaxActiveBlocksPerMultiprocessor
 x SMs), each drawing its next row as CLUSTER_DRAWN's clusters do (thread 0 as
-the row starts, published at the row's first block barrier). Not measured
-yet: off."""
+the row starts, published at the row's first block barrier). Off: it lost
+everywhere measured. H200 % of copy, same run, a block a row / drawn: softmax
+bf16 4096x32768 95.2 / 89.9, log-softmax bf16 1024x131072 89.6 / 85.7,
+rmsnorm bf16 2048x65536 94.0 / 90.3."""
 CLUSTER_ONE_BLOCK = 12
 """Clusters whose CTAs take one block an SM each (a softmax's shares of this
 many vectors a thread of 1024 or more, up to SMEM_ROW_LONG_CHUNKS; 0: none)
