@@ -97,7 +97,7 @@ class _OuterPrinter(_ReductionPrinter):
             L.append("    }")
             L.append("    #pragma unroll 4")
             L.append(f"    for ({idx} r = r0; r < R; r += {step}) {{")
-        elif V > 1 and OUTER_BATCH:  # whole batches, their vectors' loads first; then a row at a time
+        elif V > 1 and OUTER_BATCH and self._batchable(reduces, rows):  # (OUTER_BATCH)
             def points(batch: int) -> None:
                 if batch == 1:
                     L.append(f"      const {idx} r = r0;")
@@ -140,6 +140,12 @@ class _OuterPrinter(_ReductionPrinter):
         full_stores, _ = split_stores(self.k, rows)
         roots = [s for n in reduces for s in n.src] + [x for st in full_stores for x in (st[1], *st[2])]
         return closure_of(roots, {id(n) for n in rows if id(n) not in self.dep})
+
+    def _batchable(self, reduces, rows) -> bool:
+        """Do the lane's vector loads' places take no loaded value (so a
+        batch's loads go first, _batch_loads)?"""
+        loads = [n for n in self._body(reduces, rows) if id(n) in self.vloads]
+        return not any(n.op == K.LOAD for n in _closure(loads, self.dep))
 
     def _batch_loads(self, reduces, rows, names, batch: int, step: str) -> dict[int, str]:
         """The vector loads of `batch` reduced points r0, r0 + step, ... issued
