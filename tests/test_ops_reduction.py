@@ -588,7 +588,7 @@ def test_rows_held_in_registers():
     ((5, 856), "max", D.Float, 64), ((3, 4105), "sum", D.BFloat16, 256), ((40, 12), "sum", D.Float, 1),
     ((33, 64), "sum", D.Half, 4), ((7, 36), "var_mean", D.Float, 2), ((9, 400), "dot", D.Float, 32),
     ((5, 1000), "dot", D.BFloat16, 32), ((6, 408), "var_mean", D.BFloat16, 16), ((5, 8663), "var_mean", D.BFloat16, 128),
-    ((3, 20000), "var_mean", D.Float, 512), ((3, 22163), "max", D.Float, 512), ((2, 24536), "sum", D.BFloat16, 256)],
+    ((3, 20000), "var_mean", D.Float, 512), ((3, 22163), "max", D.Float, 512), ((2, 24536), "sum", D.BFloat16, 256), ((2, 85811), "var_mean", D.BFloat16, 512)],
     ids=str)
 def test_one_pass_rows_load_batches(shape, kind, dtype, threads):
     """A one-pass row (a sum, a max, a var_mean) read in vectors loads each
@@ -602,7 +602,8 @@ def test_one_pass_rows_load_batches(shape, kind, dtype, threads):
     of any size up to 6 (one_pass.SEVERAL_GROUP_WORK, shifted rows
     SHIFTED_GROUP_WORK: 20 over 4; 2-byte ones in groups SHIFTED_NARROW_WORK:
     12 over 4, not 2); rows of 1024 threads up to 16 (a var_mean's
-    of 512 threads or more: one_pass.ROW_WORK_LONG). Results
+    of 512 threads or more: one_pass.ROW_WORK_LONG), up to 32 where 16 leaves
+    1024 threads (ROW_WORK_LONGER). Results
     against torch (the GPU runs the batches), the rule, the kernel's loop and
     bounds."""
     assert one_pass.row_threads(36, batched=True) == 16 and one_pass.row_threads(36) == 16 and \
@@ -611,6 +612,8 @@ def test_one_pass_rows_load_batches(shape, kind, dtype, threads):
     assert one_pass.row_threads(1083) == 512 and one_pass.row_threads(1083, reductions=2) == 128
     assert one_pass.row_threads(1024, reductions=2) == 256 and one_pass.row_threads(5000, reductions=2) == 512
     assert one_pass.row_threads(2047) == 512 and one_pass.row_threads(5540) == 512 and one_pass.row_threads(3067) == 256
+    assert one_pass.row_threads(10727, reductions=2) == 512 and one_pass.row_threads(16384) == 512
+    assert one_pass.row_threads(16385) == 1024 and one_pass.row_threads(70000) == 1024  # (ROW_WORK_LONGER)
     assert one_pass.row_threads(8, batched=True, reductions=2) == 2 and one_pass.row_threads(8, batched=True) == 4
     assert one_pass.row_threads(20, reductions=2) == 4 and one_pass.row_threads(20, reductions=2, shifted=True) == 4
     assert one_pass.row_threads(12, reductions=2, shifted=True, vec=8) == 4 and \

@@ -37,6 +37,23 @@ another run), row sum bf16 2735x24536 93.5 / 96.0, fp16 1373x48843 90.0 /
 94.6, fp32 6311x10632 101 / 102, 3947x17000 102 / 101, bf16 7746x8663 82.2
 / 92.3, but fp32 8192x8191 (512 threads of 4, full) 102 / 96.2: rows of
 1024 threads only."""
+ROW_WORK_LONGER = 32
+LONGER_FROM_THREADS = 1024
+"""... and where that gives it LONGER_FROM_THREADS threads, it takes the
+fewest of up to ROW_WORK_LONGER vectors each (0: off): half the threads,
+twice the blocks an SM. H200 % of copy, 16 / 32, three runs: var_mean bf16
+782x85811 (1024 threads at 16) 87.1 / 91.9, 85.2, 87.6 / 89.5 and 86.1, 88.2
+/ 90.2; 800x83837 84.8, 85.5 / 87.5; fp16 700x100001 84.3, 84.7 / 85.5, fp32
+600x50001 85.0, 86.3 / 87.1; row max bf16 800x80001 93.1, 94.5 / 96.2, row
+sum fp32 600x50001 85.2, 85.8 / 88.9, bf16 712x94152 96.7, 97.4 / 96.3. Rows of 512 threads at 16 halved were mixed, so they keep
+16: var_mean bf16 1719x39029 85.6 / 90.8, 1766x37992 86.2 / 90.2, row max fp32
+2656x25259 88.7 / 96.2 (another run: 87.5 / 93.5), bf16 1954x34336 93.7 /
+97.9; but var_mean fp16 1373x48843 89.9 / 87.8 and 88.1, 90.4 / 85.5, bf16
+1067x62841 88.3, 91.0 / 87.2, row max fp32 3027x22163 96.5, 96.8 / 94.9.
+Rows of 256 threads or fewer at 16 lost at 32 (var_mean bf16 2500x25000 89.4
+/ 79.6; 5264x12747, 128 threads at 16, 91.6 / 82.9), and so did a floor of
+256 threads where 32 gives fewer (7746x8663 at 256 threads: 82.0 against
+89.3)."""
 SHORT_GROUP_WORK = 4
 SHORT_GROUP_LEAST = 8
 SEVERAL_GROUP_LEAST = 1
@@ -86,7 +103,8 @@ def row_threads(reduced: int, batched: bool = False, reductions: int = 1, shifte
     SEVERAL_GROUP_WORK in groups of SEVERAL_GROUP_LEAST, `shifted` rows
     SHIFTED_GROUP_WORK, of `vec` 8 in groups SHIFTED_NARROW_WORK), a warp up to 32 x
     ROW_WORK, more for long ones (about ROW_WORK a thread; up to ROW_WORK_LONG
-    past LONG_FROM_THREADS threads, SEVERAL_FROM_THREADS for several `reductions`).
+    past LONG_FROM_THREADS threads, SEVERAL_FROM_THREADS for several `reductions`;
+    ROW_WORK_LONGER where that leaves LONGER_FROM_THREADS or more).
     `batched` (a one-pass row read in vectors, each thread's loaded before their
     uses: ONE_PASS_BATCH): fewer threads, up to SHORT_ROW_MOST
     vectors each, where they leave SHORT_ROW_FILL more of their loads' slots
@@ -98,6 +116,8 @@ def row_threads(reduced: int, batched: bool = False, reductions: int = 1, shifte
     t = _row_threads(reduced, ROW_WORK, SEVERAL_GROUP_LEAST if several else SHORT_GROUP_LEAST, group_work, one_work)
     if ROW_WORK_LONG and t >= (SEVERAL_FROM_THREADS if several else LONG_FROM_THREADS):
         t = _row_threads(reduced, ROW_WORK_LONG, SHORT_GROUP_LEAST, SHORT_GROUP_WORK)
+        if ROW_WORK_LONGER and t >= LONGER_FROM_THREADS:
+            t = _row_threads(reduced, ROW_WORK_LONGER, SHORT_GROUP_LEAST, SHORT_GROUP_WORK)
     if not (batched and rows.SHORT_ROWS and SHORT_ROW_FILL):
         return t
 
