@@ -127,7 +127,8 @@ class _OuterPrinter(_ReductionPrinter):
         order a point at a time would take them."""
         L = self.lines
         if batch > 1:
-            L.append(f"{indent}for (; (long long){var} + {batch - 1}LL * {step} < {bound}; {var} += {batch} * {step}) {{")
+            L.append(f"{indent}for (; (long long){var} + {batch - 1}LL * {step} < {bound}; "
+                     f"{var} += {batch} * {step}) {{")
             points(batch)
             L.append(f"{indent}}}")
         L.append(f"{indent}for (; {var} < {bound}; {var} += {step}) {{")

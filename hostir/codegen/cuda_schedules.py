@@ -561,23 +561,13 @@ SMEM_HINTS = True  # cache hints on rows kept in shared memory (_smem_hint)
 INVARIANT_KEEP_BYTES = 64 * 1024  # a looped row's last pass: what every row reads, evict-first past this
 SMEM_REST_BOUNDS = True  # rows kept in shared memory and registers ask for the blocks their shared memory allows (bounds)
 def wide_shift(vec: int, weights: int) -> bool:
-    """Do shifted rows read in vectors of `vec` points with `weights` weights
-    ask no bounds for their registers and take rows.SHIFTED_ROW_THREADS (and
-    SHIFTED_ROW_BOUNDS): vectors of 8 points or more (2-byte), two weights or
-    more (a layernorm's weight and bias)?"""
+    """Do shifted rows of `vec` points a vector and `weights` weights take
+    rows.SHIFTED_ROW_THREADS (and SHIFTED_ROW_BOUNDS): 2-byte, two weights or
+    more?"""
     return vec >= SHIFT_BOUNDS_VEC and weights >= SHIFT_BOUNDS_WEIGHTS
 
 
-SHIFTED_ROW_BOUNDS = 1024
-"""A shifted row of 2-byte points with two weights or more (its registers
-unbounded below), held in registers a block a row (rows.SHIFTED_ROW_THREADS:
-256 threads or 128), asks for this many threads an SM: 64 registers, where
-the compiler takes 72-74 at 7 or 8 vectors a thread (three blocks of 256 an
-SM; at 64 ptxas spills none, sm_90). H200 % of copy, same run, unbounded /
-asked (two runs): layernorm bf16 5101x13155 (256 x 7) 83.2 / 86.6, 83.4 /
-86.6; fp16 6000x16001 (256 x 8) 87.9 / 90.0, 4000x16001 84.3 / 85.7; bf16
-10000x7001 (128 x 7, 72 registers) 88.6 / 88.3, 83.9 / 83.0; rows of fewer
-vectors a thread already take 64 or fewer (the same occupancy either way)."""
+SHIFTED_ROW_BOUNDS = 1024  # ... threads an SM a block a row asks (rows.SHIFTED_ROW_THREADS)
 SHIFT_BOUNDS_WEIGHTS = 2
 SHIFT_BOUNDS_VEC = 8
 """Shifted rows ask for the occupancy their aligned twins do (bounds) where

@@ -118,7 +118,14 @@ kept up to KEEP_NARROW_WEIGHTS_BYTES: bf16 6000x12001 66.8 / 87.5, fp16
 (and 86.6 with cuda_schedules.SHIFTED_ROW_BOUNDS). Their weights kept in
 dynamic shared memory past static's 48 KiB (57 KiB a block of 256 x 7) lost:
 bf16 6000x12001 87.5 / 75.1, fp16 6000x16001 87.9 / 84.0 (5101x13155 83.2 /
-84.3; tried, removed). fp32 rows keep the rule off
+84.3; tried, removed). A block a row asks 1024 threads an SM
+(cuda_schedules.SHIFTED_ROW_BOUNDS: 64 registers, where the compiler takes
+72-74 at 7 or 8 vectors a thread, three blocks of 256 an SM; at 64 ptxas
+spills none, sm_90), unbounded / asked, two runs: layernorm bf16 5101x13155
+(256 x 7) 83.2 / 86.6, 83.4 / 86.6; fp16 6000x16001 (256 x 8) 87.9 / 90.0,
+4000x16001 84.3 / 85.7; bf16 10000x7001 (128 x 7, 72 registers) 88.6 / 88.3,
+83.9 / 83.0; rows of fewer vectors a thread take 64 or fewer unbounded (the
+same occupancy either way). fp32 rows keep the rule off
 (layernorm fp32 5101x6577 84.2 / 71.4: 128 x 13 vectors of 4), and so does
 a row of 128 threads at most (REGISTER_ROW_THREADS): 128 x 13 lost (bf16
 5101x13155 76.2, fp16 4000x16001 66.9)."""
