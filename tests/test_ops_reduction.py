@@ -1933,6 +1933,14 @@ def test_blocks_that_take_several_long_rows(kind, dtype, n, monkeypatch):
         assert (kind in ("softmax", "log_softmax")) is not ahead
 
 
+def _norm_plan(kind, x):
+    """Run _norm_build(kind) on x once; (its FusionDefinition, the reduction
+    kernel's spec, the kernel of x's extents)."""
+    _, fd = _run_keeping_fd(lambda fd: _norm_build(kind)(fd, declare(fd, x)), [x])
+    (spec,) = _reduction_specs(fd)
+    return fd, spec, spec.kernel_for(list(x.shape))[0]
+
+
 def _drawn_calls(fd, kind, x, var, grid, calls):
     """Run `fd` (a normalization `kind` of 7 rows, run once on `x`) `calls`
     times more, on `x` then new rows, each against torch; on a GPU, check the
@@ -1978,9 +1986,7 @@ def test_shifted_cluster_rows_are_drawn(kind, dtype, n, monkeypatch):
     monkeypatch.setattr(backend, "sm_count", lambda device: 1)
     monkeypatch.setattr(launch.CompiledKernel, "resident_clusters", lambda self, device, block: 2)
     x = rand((7, n), dtype)
-    _, fd = _run_keeping_fd(lambda fd: _norm_build(kind)(fd, declare(fd, x)), [x])
-    (spec,) = _reduction_specs(fd)
-    k = spec.kernel_for([7, n])[0]
+    fd, spec, k = _norm_plan(kind, x)
     vec = spec._vec[id(k)]
     vectors = rows.shifted_vectors(n, vec)
     q = spec._cluster(k, vectors)
@@ -2013,9 +2019,7 @@ def test_block_rows_drawn_where_asked(kind, dtype, n, monkeypatch):
     monkeypatch.setattr(backend, "sm_count", lambda device: 2)
     monkeypatch.setattr(launch.CompiledKernel, "resident_blocks", lambda self, device, block: 1)
     x = rand((7, n), dtype)
-    _, fd = _run_keeping_fd(lambda fd: _norm_build(kind)(fd, declare(fd, x)), [x])
-    (spec,) = _reduction_specs(fd)
-    k = spec.kernel_for([7, n])[0]
+    fd, spec, k = _norm_plan(kind, x)
     var = spec.choose(k, [7, n], [x], None, [])
     src = var.source
     conftest._KERNEL_SOURCES.setdefault(src, var.name)

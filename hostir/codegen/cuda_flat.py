@@ -164,7 +164,7 @@ class _FlatPrinter(_OuterPrinter):
         L.append(f"    if ({mine}) {{")
         L.append(f"      {idx} s = g;")
         self._batch_loop("s", "full", "split", FLAT_BATCH,
-                      lambda batch: self._steps(body, loads, reduces, acc, names, batch), "      ")
+                      lambda batch: self._steps(body, loads, reduces, acc, names, T, batch), "      ")
         # the last, partial step (rows past the whole steps), a point at a time
         L.append(f"      if (full % split == g) {{")
         L.append(f"        const long long f = ((long long)full * {T} + threadIdx.x) * {F};")
@@ -199,11 +199,11 @@ class _FlatPrinter(_OuterPrinter):
         L.append("    }")
         self._block_combine(reduces, "    ")
 
-    def _steps(self, body, loads, reduces, acc, names, batch: int) -> None:
-        """`batch` whole steps from step s on (s, s + split, ...): every load
-        of each step first, into arrays of the batch, then each step's points
-        combined in the steps' order (the same order as a step at a time)."""
-        k, idx, L, F, T = self.k, self.idx, self.lines, self.flat, (self.block // self.lanes) * self.lanes
+    def _steps(self, body, loads, reduces, acc, names, T: int, batch: int) -> None:
+        """`batch` whole steps of T threads from step s on (s, s + split, ...):
+        every load of each step first, into arrays of the batch, then each
+        step's points combined in the steps' order (as a step at a time)."""
+        k, idx, L, F = self.k, self.idx, self.lines, self.flat
         arrs = {}
         for n in loads:
             t = k.inputs[n.arg]

@@ -560,6 +560,8 @@ LOOP_HINTS = True  # a long row's loop: its last pass's loads and the stores evi
 SMEM_HINTS = True  # cache hints on rows kept in shared memory (_smem_hint)
 INVARIANT_KEEP_BYTES = 64 * 1024  # a looped row's last pass: what every row reads, evict-first past this
 SMEM_REST_BOUNDS = True  # rows kept in shared memory and registers ask for the blocks their shared memory allows (bounds)
+
+
 def wide_shift(vec: int, weights: int) -> bool:
     """Do shifted rows of `vec` points a vector and `weights` weights take
     rows.SHIFTED_ROW_THREADS (and SHIFTED_ROW_BOUNDS): 2-byte, two weights or
