@@ -705,6 +705,49 @@ def kernel_text_source(var):
                          funnel=var.funnel, name=var.name)
 
 
+@pytest.mark.parametrize("dtype", [D.BFloat16, D.Half, D.Float])
+@pytest.mark.parametrize("kind", ["sum", "mean", "max", "product"])
+def test_outer_lanes_of_many_rows_batch_more(dtype, kind):
+    """An outer tile kernel whose lanes load one input's 2-byte vectors into
+    4-byte accumulators and take cuda_outer.OUTER_NARROW_ROWS points each or
+    more takes OUTER_BATCH_NARROW points a batch (the launch's variant, its
+    loads issued first); fewer rows a lane, fp32, two inputs: OUTER_BATCH.
+    Results against torch: on GPUs of a shape the rule takes (2^17 rows), on
+    CPUs (the interpreter, the same kernel IR) of 4096 rows, which it takes
+    on 8 SMs."""
+    from hostir.codegen import cuda_outer
+    from hostir.codegen.cuda_outer import outer_batch
+    shape = (1 << 17, 1024) if TEST_DEVICE == "cuda" else (4096, 1024)
+    x = rand(shape, dtype)
+    y = rand(shape, dtype)
+    def build(fd):
+        a = declare(fd, x)
+        v = fd.ops.mul(a, declare(fd, y)) if kind == "product" else a
+        r = fd.ops.max(v, [0]) if kind == "max" else fd.ops.sum(v, [0])
+        fd.add_output(fd.ops.div(r, float(shape[0])) if kind == "mean" else r)
+    ins = [x, y] if kind == "product" else [x]
+    (out,), fd = _run_keeping_fd(build, ins)
+    xf = x.float()
+    want = {"sum": xf.sum(0), "mean": xf.mean(0), "max": xf.amax(0), "product": (xf * y.float()).sum(0)}[kind]
+    narrow = dtype is not D.Float
+    check(out, want.to(out.dtype), kind="reduction", atol=(2e-2 if narrow else 1e-4) * shape[0] ** 0.5,
+          rtol=1.6e-2 if narrow else None)
+    (spec,) = _reduction_specs(fd)
+    k = spec.kernel_for(list(shape))[0]
+    lanes = cuda_outer.outer_lanes(1024, 8, k)
+    taken = dtype is not D.Float and kind != "product"
+    var = spec.choose(k, list(shape), ins, None, [])
+    assert var.outer and var.batch == (cuda_outer.OUTER_BATCH_NARROW if taken and TEST_DEVICE == "cuda" else 0)
+    for rows_count, sms, want_batch in [(4096, 8, taken), (4096, 132, False), (1 << 20, 132, taken)]:
+        got = outer_batch(k, 8 if dtype is not D.Float else 4, lanes, 256, [rows_count, 1024], sms)
+        assert got == (cuda_outer.OUTER_BATCH_NARROW if want_batch else 0), (rows_count, sms, got)
+    if taken:  # the variant and its source: batches of OUTER_BATCH_NARROW points
+        var = spec.variant(k, 8, "int", lanes, outer=True, batch=cuda_outer.OUTER_BATCH_NARROW)
+        B = cuda_outer.OUTER_BATCH_NARROW
+        assert f"for (; (long long)r0 + {B - 1}LL * " in var.source and f"[{B}][8];" in var.source
+        assert var.name.endswith(f"_n{B}_pdl") or f"_n{B}" in var.name
+
+
 def test_looped_rows_in_flight_fit_l2():
     """A kernel that reads its looped rows again (rows past registers and
     shared memory) launches whole blocks an SM such that its rows in flight fit
@@ -1255,8 +1298,9 @@ def test_outer_flat(shape, layout, flat, kind, dtype):
         split = spec.split(var, list(shape), 132)
         steps = shape[0] * shape[1] // (m * shape[1] * var.vec)
         assert split >= 1 and (shape[0] < 20000 or steps // split > B), (split, steps)
-    elif var.vec > 1:  # tiles of vectors: batches of rows, their loads first (cuda_outer.OUTER_BATCH)
-        from hostir.codegen import cuda_outer
+    elif var.vec > 1:  # tiles of vectors: batches of rows, their loads first (cuda_outer.OUTER_BATCH;
+        from hostir.codegen import cuda_outer  # few rows a lane here: not outer_batch's)
+        assert not var.batch
         B = cuda_outer.OUTER_BATCH
         assert f"for (; (long long)r0 + {B - 1}LL * " in var.source and f"[{B}][{var.vec}];" in var.source
 

@@ -567,7 +567,8 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
     `funnel` reads it funnel-shifted from its aligned vectors; `flat`: an outer
     reduction read flat, `vec` points a thread a step (cuda_flat); `few`: an
     outer reduction's blocks ask for OUTER_FEW_BLOCKS an SM (cuda_outer.outer_few);
-    `batch`: a one-pass row's vectors a thread loads at once (one_pass.ONE_PASS_LONG);
+    `batch`: a one-pass row's vectors a thread loads at once (one_pass.ONE_PASS_LONG), an
+    outer tile lane's reduced points a batch (cuda_outer.outer_batch);
     `drawn`: the clusters' (blocks') rows drawn from a ticket counter (rows.CLUSTER_DRAWN)."""
     name = name or kern.name
     if tile != -1:  # a transpose's tiles, or (tile -2) a staged gather
@@ -581,7 +582,7 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
         return _FlatPrinter(kern, name, idx, block, pdl, vec, threads).source()
     if outer:
         from .cuda_outer import _OuterPrinter
-        return _OuterPrinter(kern, name, idx, block, pdl, vec, threads or 32, few).source()
+        return _OuterPrinter(kern, name, idx, block, pdl, vec, threads or 32, few, batch).source()
     if kern.reduced:
         from .cuda_schedules import _ReductionPrinter
         return _ReductionPrinter(kern, name, idx, block, threads, pdl, vec, chunks, smem_row,

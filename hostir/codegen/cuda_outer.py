@@ -26,8 +26,8 @@ class _OuterPrinter(_ReductionPrinter):
     runs the epilogue."""
 
     def __init__(self, kern: Kernel, name: str, idx: str, block: int, pdl: bool, vec: int = 1,
-                 lanes: int = 32, few: bool = False):
-        super().__init__(kern, name, idx, block, lanes, pdl, vec)
+                 lanes: int = 32, few: bool = False, batch: int = 0):
+        super().__init__(kern, name, idx, block, lanes, pdl, vec, batch=batch)  # (a lane's batch: outer_batch)
         self.lanes = lanes  # a tile's width in lanes (fewer than a warp: narrow kept dims)
         self.few = few  # ... in OUTER_FEW_BLOCKS blocks an SM (outer_few)
         self.wrapped = wrapped(lanes)  # ... or as wide as the kept dims (OUTER_WRAPPED)
@@ -109,7 +109,7 @@ class _OuterPrinter(_ReductionPrinter):
                     self._point(reduces, rows, names, acc, {i: f"{arr}[{b}]" for i, arr in loaded.items()})
                     L.append("      }")
             L.append(f"    {idx} r0 = {start};")
-            self._batch_loop("r0", "R", step, OUTER_BATCH, points)
+            self._batch_loop("r0", "R", step, self._outer_batch(reduces, rows), points)
             self._block_combine(reduces, "    ")
             return
         else:
@@ -141,6 +141,11 @@ class _OuterPrinter(_ReductionPrinter):
         full_stores, _ = split_stores(self.k, rows)
         roots = [s for n in reduces for s in n.src] + [x for st in full_stores for x in (st[1], *st[2])]
         return closure_of(roots, {id(n) for n in rows if id(n) not in self.dep})
+
+    def _outer_batch(self, reduces, rows) -> int:
+        """Reduced points a lane takes a batch: the launch's (outer_batch), else
+        OUTER_BATCH."""
+        return self._long_batch or OUTER_BATCH
 
     def _batchable(self, reduces, rows) -> bool:
         """Do the lane's vector loads' places take no loaded value (so a
@@ -324,13 +329,53 @@ OUTER_BATCH = 4
 """Reduced points a lane of vectors takes a batch, their vectors' loads issued
 before any is combined (0: the loop unrolled OUTER_UNROLL, which ptxas kept at
 one load in flight a thread: each point's load into the same registers after
-the last point's adds, every unrolled point guarded by the launch's bound).
-H200 % of copy, same run, 0 / 4 / 2: column sum fp32 4096x4096 64.2 / 67.5 /
-66.2, 16384x4096 95.9 / 96.6 / 96.3, fp16 8192x8192 50.6 / 87.4 / 72.6, bf16
-87381x768 79.2 / 80.4 / 68.8, 13421x5000 82.4 / 82.0 / 67.5, 4096x16384 89.3
-/ 88.1 / 73.3; sum over [0, 1] fp32 16x512x4096 86.8 / 88.1 / 87.1, seed-003
-full fusion fp32 16x512x4096 94.8 / 95.1 / 93.8. (fp32 lanes at 32 registers
-keep two or three loads in flight of the four.)"""
+the last point's adds, every unrolled point guarded by the launch's bound;
+more where outer_batch says). H200 % of copy, same run,
+0 / 4 / 2: column sum fp32 4096x4096 64.2 / 67.5 / 66.2, 16384x4096 95.9 /
+96.6 / 96.3, fp16 8192x8192 50.6 / 87.4 / 72.6, bf16 87381x768 79.2 / 80.4 /
+68.8, 13421x5000 82.4 / 82.0 / 67.5, 4096x16384 89.3 / 88.1 / 73.3; sum over
+[0, 1] fp32 16x512x4096 86.8 / 88.1 / 87.1, seed-003 full fusion fp32
+16x512x4096 94.8 / 95.1 / 93.8. (fp32 lanes at 32 registers keep two or three
+loads in flight of the four.) Then every lane at 4 / 8 (2026-11-30, H200,
+same run; torch.compile): column sum fp16 8192x16384 94.9 / 98.3 (94.8),
+bf16 8192x16384 94.7 / 98.1 (88.3), 16384x8192 93.9 / 97.9 (78.4), fp16
+16384x16384 98.2 / 102 (101), 4096x16384 86.8 / 91.2 (81.2), 8192x8192 84.4
+/ 89.1 (39.8), bf16 65536x2048 90.6 / 93.6 (80.5), 13421x5000 84.6 / 85.7;
+fp32 8192x16384 101 / 102 (101), sum over [0, 1] fp32 16x512x4096 85.7 /
+88.4 (47.0; 84-91 across sessions at 4). At 8 the tests' outer kernels that
+spill (ptxas, sm_90) went from 41 of 115 to 61 of 121: lanes of fp32 and
+fp32 pairs at 32 registers, two inputs, 8-byte accumulators; so 8 only for
+the 2-byte lanes above (the column sums' kernels spill none: 64 registers),
+and only where a lane takes many rows (outer_batch)."""
+OUTER_BATCH_NARROW = 8
+OUTER_NARROW_ROWS = 128
+"""A lane of an outer kernel whose one input is 2-byte floats in vectors of
+8, its accumulators 4-byte, takes OUTER_BATCH_NARROW points a batch where it
+takes OUTER_NARROW_ROWS reduced points or more (the launch's variant:
+outer_batch). H200 % of copy, same run, 8 / 4 (points a lane): column sum
+bf16 1024x65536 (128) 99.2 / 95.9, fp16 8192x16384 (256) 99.9 / 96.7 (torch.
+compile 99.2), bf16 16384x8192 (256) 99.6 / 96.2, fp16 4096x16384 (128) 92.7
+/ 89.5; but bf16 4096x4096 (32) 66.1 / 74.3, fp16 2048x8192 (32) 67.5 /
+74.1, bf16 32768x1024 (64) 65.4 / 67.8, fp16 100000x512 (95) 75.4 / 75.3.
+The rule, next run, on / off: fp16 8192x16384 97.7 / 94.5, bf16 16384x8192
+96.3 / 93.1, 1024x65536 94.1 / 91.2, fp16 4096x16384 88.0 / 85.6, 200000x1024
+97.4 / 93.8 (torch.compile 95.2), bf16 65536x2048 92.7 / 90.6, 8192x8192 87.0
+/ 84.9; those it leaves, the same kernel (bf16 4096x4096 48.4 / 51.3: the
+run's order)."""
+
+
+def outer_batch(kern: Kernel, vec: int, lanes: int, block: int, extents: list[int], sm_count: int) -> int:
+    """Points a lane of an outer tile kernel (lanes of `vec` points, 0 for a
+    warp's 32) takes a batch where that is not OUTER_BATCH: OUTER_BATCH_NARROW
+    for one input of 2-byte floats in 8-point lanes into 4-byte accumulators,
+    OUTER_NARROW_ROWS points a lane or more; 0 elsewhere."""
+    if not OUTER_BATCH_NARROW or vec < 8 or len(kern.inputs) != 1 or kern.inputs[0].dtype.itemsize != 2 or \
+            any(acc_bytes(n) > 4 for n in kern.order if n.op == K.REDUCE):
+        return 0
+    lanes = lanes or 32
+    split = outer_split(kern, lanes, vec, block, extents, sm_count)
+    per_lane = math.prod(extents[d] for d in kern.reduced) // (split * (block // lanes))
+    return OUTER_BATCH_NARROW if per_lane >= OUTER_NARROW_ROWS else 0
 OUTER_UNROLL_V8 = 8
 """... of 8 points a lane (2-byte floats). H200 % of copy, same run, 4 / 8
 (64 points a lane at least): column sum bf16 699050x96 64.0 / 63.7, 87381x768

@@ -20,8 +20,8 @@ from .. import config
 from .cuda import NARROW, kernel_source, vector_width
 from .cuda_row_copies import copies_ahead, draws_rows
 from .cuda_flat import flat_block, flat_bytes, flat_fits, flat_ok, flat_over, flat_width
-from .cuda_outer import (SHARED_BYTES, outer_block, outer_few, outer_lanes, outer_ok, outer_scratch, outer_split,
-                         outer_width, wrapped)
+from .cuda_outer import (OUTER_BATCH_NARROW, SHARED_BYTES, outer_batch, outer_block, outer_few, outer_lanes,
+                         outer_ok, outer_scratch, outer_split, outer_width, wrapped)
 from .row_loads import (batch_words, invariant_bytes, kept_block_points, kept_weight_bytes,
                         kept_weights, row_cache_bytes)
 from .launch_checks import (funnel_slots, keep_weights_ok, launch_sms, launches_clusters, shift_ok, vector_ok,
@@ -86,7 +86,8 @@ class Variant:
     funnel: bool = False  # ... else reads them funnel-shifted from their aligned vectors (rows.FUNNEL_WEIGHTS)
     flat: bool = False   # an outer reduction read flat, `vec` points a thread a step (cuda_flat)
     few: bool = False    # ... or in tiles whose blocks ask for OUTER_FEW_BLOCKS an SM (cuda_outer.outer_few)
-    batch: int = 0       # a one-pass row of 1024 threads: vectors a thread loads at once (one_pass.ONE_PASS_LONG)
+    batch: int = 0       # a one-pass row of 1024 threads: vectors a thread loads at once (one_pass.ONE_PASS_LONG);
+    #                      an outer tile's lane: reduced points a batch (cuda_outer.outer_batch)
     drawn: bool = False  # ... its clusters (blocks) drawing their rows from a ticket counter (rows.CLUSTER_DRAWN)
 
     @property
@@ -264,7 +265,8 @@ class KernelSpec(_RowRules):
                 return self.variant(kernel, flat_width(kernel), idx, kept, outer=True, flat=True)
             if outer_few(kernel, var.vec, var.threads, kept, launch_sms(ins)):
                 return self.variant(kernel, var.vec, idx, var.threads, outer=True, few=True)
-            return var
+            n = outer_batch(kernel, var.vec, var.threads, var.block, extents, launch_sms(ins))
+            return self.variant(kernel, var.vec, idx, var.threads, outer=True, batch=n) if n else var
         if kernel.reduced:
             vec = self._vec[id(kernel)]
             per_row = math.prod(extents[d] for d in kernel.reduced)
@@ -510,6 +512,8 @@ class KernelSpec(_RowRules):
                 narrow = outer_lanes(6 * self._vec[id(k)], self._vec[id(k)])
                 if narrow:  # a narrow kept dim's tile
                     out.append(self.variant(k, self._vec[id(k)], "int", narrow, outer=True))
+                if outer_batch(k, self._vec[id(k)], 0, 256, [1 << 12] * len(k.extent_vals), 8):  # many rows a lane
+                    out.append(self.variant(k, self._vec[id(k)], "int", outer=True, batch=OUTER_BATCH_NARROW))
                 if self._flat(k):  # read flat: odd kept points, many rows of lanes, or one
                     out += [self.variant(k, flat_width(k), "int", c, outer=True, flat=True) for c in (35, 855)
                             if flat_bytes(k, c) <= SHARED_BYTES]
