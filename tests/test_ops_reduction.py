@@ -711,7 +711,8 @@ def test_outer_lanes_of_many_rows_batch_more(dtype, kind):
     """An outer tile kernel whose lanes load one input's 2-byte vectors into
     4-byte accumulators and take cuda_outer.OUTER_NARROW_ROWS points each or
     more takes OUTER_BATCH_NARROW points a batch (the launch's variant, its
-    loads issued first); fewer rows a lane, fp32, two inputs: OUTER_BATCH.
+    loads issued first), one of fp32 vectors OUTER_BATCH_WIDE; fewer 2-byte
+    rows a lane, two inputs: OUTER_BATCH.
     Results against torch: on GPUs of a shape the rule takes (2^17 rows), on
     CPUs (the interpreter, the same kernel IR) of 4096 rows, which it takes
     on 8 SMs."""
@@ -734,18 +735,24 @@ def test_outer_lanes_of_many_rows_batch_more(dtype, kind):
           rtol=1.6e-2 if narrow else None)
     (spec,) = _reduction_specs(fd)
     k = spec.kernel_for(list(shape))[0]
-    lanes = cuda_outer.outer_lanes(1024, 8, k)
-    taken = dtype is not D.Float and kind != "product"
+    vec = 8 if narrow else 4
+    lanes = cuda_outer.outer_lanes(1024, vec, k)
+    one = kind != "product"
     var = spec.choose(k, list(shape), ins, None, [])
-    assert var.outer and var.batch == (cuda_outer.OUTER_BATCH_NARROW if taken and TEST_DEVICE == "cuda" else 0)
-    for rows_count, sms, want_batch in [(4096, 8, taken), (4096, 132, False), (1 << 20, 132, taken)]:
-        got = outer_batch(k, 8 if dtype is not D.Float else 4, lanes, 256, [rows_count, 1024], sms)
-        assert got == (cuda_outer.OUTER_BATCH_NARROW if want_batch else 0), (rows_count, sms, got)
-    if taken:  # the variant and its source: batches of OUTER_BATCH_NARROW points
-        var = spec.variant(k, 8, "int", lanes, outer=True, batch=cuda_outer.OUTER_BATCH_NARROW)
+    if narrow:  # 2-byte lanes: where they take many rows
         B = cuda_outer.OUTER_BATCH_NARROW
-        assert f"for (; (long long)r0 + {B - 1}LL * " in var.source and f"[{B}][8];" in var.source
-        assert var.name.endswith(f"_n{B}_pdl") or f"_n{B}" in var.name
+        assert var.outer and var.batch == (B if one and TEST_DEVICE == "cuda" else 0)
+        for rows_count, sms, taken in [(4096, 8, one), (4096, 132, False), (1 << 20, 132, one)]:
+            got = outer_batch(k, vec, lanes, 256, [rows_count, 1024], sms)
+            assert got == (B if taken else 0), (rows_count, sms, got)
+    else:  # fp32 lanes of one input: any rows
+        B = cuda_outer.OUTER_BATCH_WIDE
+        assert var.outer and var.batch == (B if one else 0)
+        assert outer_batch(k, vec, lanes, 256, [64, 1024], 132) == (B if one else 0)
+    if one:  # the variant and its source: batches of B points
+        var = spec.variant(k, vec, "int", lanes, outer=True, batch=B)
+        assert f"for (; (long long)r0 + {B - 1}LL * " in var.source and f"[{B}][{vec}];" in var.source
+        assert f"_n{B}" in var.name
 
 
 def test_looped_rows_in_flight_fit_l2():
@@ -1299,9 +1306,10 @@ def test_outer_flat(shape, layout, flat, kind, dtype):
         steps = shape[0] * shape[1] // (m * shape[1] * var.vec)
         assert split >= 1 and (shape[0] < 20000 or steps // split > B), (split, steps)
     elif var.vec > 1:  # tiles of vectors: batches of rows, their loads first (cuda_outer.OUTER_BATCH;
-        from hostir.codegen import cuda_outer  # few rows a lane here: not outer_batch's)
-        assert not var.batch
-        B = cuda_outer.OUTER_BATCH
+        from hostir.codegen import cuda_outer  # one input's fp32 lanes: OUTER_BATCH_WIDE; 2-byte: few rows here)
+        one_wide = kind not in ("product", "bias") and dtype is D.Float and var.vec == 4
+        assert var.batch == (cuda_outer.OUTER_BATCH_WIDE if one_wide else 0)
+        B = var.batch or cuda_outer.OUTER_BATCH
         assert f"for (; (long long)r0 + {B - 1}LL * " in var.source and f"[{B}][{var.vec}];" in var.source
 
 

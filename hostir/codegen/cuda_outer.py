@@ -364,18 +364,42 @@ The rule, next run, on / off: fp16 8192x16384 97.7 / 94.5, bf16 16384x8192
 run's order)."""
 
 
+OUTER_BATCH_WIDE = 8
+"""... and a lane of one input's 4-byte points in vectors of 4 into 4-byte
+accumulators takes this many, any rows (outer_batch). H200 % of copy, same
+run, 4 / 8 (4 again): sum over [0, 1] fp32 16x512x4096 86.5 / 89.6 (87.2),
+column sum fp32 4096x4096 65.9 / 72.3 (66.8), 32768x1024 87.4 / 89.1 (87.6),
+16384x4096 98.7 / 100 (99.0), 1024x65536 102 / 103 (102), 8192x16384 104 /
+105 (103); seed-003 full fusion 16x512x4096 (two inputs: 4) 95.9 / 96.6
+(95.9). The rule (floats only: an int32 max spilled), next run, on / off /
+on: sum over [0, 1] 85.0 / 84.5 / 87.1, column sum fp32 16384x4096 96.2 /
+94.5 / 97.1, 8192x8192 96.7 / 94.2 / 96.2, 2048x16384 87.4 / 87.2 / 89.1,
+100000x512 88.4 / 88.2 / 87.6, 32768x1024 81.9 / 82.0 / 80.9, 4096x4096 56.8
+/ 61.6 / 59.8 (a 16 MiB input: each run's spread; 66-72 the run before)."""
+
+
 def outer_batch(kern: Kernel, vec: int, lanes: int, block: int, extents: list[int], sm_count: int) -> int:
     """Points a lane of an outer tile kernel (lanes of `vec` points, 0 for a
-    warp's 32) takes a batch where that is not OUTER_BATCH: OUTER_BATCH_NARROW
-    for one input of 2-byte floats in 8-point lanes into 4-byte accumulators,
-    OUTER_NARROW_ROWS points a lane or more; 0 elsewhere."""
-    if not OUTER_BATCH_NARROW or vec < 8 or len(kern.inputs) != 1 or kern.inputs[0].dtype.itemsize != 2 or \
-            any(acc_bytes(n) > 4 for n in kern.order if n.op == K.REDUCE):
+    warp's 32) takes a batch where that is not OUTER_BATCH, for lanes of one
+    load into one 4-byte accumulator (kernels of more loads or reductions
+    spilled at 8: ptxas, the tests' kernels): OUTER_BATCH_WIDE for 4-byte
+    points in vectors of 4, OUTER_BATCH_NARROW for 2-byte ones in vectors of
+    8 where a lane takes OUTER_NARROW_ROWS points or more; 0 elsewhere."""
+    reduces = [n for n in kern.order if n.op == K.REDUCE]
+    if len(kern.inputs) != 1 or sum(n.op == K.LOAD for n in kern.order) != 1 or len(reduces) != 1 or \
+            acc_bytes(reduces[0]) > 4:
+        return 0
+    size = kern.inputs[0].dtype.itemsize
+    if size == 4 and vec == 4 and kern.inputs[0].dtype.is_float:  # (an int32 max spilled 16 bytes)
+        return OUTER_BATCH_WIDE
+    if not OUTER_BATCH_NARROW or size != 2 or vec < 8:
         return 0
     lanes = lanes or 32
     split = outer_split(kern, lanes, vec, block, extents, sm_count)
     per_lane = math.prod(extents[d] for d in kern.reduced) // (split * (block // lanes))
     return OUTER_BATCH_NARROW if per_lane >= OUTER_NARROW_ROWS else 0
+
+
 OUTER_UNROLL_V8 = 8
 """... of 8 points a lane (2-byte floats). H200 % of copy, same run, 4 / 8
 (64 points a lane at least): column sum bf16 699050x96 64.0 / 63.7, 87381x768

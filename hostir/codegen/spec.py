@@ -20,8 +20,8 @@ from .. import config
 from .cuda import NARROW, kernel_source, vector_width
 from .cuda_row_copies import copies_ahead, draws_rows
 from .cuda_flat import flat_block, flat_bytes, flat_fits, flat_ok, flat_over, flat_width
-from .cuda_outer import (OUTER_BATCH_NARROW, SHARED_BYTES, outer_batch, outer_block, outer_few, outer_lanes,
-                         outer_ok, outer_scratch, outer_split, outer_width, wrapped)
+from .cuda_outer import (SHARED_BYTES, outer_batch, outer_block, outer_few, outer_lanes, outer_ok, outer_scratch,
+                         outer_split, outer_width, wrapped)
 from .row_loads import (batch_words, invariant_bytes, kept_block_points, kept_weight_bytes,
                         kept_weights, row_cache_bytes)
 from .launch_checks import (funnel_slots, keep_weights_ok, launch_sms, launches_clusters, shift_ok, vector_ok,
@@ -512,8 +512,8 @@ class KernelSpec(_RowRules):
                 narrow = outer_lanes(6 * self._vec[id(k)], self._vec[id(k)])
                 if narrow:  # a narrow kept dim's tile
                     out.append(self.variant(k, self._vec[id(k)], "int", narrow, outer=True))
-                if outer_batch(k, self._vec[id(k)], 0, 256, [1 << 12] * len(k.extent_vals), 8):  # many rows a lane
-                    out.append(self.variant(k, self._vec[id(k)], "int", outer=True, batch=OUTER_BATCH_NARROW))
+                if n := outer_batch(k, self._vec[id(k)], 0, 256, [1 << 12] * len(k.extent_vals), 8):  # lanes' batches
+                    out.append(self.variant(k, self._vec[id(k)], "int", outer=True, batch=n))
                 if self._flat(k):  # read flat: odd kept points, many rows of lanes, or one
                     out += [self.variant(k, flat_width(k), "int", c, outer=True, flat=True) for c in (35, 855)
                             if flat_bytes(k, c) <= SHARED_BYTES]
