@@ -648,7 +648,8 @@ def test_one_pass_rows_load_batches(shape, kind, dtype, threads):
     var = spec.choose(k, list(shape), [x, y] if kind == "dot" else [x], None, [])
     assert var.threads == threads and not var.chunks and var.vec > 1, var.name
     src = var.source
-    assert f"for (int r0 = {'lane * ' + str(var.vec) if not var.shift else ''}" in src
+    start = ("plo_ + " if var.parts else "") + (f"lane * {var.vec}" if not var.shift else "")
+    assert f"for (int r0 = {start}" in src  # (few rows: a row over blocks, rows.row_parts)
     bounded = f"__launch_bounds__({var.block}, {2048 // var.block})" in src
     assert bounded == (kind != "dot") and (bounded or f"__launch_bounds__({var.block})" in src)
     off = one_pass.ONE_PASS_BATCH
@@ -753,6 +754,60 @@ def test_outer_lanes_of_many_rows_batch_more(dtype, kind):
         var = spec.variant(k, vec, "int", lanes, outer=True, batch=B)
         assert f"for (; (long long)r0 + {B - 1}LL * " in var.source and f"[{B}][{vec}];" in var.source
         assert f"_n{B}" in var.name
+
+
+@pytest.mark.parametrize("dtype", [D.Float, D.BFloat16], ids=lambda d: d.name)
+@pytest.mark.parametrize("kind", ["sum", "max", "var_mean", "mean of squares", "argmax"])
+@pytest.mark.parametrize("rows_count", [1, 3, 16])
+def test_few_long_rows_split_over_blocks(rows_count, kind, dtype):
+    """One-pass rows too few to fill an eighth of a wave of blocks (a sum of every
+    point, a var_mean of a few rows) are each split over several blocks
+    (rows.row_parts: the launch's split, a variant's `parts`), their parts'
+    partials combined in a fixed order by each row's last block. Results
+    against torch (on GPUs the split kernel, 2^20 points a row; on CPUs the
+    interpreter of the same kernel IR); the rule, the variant and the split
+    as a GPU of 132 SMs takes them."""
+    from hostir.codegen import rows
+    n = (1 << 20) + 8 * 37 if TEST_DEVICE == "cuda" else 4096 * 6 + 8
+    x = rand((rows_count, n), dtype)
+
+    def build(fd):
+        t = fd.ops.cast(declare(fd, x), D.Float)
+        if kind == "var_mean":
+            v, m = fd.ops.var_mean(t, [1], correction=1)
+            fd.add_output(v)
+            fd.add_output(m)
+        elif kind == "mean of squares":
+            fd.add_output(fd.ops.div(fd.ops.sum(fd.ops.mul(t, t), [1]), float(n)))
+        elif kind == "argmax":
+            fd.add_output(fd.ops.argmax(t, 1, False))
+        else:
+            fd.add_output(getattr(fd.ops, kind)(t, [1]))
+    outs, fd = _run_keeping_fd(build, [x])
+    xf = x.double()
+    if kind == "var_mean":
+        v, m = torch.var_mean(xf, 1, correction=1)
+        check(outs[0], v.float(), kind="reduction")
+        check(outs[1], m.float(), kind="reduction")
+    elif kind == "argmax":
+        assert torch.equal(outs[0].cpu(), x.float().argmax(1).cpu())
+    else:
+        want = {"sum": xf.sum(1), "max": xf.amax(1), "mean of squares": (xf * xf).mean(1)}[kind]
+        check(outs[0], want.float(), kind="reduction", atol=1e-5 * n ** 0.5)
+    (spec,) = _reduction_specs(fd)
+    k = spec.kernel_for([rows_count, n])[0]
+    var = spec.choose(k, [rows_count, n], [x], None, [])
+    vectors = n // var.vec
+    want_split = rows.row_parts(rows_count, vectors, var.threads, 132)
+    assert var.parts == (want_split > 1), var.name
+    assert want_split > 1 or TEST_DEVICE != "cuda"
+    if var.parts:
+        assert spec.split(var, [rows_count, n], 132) == want_split
+        assert spec.grid(var, rows_count, 132, want_split, [rows_count, n]) == rows_count * want_split
+        assert "if (!last_) continue;" in var.source
+    assert rows.row_parts(rows_count, 1 << 18, 1024, 132) == min(264 // rows_count, 64)
+    assert rows.row_parts(64, 1 << 18, 1024, 132) == 1  # (past an eighth of a wave: a block a row)
+    assert rows.row_parts(33, 1 << 18, 1024, 132) == 8 and rows.row_parts(34, 1 << 18, 1024, 132) == 1
 
 
 def test_looped_rows_in_flight_fit_l2():

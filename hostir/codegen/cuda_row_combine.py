@@ -3,11 +3,13 @@ cuda_schedules._ReductionPrinter): each point into a thread's accumulator
 (_combine), a row's threads' accumulators over the group (_group_reduce:
 shuffles in each warp, then the warps' results through shared memory, or,
 for a row split over a cluster, every warp's result of the cluster through
-distributed shared memory at once: _cluster_warps).
+distributed shared memory at once: _cluster_warps; a row split over blocks,
+their parts through the workspace: _part_end).
 The combines' forms are cuda_combine's; the helpers kernels/hostir.cuh's."""
 from __future__ import annotations
 
-from .cuda_combine import _COMBINE, acc_point, acc_type
+from .cuda_combine import _COMBINE, acc_init, acc_point, acc_type
+from .kir import ws_slot
 
 
 class _RowCombines:
@@ -84,6 +86,38 @@ class _RowCombines:
         for n, j in zip(mine, slots):
             self.lines.append(f"    {acc[id(n)]} = hir_cluster_warps<{self.threads // 32}, {self.cluster}>("
                               f"wslot{j}[parity], {_combiner(n)});")
+
+    def _part_end(self, mine, idxs, acc) -> None:
+        """A row split over `split` blocks (parts): thread 0 writes the block's
+        part of each reduction to its workspace slot (row, part); the row's
+        last block to count itself combines the parts in a fixed order (each
+        thread its parts in order, then the block's combine: deterministic)
+        and goes on to the epilogue; the others take no further step."""
+        k, L, idx, T = self.k, self.lines, self.idx, self.threads
+        L.append("    if (split > 1) {")
+        for j, n in zip(idxs, mine):
+            L.append(f"      {acc_type(n)}* const ws{j}_ = reinterpret_cast<{acc_type(n)}*>("
+                     f"ws + (size_t){j} * nslots * split * {ws_slot(k)});")
+        L.append("      if (threadIdx.x == 0) {")
+        for j, n in zip(idxs, mine):
+            L.append(f"        ws{j}_[row * split + part_] = {acc[id(n)]};")
+        L.append("      }")
+        L.append("      __threadfence();")
+        L.append("      __syncthreads();")
+        L.append("      if (threadIdx.x == 0) last_ = atomicAdd(&sem[row], 1u) == (unsigned int)split - 1u;")
+        L.append("      __syncthreads();")
+        L.append("      if (!last_) continue;")
+        L.append("      __threadfence();")
+        for n in mine:
+            L.append(f"      {acc[id(n)]} = {acc_init(n)};")
+        L.append(f"      for ({idx} w = threadIdx.x; w < split; w += {T}) {{")
+        for j, n in zip(idxs, mine):
+            L.append(f"        {{ const {acc_type(n)} x = {acc[id(n)]}, y = hir_ld_l2(ws{j}_ + row * split + w); "
+                     f"{acc[id(n)]} = {_COMBINE[n.arg]}; }}")
+        L.append("      }")
+        self._group_reduce(mine, idxs, acc)
+        L.append("      if (threadIdx.x == 0) sem[row] = 0u;  // ready for the next launch")
+        L.append("    }")
 
 
 def _combiner(n) -> str:

@@ -21,6 +21,10 @@ class _RowOrder:
             L.append(f"  {idx} nbase_ = 0;")
             first = f"({idx})blockIdx.x / {Q}" if Q > 1 else f"({idx})blockIdx.x"
             L.append(f"  for ({idx} base = {first}; base < nslots; base = nbase_) {{")
+        elif self.parts:  # blocks b * split ... b * split + split - 1 take row b's parts
+            L.append(f"  const {idx} part_ = ({idx})blockIdx.x % split;")
+            L.append(f"  for ({idx} base = ({idx})blockIdx.x / split; base < nslots; "
+                     f"base += ({idx})gridDim.x / split) {{")
         elif Q > 1:  # a cluster's blocks are consecutive: cluster b takes rows b, b + clusters, ...
             L.append(f"  for ({idx} base = ({idx})blockIdx.x / {Q}; base < nslots; "
                      f"base += ({idx})gridDim.x / {Q}) {{")

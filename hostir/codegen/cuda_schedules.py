@@ -50,8 +50,9 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
     def __init__(self, kern: Kernel, name: str, idx: str, block: int, threads: int, pdl: bool,
                  vec: int = 1, chunks: int = 0, smem_row: int = 0, cluster: int = 0,
                  shift: bool = False, double: bool = False, keep_weights: bool = False,
-                 funnel: bool = False, batch: int = 0, drawn: bool = False):
+                 funnel: bool = False, batch: int = 0, drawn: bool = False, parts: bool = False):
         super().__init__(kern, name, vec, idx, block, False, pdl)
+        self.parts = parts  # a one-pass row split over `split` blocks, a part each (_part_end)
         self.shift = shift and vec > 1
         self.masked = False  # ... read in the aligned vectors that cover it, masked (cuda_row_shift.MASKED_ROWS)
         # what every row reads (a weight: rows.SHIFTED_WEIGHTS), read off its vector
@@ -119,7 +120,9 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
             L.append("  extern __shared__ __align__(16) unsigned char hir_dsmem[];")
         self._combine_slots(reduces)
         count = " * ".join(f"e{d}" for d in k.reduced)
-        L.append(f"  const {idx} R = {count};")
+        L.append(f"  const {idx} {'Rrow_' if self.parts else 'R'} = {count};")
+        if self.parts:
+            L.append("  __shared__ bool last_;")
         if self.kept_w:
             self._kept_slots()
         work = row_work(k, rows, full_stores)
@@ -134,6 +137,10 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
         L.append(f"    const bool active = base + threadIdx.x / {T} < nslots;")
         L.append(f"    const {idx} row = active ? base + threadIdx.x / {T} : 0;")
         self._split("row", k.kept, "    ")
+        if self.parts:  # this block's part of the row: whole vectors from plo_ up to R
+            v = self.vec
+            L.append(f"    const {idx} plen_ = ((Rrow_ + {v - 1}) / {v} + split - 1) / split * {v};")
+            L.append(f"    const {idx} plo_ = part_ * plen_, R = plo_ + plen_ < Rrow_ ? plo_ + plen_ : Rrow_;")
         self._row_starts()
         if self.ahead or self.double:  # the block's next row: its kept dims n<d>
             step = f"({idx})gridDim.x / {Q}" if Q > 1 else f"({idx})gridDim.x * {groups}"
@@ -188,6 +195,8 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
                     self._edge_points(mine, stores, body, acc, edges)
             self.exp_forms = {}
             self._group_reduce(mine, [reduces.index(n) for n in mine], acc)
+            if self.parts:
+                self._part_end(mine, [reduces.index(n) for n in mine], acc)
             for n in mine:
                 names[id(n)] = acc_value(n, acc[id(n)])
             self.emit_all([n for n in k.order if id(n) in rows and level[id(n)] == p + 1
@@ -301,8 +310,9 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
         self.lines.append(f"{indent}}}")
 
     def _start(self) -> str:
-        """The first point of this thread's first vector of the row."""
-        return f"lane * {self.vec}{self._first()}"
+        """The first point of this thread's first vector of the row (of its
+        block's part: parts)."""
+        return f"{'plo_ + ' if self.parts else ''}lane * {self.vec}{self._first()}"
 
     def _first(self) -> str:
         """Where a row's vector 0 starts (added to its multiples of vec): a
@@ -319,7 +329,7 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
     def _scalar_pass(self, mine, stores, body, names, acc) -> None:
         """One point of the row per thread and iteration."""
         L, idx = self.lines, self.idx
-        L.append(f"    for ({idx} r = lane; r < R; r += {self.span}) {{")
+        L.append(f"    for ({idx} r = {'plo_ + ' if self.parts else ''}lane; r < R; r += {self.span}) {{")
         self._split("r", self.k.reduced, "      ")
         inner = dict(names)
         self.emit_all(body, inner, "", "      ")

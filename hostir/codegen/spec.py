@@ -29,7 +29,7 @@ from .launch_checks import (funnel_slots, keep_weights_ok, launch_sms, launches_
 from .cuda_tiles import STAGE_BYTES, STAGED, stage_block, staged_gather, tile_loads, transpose_tiles
 from . import one_pass, rows
 from .spec_rows import _RowRules
-from .kir import K, Kernel, Slot, kernel_text, layout, split_stores, verify_kernel
+from .kir import K, Kernel, Slot, kernel_text, layout, split_stores, verify_kernel, ws_slot
 from .lower import ReductionLowering, lower_pointwise
 from .online import online_softmax
 
@@ -89,6 +89,7 @@ class Variant:
     batch: int = 0       # a one-pass row of 1024 threads: vectors a thread loads at once (one_pass.ONE_PASS_LONG);
     #                      an outer tile's lane: reduced points a batch (cuda_outer.outer_batch)
     drawn: bool = False  # ... its clusters (blocks) drawing their rows from a ticket counter (rows.CLUSTER_DRAWN)
+    parts: bool = False  # a one-pass row split over several blocks, their partials combined (rows.row_parts)
 
     @property
     def block(self) -> int:
@@ -123,7 +124,7 @@ class Variant:
         src = kernel_source(self.kernel, self.vec, self.idx, self.block, o.streaming, o.pdl,
                             self.name, self.threads, self.chunks, self.outer, self.tile, self.smem_row,
                             self.cluster, self.shift, self.double, self.keep_weights, self.funnel, self.flat,
-                            self.few, self.batch, self.drawn)
+                            self.few, self.batch, self.drawn, self.parts)
         return defines(o, self.kernel) + src
 
     @cached_property
@@ -289,6 +290,9 @@ class KernelSpec(_RowRules):
             n = self._long_batch(kernel, var, vectors)
             if n:
                 var = self.variant(kernel, vec, idx, var.threads, shift=shift, funnel=funnel, batch=n)
+            if self._parted(kernel, var) and rows.row_parts(
+                    math.prod(extents[d] for d in kernel.kept), vectors, var.threads, launch_sms(ins)) > 1:
+                return self.variant(kernel, vec, idx, var.threads, batch=var.batch, parts=True)
             if shift and self._keeps_weights(var, math.prod(extents[d] for d in kernel.kept)) and \
                     keep_weights_ok(kernel, vec, ins):
                 var = self.variant(kernel, vec, idx, var.threads, var.chunks, var.smem_row, shift=True,
@@ -305,6 +309,13 @@ class KernelSpec(_RowRules):
                                       extents):
             var = self.variant(kernel, 1, idx)
         return var
+
+    def _parted(self, kernel: Kernel, var: Variant) -> bool:
+        """Can `var`'s rows be split over blocks (rows.row_parts): one pass,
+        nothing stored at every point, a block a row of aligned vectors or
+        points, no cluster, no kept vectors?"""
+        return not (var.shift or var.cluster or var.chunks or self._passes(kernel)[0] or
+                    self._full_outs(kernel)) and var.block == var.threads
 
     def _long_batch(self, kernel: Kernel, var: Variant, vectors: int) -> int:
         """Vectors a thread of a one-pass row of 1024 threads loads at once where
@@ -380,7 +391,13 @@ class KernelSpec(_RowRules):
 
     @staticmethod
     def split(variant: Variant, extents: list[int], sm_count: int) -> int:
-        """Blocks that share a tile of an outer reduction (cuda_outer.outer_split); 1 elsewhere."""
+        """Blocks that share a tile of an outer reduction (cuda_outer.outer_split), or
+        a one-pass row (rows.row_parts); 1 elsewhere."""
+        if variant.parts:
+            k = variant.kernel
+            per_row = math.prod(extents[d] for d in k.reduced)
+            vectors = per_row // variant.vec if variant.vec > 1 else per_row
+            return rows.row_parts(math.prod(extents[d] for d in k.kept), vectors, variant.threads, sm_count)
         if not variant.outer:
             return 1
         # (a flat block's F accumulators fit in full occupancy's registers: cuda_flat's bounds)
@@ -393,6 +410,9 @@ class KernelSpec(_RowRules):
         (an outer reduction's: cuda_outer.outer_scratch), or of clusters that
         draw their rows (the 64-bit ticket counter: hir_next_row); None where a
         launch takes none."""
+        if split > 1 and variant.parts:  # each row's parts' partials, and its arrival counter
+            k = variant.kernel
+            return ws_slot(k) * sum(1 for n in k.order if n.op == K.REDUCE) * count * split, count
         if split > 1:
             return outer_scratch(variant.kernel, variant.threads or 32, variant.vec, count, split)
         return (0, 2) if variant.drawn else None
@@ -457,6 +477,8 @@ class KernelSpec(_RowRules):
                     variant.kernel, variant.vec, variant.chunks, min(variant.smem_row, variant.chunks),
                     variant.block, variant.shift, variant.cluster)):
                 blocks = min(count, resident) * variant.cluster
+        elif variant.parts:  # a block a part of each row
+            blocks = count * split
         else:
             per_block = variant.block // variant.threads if variant.threads else variant.block
             blocks = -(-count // per_block)
@@ -480,12 +502,13 @@ class KernelSpec(_RowRules):
     def variant(self, kernel: Kernel, vec: int, idx: str, threads: int = 0, chunks: int = 0,
                 smem_row: int = 0, outer: bool = False, tile: int = -1, cluster: int = 0,
                 shift: bool = False, double: bool = False, keep_weights: bool = False,
-                funnel: bool = False, flat: bool = False, few: bool = False, batch: int = 0) -> Variant:
+                funnel: bool = False, flat: bool = False, few: bool = False, batch: int = 0,
+                parts: bool = False) -> Variant:
         funnel = funnel and shift and not keep_weights
         # (a cluster variant's block is its threads: Variant.block)
         drawn = draws_rows(kernel, vec, chunks, min(smem_row, chunks), threads, shift, cluster, double)
         key = (id(kernel), vec, idx, threads, chunks, smem_row, outer, tile, cluster, shift, double, keep_weights,
-               funnel, flat, few, batch, drawn)
+               funnel, flat, few, batch, drawn, parts)
         got = self._variants.get(key)
         if got is None:
             o = self.options
@@ -494,11 +517,11 @@ class KernelSpec(_RowRules):
             name = (f"{kernel.name}{'_pair' * len(kernel.pairs)}_v{vec}_"
                     f"{'i32' if idx == 'int' else 'i64'}{f'_t{threads}' if threads else ''}"
                     f"{f'_c{chunks}' if chunks else ''}{('_smem' if smem_row >= chunks else f'_smem{smem_row}') if smem_row else ''}{'_outer' if outer else ''}{'_flat' if flat else ''}{'_few' if few else ''}{f'_n{batch}' if batch else ''}"
-                    f"{f'_q{cluster}' if cluster else ''}{('d' if cluster else '_drawn') if drawn else ''}{'_db' if double else ''}{'_sh' if shift else ''}{'_kw' if keep_weights else ''}{'_fw' if funnel else ''}"
+                    f"{f'_q{cluster}' if cluster else ''}{('d' if cluster else '_drawn') if drawn else ''}{'_db' if double else ''}{'_sh' if shift else ''}{'_kw' if keep_weights else ''}{'_fw' if funnel else ''}{'_parts' if parts else ''}"
                     f"{f'_tile{tile}' if tile >= 0 else ''}{'_staged' if tile == STAGED else ''}{tune}")
             got = self._variants[key] = Variant(kernel, vec, idx, o, name, vector_slots(kernel, vec),
                                                 threads, chunks, outer, tile, smem_row, cluster, shift, double,
-                                                keep_weights, funnel, flat, few, batch, drawn)
+                                                keep_weights, funnel, flat, few, batch, drawn, parts)
         return got
 
     def typical_variants(self) -> list[Variant]:
@@ -521,6 +544,8 @@ class KernelSpec(_RowRules):
                 out += [self.variant(k, 1, "long long", rows.ROW_THREADS[0])]
                 out += [self.variant(k, self._vec[id(k)], "int", t) for t in rows.ROW_THREADS[::2]]
                 out += [self.variant(k, self._vec[id(k)], "int", *self._row_schedule(k, n)) for n in (6, 256, 1000)]
+                if self._parted(k, self.variant(k, self._vec[id(k)], "int", 1024)):  # a row over blocks
+                    out.append(self.variant(k, self._vec[id(k)], "int", 1024, parts=True))
                 if k is self.online:  # its rows are long: several vectors a thread kept
                     out.append(self.variant(k, self._vec[id(k)], "int", *self._row_schedule(k, 4096)))
                 elif self._row_schedule(k, 4096)[2]:  # a long row kept in shared memory
