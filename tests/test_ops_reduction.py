@@ -588,7 +588,7 @@ def test_rows_held_in_registers():
     ((5, 856), "max", D.Float, 64), ((3, 4105), "sum", D.BFloat16, 256), ((40, 12), "sum", D.Float, 1),
     ((33, 64), "sum", D.Half, 4), ((7, 36), "var_mean", D.Float, 2), ((9, 400), "dot", D.Float, 32),
     ((5, 1000), "dot", D.BFloat16, 32), ((6, 408), "var_mean", D.BFloat16, 16), ((5, 8663), "var_mean", D.BFloat16, 128),
-    ((3, 20000), "var_mean", D.Float, 512), ((3, 22163), "max", D.Float, 512), ((2, 24536), "sum", D.BFloat16, 256), ((2, 85811), "var_mean", D.BFloat16, 512)],
+    ((3, 20000), "var_mean", D.Float, 512), ((3, 22163), "max", D.Float, 512), ((2, 24536), "sum", D.BFloat16, 256), ((5, 85811), "var_mean", D.BFloat16, 512)],
     ids=str)
 def test_one_pass_rows_load_batches(shape, kind, dtype, threads):
     """A one-pass row (a sum, a max, a var_mean) read in vectors loads each
@@ -758,17 +758,20 @@ def test_outer_lanes_of_many_rows_batch_more(dtype, kind):
 
 @pytest.mark.parametrize("dtype", [D.Float, D.BFloat16], ids=lambda d: d.name)
 @pytest.mark.parametrize("kind", ["sum", "max", "var_mean", "mean of squares", "argmax"])
-@pytest.mark.parametrize("rows_count", [1, 3, 16])
-def test_few_long_rows_split_over_blocks(rows_count, kind, dtype):
+@pytest.mark.parametrize("rows_count,odd", [(1, False), (3, False), (16, False), (1, True), (4, True)])
+def test_few_long_rows_split_over_blocks(rows_count, odd, kind, dtype):
     """One-pass rows too few to fill an eighth of a wave of blocks (a sum of every
     point, a var_mean of a few rows) are each split over several blocks
     (rows.row_parts: the launch's split, a variant's `parts`), their parts'
     partials combined in a fixed order by each row's last block. Results
     against torch (on GPUs the split kernel, 2^20 points a row; on CPUs the
     interpreter of the same kernel IR); the rule, the variant and the split
-    as a GPU of 132 SMs takes them."""
+    as a GPU of 132 SMs takes them. Very few long rows of an `odd` length
+    (off vector boundaries after the first) take a point a thread, split
+    too (rows.points_parted: on CPUs a 2^16 + 3 long row)."""
     from hostir.codegen import rows
     n = (1 << 20) + 8 * 37 if TEST_DEVICE == "cuda" else 4096 * 6 + 8
+    n = (n if TEST_DEVICE == "cuda" else 1 << 16) + 3 if odd else n
     x = rand((rows_count, n), dtype)
 
     def build(fd):
@@ -800,6 +803,10 @@ def test_few_long_rows_split_over_blocks(rows_count, kind, dtype):
     vectors = n // var.vec
     want_split = rows.row_parts(rows_count, vectors, var.threads, 132)
     assert var.parts == (want_split > 1), var.name
+    assert var.vec == 1 if odd else var.vec > 1  # (odd: a point a thread, its parts too)
+    assert var.parts or not odd
+    assert rows.points_parted(4, 1 << 16) and not rows.points_parted(5, 1 << 20) and \
+        not rows.points_parted(1, (1 << 16) - 1)
     assert want_split > 1 or TEST_DEVICE != "cuda"
     if var.parts:
         assert spec.split(var, [rows_count, n], 132) == want_split

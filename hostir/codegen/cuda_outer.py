@@ -345,8 +345,8 @@ fp32 8192x16384 101 / 102 (101), sum over [0, 1] fp32 16x512x4096 85.7 /
 88.4 (47.0; 84-91 across sessions at 4). At 8 the tests' outer kernels that
 spill (ptxas, sm_90) went from 41 of 115 to 61 of 121: lanes of fp32 and
 fp32 pairs at 32 registers, two inputs, 8-byte accumulators; so 8 only for
-the 2-byte lanes above (the column sums' kernels spill none: 64 registers),
-and only where a lane takes many rows (outer_batch)."""
+lanes of one load into one 4-byte accumulator, the 2-byte ones only where a
+lane takes many rows (outer_batch: OUTER_BATCH_NARROW, OUTER_BATCH_WIDE)."""
 OUTER_BATCH_NARROW = 8
 OUTER_NARROW_ROWS = 128
 """A lane of an outer kernel whose one input is 2-byte floats in vectors of
@@ -375,7 +375,7 @@ column sum fp32 4096x4096 65.9 / 72.3 (66.8), 32768x1024 87.4 / 89.1 (87.6),
 on: sum over [0, 1] 85.0 / 84.5 / 87.1, column sum fp32 16384x4096 96.2 /
 94.5 / 97.1, 8192x8192 96.7 / 94.2 / 96.2, 2048x16384 87.4 / 87.2 / 89.1,
 100000x512 88.4 / 88.2 / 87.6, 32768x1024 81.9 / 82.0 / 80.9, 4096x4096 56.8
-/ 61.6 / 59.8 (a 16 MiB input: each run's spread; 66-72 the run before)."""
+/ 61.6 / 59.8 (a 64 MiB input: each run's spread; 66-72 the run before)."""
 
 
 def outer_batch(kern: Kernel, vec: int, lanes: int, block: int, extents: list[int], sm_count: int) -> int:

@@ -545,6 +545,20 @@ wave lost (half a wave, the rule then): row sum bf16 64x1048576 (4 parts)
 kernels spill 36-72 bytes at 32 registers; not measured without.)"""
 
 
+ROW_PARTS_POINTS = (4, 1 << 16)
+"""... and rows off vector boundaries (shifted vectors: no parts) where they
+are this few and this long at least, a point a thread (points_parted): a
+block a row left all but 1 to 4 SMs idle (not measured split: a point a
+load, as a row off vector boundaries takes where it cannot shift)."""
+
+
+def points_parted(rows_count: int, points: int) -> bool:
+    """Are rows off vector boundaries few and long enough (ROW_PARTS_POINTS)
+    to split over blocks a point a thread, not to read in shifted vectors a
+    block a row?"""
+    return ROW_PARTS and rows_count <= ROW_PARTS_POINTS[0] and points >= ROW_PARTS_POINTS[1]
+
+
 def row_parts(rows_count: int, vectors: int, threads: int, sm_count: int) -> int:
     """Blocks each of `rows_count` one-pass rows of `vectors` vectors (or
     points) in blocks of `threads` is split over (ROW_PARTS): as many as

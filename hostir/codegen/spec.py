@@ -273,6 +273,10 @@ class KernelSpec(_RowRules):
             per_row = math.prod(extents[d] for d in kernel.reduced)
             stored = [outs[s] for s in self._full_outs(kernel)] if outs is not None else []
             shift = vec > 1 and not vector_ok(vec, [ins[s] for s in vector_slots(kernel, vec)] + stored, extents)
+            if shift and rows.points_parted(math.prod(extents[d] for d in kernel.kept), per_row) and \
+                    (parts := self._parts(kernel, self.variant(kernel, 1, idx, one_pass.row_threads(per_row)),
+                                          per_row, extents, ins)):
+                return parts  # (very few long rows off vector boundaries: a point a thread, over blocks)
             if shift and not shift_ok(kernel, vec, [ins[s] for s in vector_slots(kernel, vec, moving=True)] + stored,
                                       extents, self.options.shifted_rows):
                 return self.variant(kernel, 1, idx, one_pass.row_threads(per_row))
@@ -290,9 +294,8 @@ class KernelSpec(_RowRules):
             n = self._long_batch(kernel, var, vectors)
             if n:
                 var = self.variant(kernel, vec, idx, var.threads, shift=shift, funnel=funnel, batch=n)
-            if self._parted(kernel, var) and rows.row_parts(
-                    math.prod(extents[d] for d in kernel.kept), vectors, var.threads, launch_sms(ins)) > 1:
-                return self.variant(kernel, vec, idx, var.threads, batch=var.batch, parts=True)
+            if parts := self._parts(kernel, var, vectors, extents, ins):
+                return parts
             if shift and self._keeps_weights(var, math.prod(extents[d] for d in kernel.kept)) and \
                     keep_weights_ok(kernel, vec, ins):
                 var = self.variant(kernel, vec, idx, var.threads, var.chunks, var.smem_row, shift=True,
@@ -309,6 +312,14 @@ class KernelSpec(_RowRules):
                                       extents):
             var = self.variant(kernel, 1, idx)
         return var
+
+    def _parts(self, kernel: Kernel, var: Variant, vectors: int, extents: list[int], ins: list) -> Variant | None:
+        """`var` split over blocks a row (its `parts` twin) where its rows can be
+        (_parted) and are few enough (rows.row_parts); None elsewhere."""
+        if self._parted(kernel, var) and rows.row_parts(
+                math.prod(extents[d] for d in kernel.kept), vectors, var.threads, launch_sms(ins)) > 1:
+            return self.variant(kernel, var.vec, var.idx, var.threads, batch=var.batch, parts=True)
+        return None
 
     def _parted(self, kernel: Kernel, var: Variant) -> bool:
         """Can `var`'s rows be split over blocks (rows.row_parts): one pass,
