@@ -330,23 +330,17 @@ OUTER_BATCH = 4
 before any is combined (0: the loop unrolled OUTER_UNROLL, which ptxas kept at
 one load in flight a thread: each point's load into the same registers after
 the last point's adds, every unrolled point guarded by the launch's bound;
-more where outer_batch says). H200 % of copy, same run,
-0 / 4 / 2: column sum fp32 4096x4096 64.2 / 67.5 / 66.2, 16384x4096 95.9 /
-96.6 / 96.3, fp16 8192x8192 50.6 / 87.4 / 72.6, bf16 87381x768 79.2 / 80.4 /
-68.8, 13421x5000 82.4 / 82.0 / 67.5, 4096x16384 89.3 / 88.1 / 73.3; sum over
-[0, 1] fp32 16x512x4096 86.8 / 88.1 / 87.1, seed-003 full fusion fp32
-16x512x4096 94.8 / 95.1 / 93.8. (fp32 lanes at 32 registers keep two or three
-loads in flight of the four.) Then every lane at 4 / 8 (2026-11-30, H200,
-same run; torch.compile): column sum fp16 8192x16384 94.9 / 98.3 (94.8),
-bf16 8192x16384 94.7 / 98.1 (88.3), 16384x8192 93.9 / 97.9 (78.4), fp16
-16384x16384 98.2 / 102 (101), 4096x16384 86.8 / 91.2 (81.2), 8192x8192 84.4
-/ 89.1 (39.8), bf16 65536x2048 90.6 / 93.6 (80.5), 13421x5000 84.6 / 85.7;
-fp32 8192x16384 101 / 102 (101), sum over [0, 1] fp32 16x512x4096 85.7 /
-88.4 (47.0; 84-91 across sessions at 4). At 8 the tests' outer kernels that
-spill (ptxas, sm_90) went from 41 of 115 to 61 of 121: lanes of fp32 and
-fp32 pairs at 32 registers, two inputs, 8-byte accumulators; so 8 only for
-lanes of one load into one 4-byte accumulator, the 2-byte ones only where a
-lane takes many rows (outer_batch: OUTER_BATCH_NARROW, OUTER_BATCH_WIDE)."""
+more where outer_batch says). H200 % of copy, same run, 0 / 4 / 2: column
+sum fp32 4096x4096 64.2 / 67.5 / 66.2, 16384x4096 95.9 / 96.6 / 96.3, fp16
+8192x8192 50.6 / 87.4 / 72.6, bf16 87381x768 79.2 / 80.4 / 68.8, 13421x5000
+82.4 / 82.0 / 67.5, 4096x16384 89.3 / 88.1 / 73.3; sum over [0, 1] fp32
+16x512x4096 86.8 / 88.1 / 87.1, seed-003 full fusion fp32 16x512x4096 94.8 /
+95.1 / 93.8. Every lane at 8 gained 1-5 points on column
+sums of 2-byte and fp32 points (benchmarks/RESULTS.md, twentieth session),
+but the tests' outer kernels that spill (ptxas, sm_90) went from 41 of 115
+to 61 of 121 (fp32 lanes and pairs at 32 registers, two inputs, 8-byte
+accumulators, two reductions) and 2-byte lanes of few rows lost: so 8 only
+where outer_batch says (OUTER_BATCH_NARROW, OUTER_BATCH_WIDE)."""
 OUTER_BATCH_NARROW = 8
 OUTER_NARROW_ROWS = 128
 """A lane of an outer kernel whose one input is 2-byte floats in vectors of
@@ -357,11 +351,8 @@ bf16 1024x65536 (128) 99.2 / 95.9, fp16 8192x16384 (256) 99.9 / 96.7 (torch.
 compile 99.2), bf16 16384x8192 (256) 99.6 / 96.2, fp16 4096x16384 (128) 92.7
 / 89.5; but bf16 4096x4096 (32) 66.1 / 74.3, fp16 2048x8192 (32) 67.5 /
 74.1, bf16 32768x1024 (64) 65.4 / 67.8, fp16 100000x512 (95) 75.4 / 75.3.
-The rule, next run, on / off: fp16 8192x16384 97.7 / 94.5, bf16 16384x8192
-96.3 / 93.1, 1024x65536 94.1 / 91.2, fp16 4096x16384 88.0 / 85.6, 200000x1024
-97.4 / 93.8 (torch.compile 95.2), bf16 65536x2048 92.7 / 90.6, 8192x8192 87.0
-/ 84.9; those it leaves, the same kernel (bf16 4096x4096 48.4 / 51.3: the
-run's order)."""
+The rule, next run, on / off: fp16 200000x1024 97.4 / 93.8 (torch.compile
+95.2), bf16 8192x8192 87.0 / 84.9 (RESULTS.md: six more)."""
 
 
 OUTER_BATCH_WIDE = 8
@@ -372,10 +363,8 @@ column sum fp32 4096x4096 65.9 / 72.3 (66.8), 32768x1024 87.4 / 89.1 (87.6),
 16384x4096 98.7 / 100 (99.0), 1024x65536 102 / 103 (102), 8192x16384 104 /
 105 (103); seed-003 full fusion 16x512x4096 (two inputs: 4) 95.9 / 96.6
 (95.9). The rule (floats only: an int32 max spilled), next run, on / off /
-on: sum over [0, 1] 85.0 / 84.5 / 87.1, column sum fp32 16384x4096 96.2 /
-94.5 / 97.1, 8192x8192 96.7 / 94.2 / 96.2, 2048x16384 87.4 / 87.2 / 89.1,
-100000x512 88.4 / 88.2 / 87.6, 32768x1024 81.9 / 82.0 / 80.9, 4096x4096 56.8
-/ 61.6 / 59.8 (a 64 MiB input: each run's spread; 66-72 the run before)."""
+on: sum over [0, 1] 85.0 / 84.5 / 87.1, column sum fp32 8192x8192 96.7 /
+94.2 / 96.2, 4096x4096 56.8 / 61.6 / 59.8 (each run's spread; RESULTS.md)."""
 
 
 def outer_batch(kern: Kernel, vec: int, lanes: int, block: int, extents: list[int], sm_count: int) -> int:
@@ -466,12 +455,8 @@ OUTER_MAX_POINTS = 8        # kept points a lane at most (outer_width: 16 bytes 
 # (4 for 2-byte floats, H100 % of copy, same run, 8 / 4: column sum bf16
 # 699050x96 86.1 / 78.4, 87381x768 83.7 / 85.9, 13421x5000 84.2 / 84.6.)
 # OUTER_INTERLEAVED (a note; no longer a switch): the blocks sharing a tile take
-# every split-th group of reduced points each, so that they sweep the rows
-# together, not each a contiguous run of them. H100 % of copy, same run,
-# runs / interleaved: column sum fp32 8388608x8 94.4 / 97.3, 1048576x64 94.9 /
-# 96.4, 67108x1000 87.5 / 91.7, 16384x4096 93.4 / 97.0, 1024x65536 94.3 / 97.7,
-# bf16 699050x96 86.1 / 87.4; bf16 87381x768 and 13421x5000 the same (83.5,
-# 84.6; with half the blocks an SM, OUTER_WIDE_SHARE, 87.7 and 89.4).
+# every split-th group of reduced points each, sweeping the rows together (H100,
+# runs / interleaved: column sum fp32 67108x1000 87.5 / 91.7, 16384x4096 93.4 / 97.0).
 OUTER_FULL_OCCUPANCY = True  # __launch_bounds__ for 2048 threads an SM (bounds)
 OUTER_NARROW = True
 """Kept dims narrower than a warp's tile (32 lanes x vec points) take tiles of

@@ -1,6 +1,7 @@
 """Which rows a reduction kernel's blocks take, and in what order (a mixin of
 cuda_schedules._ReductionPrinter): groups of a block striding the grid, a
-cluster's CTAs a row striding the clusters, or, where the rows are drawn
+cluster's CTAs a row striding the clusters, a row's parts a block each
+(rows.row_parts), or, where the rows are drawn
 (rows.CLUSTER_DRAWN, BLOCK_DRAWN), the resident clusters or blocks each
 drawing its next row from a ticket counter as its row starts (kernels/hostir.cuh,
 hir_next_row), published at the row's first barrier. Also each row's debug
@@ -22,6 +23,7 @@ class _RowOrder:
             first = f"({idx})blockIdx.x / {Q}" if Q > 1 else f"({idx})blockIdx.x"
             L.append(f"  for ({idx} base = {first}; base < nslots; base = nbase_) {{")
         elif self.parts:  # blocks b * split ... b * split + split - 1 take row b's parts
+            L.append("  __shared__ bool last_;  // the row's last part to arrive (_part_end)")
             L.append(f"  const {idx} part_ = ({idx})blockIdx.x % split;")
             L.append(f"  for ({idx} base = ({idx})blockIdx.x / split; base < nslots; "
                      f"base += ({idx})gridDim.x / split) {{")
@@ -35,9 +37,14 @@ class _RowOrder:
     def _row_starts(self) -> None:
         """As a row starts: its stamp's start, and its next row's draw (the
         atomic's wait at its first use, the row's first barrier; drawn at that
-        barrier, every row took longer: rows.CLUSTER_DRAWN)."""
+        barrier, every row took longer: rows.CLUSTER_DRAWN); a block's part of
+        a row split over blocks: its whole vectors from plo_ up to R."""
         L, idx, Q = self.lines, self.idx, self.cluster
         self._row_barrier = False
+        if self.parts:
+            v = self.vec
+            L.append(f"    const {idx} plen_ = ((Rrow_ + {v - 1}) / {v} + split - 1) / split * {v};")
+            L.append(f"    const {idx} plo_ = part_ * plen_, R = plo_ + plen_ < Rrow_ ? plo_ + plen_ : Rrow_;")
         if self.stamps:
             L.append("    const unsigned long long stamp_ = hir_now();")
         if self.drawn:

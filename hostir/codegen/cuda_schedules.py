@@ -121,8 +121,6 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
         self._combine_slots(reduces)
         count = " * ".join(f"e{d}" for d in k.reduced)
         L.append(f"  const {idx} {'Rrow_' if self.parts else 'R'} = {count};")
-        if self.parts:
-            L.append("  __shared__ bool last_;")
         if self.kept_w:
             self._kept_slots()
         work = row_work(k, rows, full_stores)
@@ -137,10 +135,6 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
         L.append(f"    const bool active = base + threadIdx.x / {T} < nslots;")
         L.append(f"    const {idx} row = active ? base + threadIdx.x / {T} : 0;")
         self._split("row", k.kept, "    ")
-        if self.parts:  # this block's part of the row: whole vectors from plo_ up to R
-            v = self.vec
-            L.append(f"    const {idx} plen_ = ((Rrow_ + {v - 1}) / {v} + split - 1) / split * {v};")
-            L.append(f"    const {idx} plo_ = part_ * plen_, R = plo_ + plen_ < Rrow_ ? plo_ + plen_ : Rrow_;")
         self._row_starts()
         if self.ahead or self.double:  # the block's next row: its kept dims n<d>
             step = f"({idx})gridDim.x / {Q}" if Q > 1 else f"({idx})gridDim.x * {groups}"

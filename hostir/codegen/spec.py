@@ -313,21 +313,6 @@ class KernelSpec(_RowRules):
             var = self.variant(kernel, 1, idx)
         return var
 
-    def _parts(self, kernel: Kernel, var: Variant, vectors: int, extents: list[int], ins: list) -> Variant | None:
-        """`var` split over blocks a row (its `parts` twin) where its rows can be
-        (_parted) and are few enough (rows.row_parts); None elsewhere."""
-        if self._parted(kernel, var) and rows.row_parts(
-                math.prod(extents[d] for d in kernel.kept), vectors, var.threads, launch_sms(ins)) > 1:
-            return self.variant(kernel, var.vec, var.idx, var.threads, batch=var.batch, parts=True)
-        return None
-
-    def _parted(self, kernel: Kernel, var: Variant) -> bool:
-        """Can `var`'s rows be split over blocks (rows.row_parts): one pass,
-        nothing stored at every point, a block a row of aligned vectors or
-        points, no cluster, no kept vectors?"""
-        return not (var.shift or var.cluster or var.chunks or self._passes(kernel)[0] or
-                    self._full_outs(kernel)) and var.block == var.threads
-
     def _long_batch(self, kernel: Kernel, var: Variant, vectors: int) -> int:
         """Vectors a thread of a one-pass row of 1024 threads loads at once where
         it takes more than 4 and up to one_pass.ONE_PASS_LONG of them, their words

@@ -1,18 +1,22 @@
 """The row rules of a reduction kernel's spec (a mixin of spec.KernelSpec):
 how many threads take a row and how much of it each keeps in registers or
 shared memory (_row_schedule), whether the persistent kernel holds a launch's
-rows (holds), and which rows split over a thread-block cluster (_cluster) or
-keep two buffers (_double). The constants are rows.py's (a one-pass row's
-threads: one_pass.py's)."""
+rows (holds), and which rows split over a thread-block cluster (_cluster),
+keep two buffers (_double) or, few one-pass rows, split over blocks (_parts).
+The constants are rows.py's (a one-pass row's threads: one_pass.py's)."""
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from . import one_pass, rows
 from .kir import K, Kernel, levels, passes, reductions
-from .launch_checks import shift_possible
+from .launch_checks import launch_sms, shift_possible
 from .cuda_schedules import wide_shift
 from .row_loads import held_words, kept_weights, rest_words, row_cache_bytes
+
+if TYPE_CHECKING:
+    from .spec import Variant
 
 
 class _RowRules:
@@ -204,3 +208,18 @@ class _RowRules:
         vec = self._vec[id(kernel)]
         used = row_cache_bytes(kernel, vec, min(kept, c) * vec * t) if kept else 0
         return min(2048 // t, rows.SMEM_PER_SM // used) if used else 2048 // max(1, t)
+
+    def _parts(self, kernel: Kernel, var: Variant, vectors: int, extents: list[int], ins: list) -> Variant | None:
+        """`var` split over blocks a row (its `parts` twin) where its rows can be
+        (_parted) and are few enough (rows.row_parts); None elsewhere."""
+        if self._parted(kernel, var) and rows.row_parts(
+                math.prod(extents[d] for d in kernel.kept), vectors, var.threads, launch_sms(ins)) > 1:
+            return self.variant(kernel, var.vec, var.idx, var.threads, batch=var.batch, parts=True)
+        return None
+
+    def _parted(self, kernel: Kernel, var: Variant) -> bool:
+        """Can `var`'s rows be split over blocks (rows.row_parts): one pass,
+        nothing stored at every point, a block a row of aligned vectors or
+        points, no cluster, no kept vectors?"""
+        return not (var.shift or var.cluster or var.chunks or self._passes(kernel)[0] or
+                    self._full_outs(kernel)) and var.block == var.threads
