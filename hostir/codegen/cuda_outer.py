@@ -251,12 +251,7 @@ class _OuterPrinter(_ReductionPrinter):
             L.append(f"        #pragma unroll\n        for (int u = 0; u < {V}; ++u) "
                      f"ws{j}[({at}) * nslots + row + u] = a{j}[u];")
         L.append("      }")
-        L.append("      __threadfence();")
-        L.append("      __syncthreads();")
-        L.append(f"      if (threadIdx.x == 0) last = atomicAdd(&{counter}, 1u) == (unsigned int)({arrivals}) - 1u;")
-        L.append("      __syncthreads();")
-        L.append("      if (!last) continue;")
-        L.append("      __threadfence();")
+        self._last_arrival(counter, arrivals, "last")
 
     def _gather(self, reduces, lo: str, hi: str) -> None:
         """The block combines partial slots [lo, hi): lane ty takes lo + ty,

@@ -87,6 +87,19 @@ class _RowCombines:
             self.lines.append(f"    {acc[id(n)]} = hir_cluster_warps<{self.threads // 32}, {self.cluster}>("
                               f"wslot{j}[parity], {_combiner(n)});")
 
+    def _last_arrival(self, counter: str, arrivals: str, flag: str) -> None:
+        """After a block wrote its partials to the workspace: it counts itself
+        in `counter` and takes no further step of this row (tile) unless it is
+        the last of `arrivals` (shared `flag`), whose reads then see every
+        partial (the split's end: _part_end, cuda_outer's _publish)."""
+        L = self.lines
+        L.append("      __threadfence();")
+        L.append("      __syncthreads();")
+        L.append(f"      if (threadIdx.x == 0) {flag} = atomicAdd(&{counter}, 1u) == (unsigned int)({arrivals}) - 1u;")
+        L.append("      __syncthreads();")
+        L.append(f"      if (!{flag}) continue;")
+        L.append("      __threadfence();")
+
     def _part_end(self, mine, idxs, acc) -> None:
         """A row split over `split` blocks (parts): thread 0 writes the block's
         part of each reduction to its workspace slot (row, part); the row's
@@ -102,12 +115,7 @@ class _RowCombines:
         for j, n in zip(idxs, mine):
             L.append(f"        ws{j}_[row * split + part_] = {acc[id(n)]};")
         L.append("      }")
-        L.append("      __threadfence();")
-        L.append("      __syncthreads();")
-        L.append("      if (threadIdx.x == 0) last_ = atomicAdd(&sem[row], 1u) == (unsigned int)split - 1u;")
-        L.append("      __syncthreads();")
-        L.append("      if (!last_) continue;")
-        L.append("      __threadfence();")
+        self._last_arrival("sem[row]", "split", "last_")
         for n in mine:
             L.append(f"      {acc[id(n)]} = {acc_init(n)};")
         L.append(f"      for ({idx} w = threadIdx.x; w < split; w += {T}) {{")
