@@ -605,7 +605,7 @@ def test_one_pass_rows_load_batches(shape, kind, dtype, threads):
     of 512 threads or more: one_pass.ROW_WORK_LONG), up to 32 where 16 leaves
     1024 threads (ROW_WORK_LONGER). Results
     against torch (the GPU runs the batches), the rule, the kernel's loop and
-    bounds."""
+    bounds (none where few rows split over blocks: one_pass.ONE_PASS_PARTS_BOUNDS)."""
     assert one_pass.row_threads(36, batched=True) == 16 and one_pass.row_threads(36) == 16 and \
         one_pass.row_threads(65) == 32
     assert one_pass.row_threads(9, batched=True) == 4 and one_pass.row_threads(9) == 8 and one_pass.row_threads(17) == 8
@@ -651,7 +651,8 @@ def test_one_pass_rows_load_batches(shape, kind, dtype, threads):
     start = ("plo_ + " if var.parts else "") + (f"lane * {var.vec}" if not var.shift else "")
     assert f"for (int r0 = {start}" in src  # (few rows: a row over blocks, rows.row_parts)
     bounded = f"__launch_bounds__({var.block}, {2048 // var.block})" in src
-    assert bounded == (kind != "dot") and (bounded or f"__launch_bounds__({var.block})" in src)
+    # (rows split over blocks ask none: one_pass.ONE_PASS_PARTS_BOUNDS)
+    assert bounded == (kind != "dot" and not var.parts) and (bounded or f"__launch_bounds__({var.block})" in src)
     off = one_pass.ONE_PASS_BATCH
     try:
         one_pass.ONE_PASS_BATCH = 0
@@ -694,7 +695,7 @@ def test_long_one_pass_rows_load_at_once(cols, kind, batch, monkeypatch):
     assert var.threads == 1024 and var.batch == batch and not var.chunks, var.name
     assert ("_n5_" in var.name) == (batch == 5)
     assert f"float v1[{4 * (batch or 4)}];" in var.source or kind == "var_mean"
-    assert "__launch_bounds__(1024, 2)" in var.source
+    assert ("__launch_bounds__(1024, 2)" in var.source) != var.parts  # (one_pass.ONE_PASS_PARTS_BOUNDS)
     import conftest  # (the session's NVRTC compile: variants past Spec.typical_variants)
     conftest._KERNEL_SOURCES.setdefault(var.source, var.name)
 

@@ -56,6 +56,8 @@ class _RowBatches:
         its vectors' words within rows.FULL_OCCUPANCY_WORDS (one load's 4 or 5
         vectors of 16 bytes, as measured; several loads' batches take the
         registers they need)?"""
+        if self.parts and not one_pass.ONE_PASS_PARTS_BOUNDS:
+            return False
         if B < 2 or self._passes != 1 or not (self.threads < LOOP_BATCH_THREADS or one_pass.ONE_PASS_LONG_BOUNDS):
             return False
         return batch_words(self.k, self.vec, B) <= rows.FULL_OCCUPANCY_WORDS

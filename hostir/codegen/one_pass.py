@@ -165,6 +165,13 @@ blocks of 256 an SM). H200 % of copy,
 same run, without / with (batches of 2 for short rows then): var_mean fp32
 466033x144 55.2 / 66.0; others within 2 (var_mean bf16 16384x8192 93.4 / 90.1,
 row sum bf16 300000x200 92.4 / 90.4)."""
+ONE_PASS_PARTS_BOUNDS = False
+"""... but not rows split over blocks (rows.row_parts): at 32 registers their
+kernels spilled the loaded batch (64-72 bytes; unbounded, 42-51 registers,
+one block of 1024 an SM). H200 % of copy, same run, asked / not (torch.compile):
+var_mean fp32 8x8388608 64.9 / 92.4 (87.8), bf16 62.6 / 80.6 (43.4); row sum
+fp32 1x67108864 90.9 / 94.9 (95.2), 16x4194304 91.9 / 96.1 (70.5), row max
+fp32 4x16777216 90.5 / 94.2 (74.0)."""
 ONE_PASS_LONG_BOUNDS = True
 """... and rows of 1024 threads too (two blocks an SM: a var_mean's kernel took
 42 registers, one block an SM). H200 % of copy, same run, without / with:

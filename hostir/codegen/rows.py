@@ -541,8 +541,12 @@ row / parts (torch.compile): row sum fp32 1x67108864 2.97 / 92.5 (78.9),
 16x4194304 43.8 / 94.4 (99.8), row max fp32 4x16777216 11.7 / 92.6 (76.4),
 var_mean fp32 8x8388608 18.2 / 64.8 (69.9); but rows past an eighth of a
 wave lost (half a wave, the rule then): row sum bf16 64x1048576 (4 parts)
-92.6 / 81.4, var_mean bf16 100x655360 (2 parts) 93.4 / 56.6. (The parts'
-kernels spill 36-72 bytes at 32 registers; not measured without.)"""
+92.6 / 81.4, var_mean bf16 100x655360 (2 parts) 93.4 / 56.6 (their kernels
+then spilled at 32 registers: one_pass.ONE_PASS_PARTS_BOUNDS). Rows of more
+than a wave split so that the last wave fills (328 to 782 rows of 85811 to
+204480 points: 2 to 4 parts) lost too, unspilled (var_mean fp16 328x204480
+79.6 / 58.2, bf16 612x109504 76.7 / 63.2, row sum fp32 300x200000 99.4 /
+72.0; 782x85811 85.2 / 87.1): parts of 6 to 12 vectors a thread."""
 
 
 ROW_PARTS_POINTS = (4, 1 << 16)
