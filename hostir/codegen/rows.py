@@ -27,6 +27,17 @@ layernorm bf16 379146x177 65.7, 67.1 / 74.3 / 74.6, 699050x96 95.3, 96.2 /
 161708x415 84.8, 86.1 / 86.1 / 94.3; but 32 lost rows of 64 (softmax bf16
 1048576x64 97.4, 98.4 / 98.4 / 90.8); 16 others of the sweep within the
 run's order."""
+REGISTER_SHIFTED_POINTS = 16
+"""... and a row of 4-byte points off vector boundaries (a shifted variant,
+whose head and tail points, shifts and weights take registers of their own)
+at this many. H200 % of copy, same run, 24 / 16 (torch.compile): rmsnorm fp32
+721600x93 (4 threads x 6 vectors, 52 registers / 8 x 3, 38) 64.1 / 89.5
+(90.4), layernorm fp32 721600x93 65.9 / 82.4 (63.5), softmax 79.3 / 94.2
+(72.1), rmsnorm fp32 200000x333 92.4 / 95.9 (92.0); next run: softmax fp32
+677867x99 81.3 / 94.3, log-softmax fp32 201528x333 95.1 / 96.8, 5 other fp32
+rows within 0.8. 2-byte rows keep 24: layernorm fp16 16380x4097 88.3 / 70.7
+(others within 1). ncu on the rmsnorm at 24: 0.40 warps issued a scheduler,
+13.5 of 22.6 cycles an instruction waiting on loads, 35 warps an SM."""
 PERSISTENT_MAX_CHUNKS = 8
 LOOP_ROW_THREADS = 512
 LOOP_ROW_BYTES = 64 * 1024

@@ -134,7 +134,8 @@ class _RowRules:
                     return t, c, kept
             chunks = min(rows.PERSISTENT_MAX_CHUNKS, -(-vectors // rows.ROW_THREADS[-1]))
         if vec > 1 and several and vectors <= chunks * rows.ROW_THREADS[-1]:
-            aim = chunks if long else max(chunks, rows.REGISTER_ROW_POINTS // vec)  # (rows.REGISTER_ROW_POINTS)
+            aim = chunks if long else max(chunks, (rows.REGISTER_SHIFTED_POINTS if shift and vec <= 4 else
+                                                   rows.REGISTER_ROW_POINTS) // vec)  # (rows.REGISTER_ROW_POINTS)
             return rows.register_row(vectors, aim, vec, wide=shift and wide_shift(vec, len(kept_weights(kernel, vec))))
         return one_pass.row_threads(vectors, batched=vec > 1 and not several,
                                 reductions=self._once(kernel, reductions), shifted=shift, vec=vec), 0, 0
