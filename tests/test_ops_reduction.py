@@ -1953,7 +1953,7 @@ def test_shifted_layernorm_rows_take_fewer_threads(dtype, wdtype, n, want):
 
 @pytest.mark.parametrize("resident", [3, 16])
 @pytest.mark.parametrize("layout", ["contiguous", "strided", "offset"])
-@pytest.mark.parametrize("n", [333, 769, 5121])  # (769: 2-byte rows' whole vectors fill 3 a thread of 32)
+@pytest.mark.parametrize("n", [93, 333, 769, 5121])  # (769: 2-byte rows' whole vectors fill 3 a thread of 32)
 @pytest.mark.parametrize("dtype,wdtype", [(D.BFloat16, D.BFloat16), (D.Float, D.Float), (D.Half, D.Float),
                                           (D.BFloat16, D.Float)], ids=lambda d: d.name)
 def test_shifted_rows_keep_their_weights(dtype, wdtype, n, layout, resident, monkeypatch):
@@ -1963,14 +1963,19 @@ def test_shifted_rows_keep_their_weights(dtype, wdtype, n, layout, resident, mon
     them as one aligned vector), placing them again where a row starts
     elsewhere. The grid is the blocks the device runs at once (here 3 or 16),
     a multiple of the vector where it can be: with 3 every row of a block
-    starts elsewhere; weights of another dtype than the rows. Weights read
+    starts elsewhere; weights of another dtype than the rows. Short rows (93
+    points: more groups a block than a vector has points) keep a share a
+    shift, the groups whose rows start alike reading one. Weights read
     off vector boundaries (strided, or starting a point past one) are not
-    kept (they are placed from aligned vectors: launch_checks.keep_weights_ok).
+    kept (they are placed from aligned vectors: launch_checks.keep_weights_ok),
+    nor (rows.KEEP_WEIGHTS_VEC, set to 1 here but at the end) are fp32 rows'.
     Results against torch (on GPUs the variant runs; the nvrtc check compiles it)."""
     import conftest
     from hostir.codegen import rows as row_rules
     from hostir.runtime import backend, launch
     monkeypatch.setattr(row_rules, "KEEP_WEIGHTS_ROWS", 1)
+    vec_rule = row_rules.KEEP_WEIGHTS_VEC
+    monkeypatch.setattr(row_rules, "KEEP_WEIGHTS_VEC", 1)  # (fp32 rows too: the rule below)
     monkeypatch.setattr(backend, "sm_count", lambda device: 1)
     monkeypatch.setattr(launch.CompiledKernel, "resident_blocks", lambda self, device, block: resident)
     rows_count = 37
@@ -1981,9 +1986,12 @@ def test_shifted_rows_keep_their_weights(dtype, wdtype, n, layout, resident, mon
     spec = _layernorm_checked(x, w, b, "strided" if layout == "strided" else "sym")
     k = spec.kernels[0]
     var_ = spec.choose(k, [rows_count, n], [x, w, b], None, [])
-    from hostir.codegen.row_loads import kept_share
-    size = (w.element_size() + b.element_size()) * var_.block // var_.threads * kept_share(
-        var_.chunks, var_.threads, var_.vec)  # (a group's share: its whole vectors, the head and tail)
+    from hostir.codegen.row_loads import kept_by_shift, kept_share
+    by_shift = kept_by_shift(var_.threads, var_.vec, var_.block)  # (short rows: a share a shift, not a group)
+    assert by_shift == (var_.vec == 8 and var_.block // var_.threads > 8), var_.name  # (2-byte short rows)
+    assert by_shift or not (n == 93 and var_.vec == 8), var_.name  # (93 2-byte points: many groups a block)
+    size = (w.element_size() + b.element_size()) * (var_.vec if by_shift else var_.block // var_.threads) * \
+        kept_share(var_.chunks, var_.threads, var_.vec)  # (a share: a group's whole vectors, the head and tail)
     most = row_rules.KEEP_NARROW_WEIGHTS_BYTES if w.element_size() == b.element_size() == 2 \
         else row_rules.KEEP_WEIGHTS_BYTES  # (2-byte weights: more bytes a block)
     keeps = (size <= most and layout == "contiguous"
@@ -2008,6 +2016,9 @@ def test_shifted_rows_keep_their_weights(dtype, wdtype, n, layout, resident, mon
     monkeypatch.setattr(row_rules, "KEEP_WEIGHTS_BLOCK", var_.block)
     monkeypatch.setattr(row_rules, "KEEP_WEIGHTS_ROWS", rows_count + 1)  # (few rows: read from global memory)
     assert not spec.choose(k, [rows_count, n], [x, w, b], None, []).keep_weights
+    monkeypatch.setattr(row_rules, "KEEP_WEIGHTS_ROWS", 1)
+    monkeypatch.setattr(row_rules, "KEEP_WEIGHTS_VEC", vec_rule)  # (fp32 rows keep none: vectors of 4)
+    assert spec.choose(k, [rows_count, n], [x, w, b], None, []).keep_weights == (var_.vec >= vec_rule)
 
 
 @pytest.mark.parametrize("kind", ["softmax", "log_softmax", "rmsnorm", "layernorm"])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .cuda import CTYPE, VEC_TYPE, _closure, _offset
 from .kir import K, KNode
-from .row_loads import kept_block_points, kept_share, kept_weights
+from .row_loads import kept_block_points, kept_by_shift, kept_share, kept_weights
 
 
 class _RowShifts:
@@ -152,9 +152,11 @@ class _RowShifts:
 
     def _kept_at(self, n: KNode, point: str) -> str:
         """Where kept weight `n`'s `point` of the row sits in the group's share
-        of shared memory: point j at j + m_ (row_loads.kept_share)."""
+        of shared memory (its shift's: row_loads.kept_by_shift; the groups that
+        share it place alike values), point j at j + m_ (row_loads.kept_share)."""
         share = kept_share(self.chunks, self.threads, self.vec)
-        return f"{self.kept_w[id(n)]} + (threadIdx.x / {self.threads}) * {share} + {point} + m_"
+        mine = "m_" if kept_by_shift(self.threads, self.vec, self.block) else f"(threadIdx.x / {self.threads})"
+        return f"{self.kept_w[id(n)]} + {mine} * {share} + {point} + m_"
 
     def _kept_weight(self, n: KNode) -> str:
         """A kept weight's points of this vector (j x vec + h_ onwards: its place

@@ -95,9 +95,26 @@ def kept_share(chunks: int, threads: int, vec: int) -> int:
     return (chunks * threads + 2) * vec
 
 
+def kept_by_shift(threads: int, vec: int, block: int) -> bool:
+    """Does a block keep a share of each weight for each shift a row may start
+    at (`vec` shares, the groups whose rows start alike reading one), not one
+    for each of its groups: rows of 2-byte points (vectors of 8) where it has
+    more groups than a vector has points (short rows, many a block)? H200 %
+    of copy, same run, a share a group / a shift: layernorm bf16 229040x293
+    79.2 / 80.4, 77.1 / 77.9, fp16 600000x111 68.1 / 70.2, bf16 1000000x61
+    56.9 / 57.2; but fp32 rows lost (layernorm fp32 721600x93, 4 threads x 6
+    vectors: 71.4 / 66.0; 200000x333 91.1 / 83.8)."""
+    return KEPT_BY_SHIFT and vec >= 8 and block // threads > vec
+
+
+KEPT_BY_SHIFT = True
+
+
 def kept_block_points(chunks: int, threads: int, vec: int, block: int) -> int:
-    """The points of a kept weight a block holds: each of its groups' share."""
-    return block // threads * kept_share(chunks, threads, vec)
+    """The points of a kept weight a block holds: each of its groups' share
+    (or each shift's: kept_by_shift)."""
+    shares = vec if kept_by_shift(threads, vec, block) else block // threads
+    return shares * kept_share(chunks, threads, vec)
 
 
 def kept_weight_bytes(kern: Kernel, vec: int, points: int) -> int:

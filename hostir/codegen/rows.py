@@ -517,6 +517,11 @@ block, not 32: H200 % of copy, same run, 32 / 45 / 32 again: layernorm bf16
 run: 80.6 / 84.8), bf16 229040x293 71.2 / 78.7 / 72.3 (71.6 / 78.5); but
 fp32 weights at 33 KiB lost (layernorm fp32 65344x1027 95.9 / 85.4 / 95.8:
 not understood)."""
+KEEP_WEIGHTS_VEC = 8
+"""... and rows in vectors of this many points or more (2-byte rows; the
+measurements above). fp32 rows lost: H200 % of copy, same run, kept / not:
+layernorm fp32 721600x93 (8 threads x 3 vectors) 82.0 / 87.7, 200000x333
+88.5 / 89.0; at 4 threads x 6 vectors (then), a share a shift, 66.0 / 71.4."""
 FUNNEL_WEIGHTS = True
 """... and, where that weight is read in 16-byte vectors, its shifted vector
 funnel-shifted from the two aligned vectors around it (cuda_row_shift

@@ -329,11 +329,13 @@ class KernelSpec(_RowRules):
         """Does a shifted variant keep the weights in shared memory (rows.KEEP_WEIGHTS):
         rows kept in registers, not split over a cluster, at least KEEP_WEIGHTS_ROWS
         of them, KEEP_WEIGHTS_LOADS weights or more, in blocks of KEEP_WEIGHTS_BLOCK
-        threads or more, within KEEP_WEIGHTS_BYTES a block (2-byte weights:
+        threads or more, rows in vectors of KEEP_WEIGHTS_VEC points or more,
+        within KEEP_WEIGHTS_BYTES a block (2-byte weights:
         KEEP_NARROW_WEIGHTS_BYTES)? (The launch checks
         the weights too: launch_checks.keep_weights_ok.)"""
         if not (rows.KEEP_WEIGHTS and var.chunks and not var.smem_row and not var.cluster
-                and rows_count >= rows.KEEP_WEIGHTS_ROWS and var.block >= rows.KEEP_WEIGHTS_BLOCK):
+                and rows_count >= rows.KEEP_WEIGHTS_ROWS and var.block >= rows.KEEP_WEIGHTS_BLOCK
+                and var.vec >= rows.KEEP_WEIGHTS_VEC):
             return False
         size = kept_weight_bytes(var.kernel, var.vec,
                                  kept_block_points(var.chunks, var.threads, var.vec, var.block))
