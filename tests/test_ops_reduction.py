@@ -1849,7 +1849,8 @@ def _shifted_rows_with_a_weight(x, dtype, n, vec):
     """Rows off vector boundaries with a weight and a bias: a point at a time,
     or (rows.SHIFTED_WEIGHTS) the rows in shifted vectors and the weight and
     bias a point at a time, or (rows.FUNNEL_WEIGHTS too) funnel-shifted from
-    their aligned vectors; results against torch each way (on CUDA, the
+    their aligned vectors (short fp32 rows, two weights: a point at a time,
+    rows.SHORT_SHIFTED_VECTORS); results against torch each way (on CUDA, the
     variant the knobs pick runs)."""
     import conftest
     from hostir.codegen import rows as row_rules
@@ -1874,7 +1875,8 @@ def _shifted_rows_with_a_weight(x, dtype, n, vec):
             assert (var.vec, var.shift) == ((vec, True) if on else (1, False)), var.name
             if on:  # the weight and bias a point at a time, or funnel-shifted from 16-byte vectors
                 assert "m_ = (int)" in var.source
-                assert ("hir_funnel16(" in var.source) == (funnel and vec * x.element_size() == 16)
+                short = row_rules.short_shifted(vec, row_rules.shifted_vectors(n, vec))  # (two weights: none)
+                assert ("hir_funnel16(" in var.source) == (funnel and vec * x.element_size() == 16 and not short)
                 assert "const uint4*>(in1" not in var.source  # (never a vector off its boundary)
                 conftest._KERNEL_SOURCES.setdefault(var.source, var.name)
     finally:

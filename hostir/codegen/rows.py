@@ -38,6 +38,28 @@ at this many. H200 % of copy, same run, 24 / 16 (torch.compile): rmsnorm fp32
 rows within 0.8. 2-byte rows keep 24: layernorm fp16 16380x4097 88.3 / 70.7
 (others within 1). ncu on the rmsnorm at 24: 0.40 warps issued a scheduler,
 13.5 of 22.6 cycles an instruction waiting on loads, 35 warps an SM."""
+SHORT_SHIFTED_VECTORS = 128
+SHORT_SHIFTED_POINTS = 8
+"""... and one of SHORT_SHIFTED_VECTORS vectors of 4-byte points or fewer
+(short_shifted) at SHORT_SHIFTED_POINTS (more threads a row, fewer
+registers), its weights read a point at a time where it reads two or more
+(spec: no funnel, FUNNEL_WEIGHTS). H200 % of copy, same run, before / 8
+points / funnel off / both (torch.compile): rmsnorm fp32 1000000x61 (4 x 4
+vectors / 8 x 2) 72.0 / 94.3 / 66.5 / 92.3 (91.9), softmax 76.8 / 94.8 / -
+/ - (70.6), layernorm 78.8 / 79.5 / 75.2 / 93.3 (70.9); layernorm fp32
+721600x93 (8 x 3 either way) 87.4 / - / 91.7 (64.2), 200000x333 88.7 / - /
+91.8 (88.6), 300000x223 90.9 / - / 94.1 (91.4); rmsnorm fp32 721600x93 90.0
+/ - / 91.3, 200000x333 95.5 / 95.5 / 95.1. Longer rows lost with either:
+layernorm fp32 65344x1027 95.7 / 91.6 / 93.8 / 87.6, 5101x6577 90.0 / 90.1
+/ 88.0 (rmsnorm fp32 65344x1027 96.9 / 98.4 / 96.9)."""
+
+
+def short_shifted(vec: int, vectors: int) -> bool:
+    """Is a shifted row of `vectors` vectors of `vec` points short
+    (SHORT_SHIFTED_VECTORS: 4-byte points)?"""
+    return vec <= 4 and vectors <= SHORT_SHIFTED_VECTORS
+
+
 PERSISTENT_MAX_CHUNKS = 8
 LOOP_ROW_THREADS = 512
 LOOP_ROW_BYTES = 64 * 1024

@@ -281,9 +281,10 @@ class KernelSpec(_RowRules):
                                       extents, self.options.shifted_rows):
                 return self.variant(kernel, 1, idx, one_pass.row_threads(per_row))
             # (the weights of a shifted row funnel-shifted where their vectors start at boundaries)
-            funnel = shift and rows.FUNNEL_WEIGHTS and bool(slots := funnel_slots(kernel, vec)) and \
-                vector_ok(vec, [ins[s] for s in slots], [vec])
             vectors = rows.shifted_vectors(per_row, vec) if shift else per_row // vec
+            funnel = shift and rows.FUNNEL_WEIGHTS and bool(slots := funnel_slots(kernel, vec)) and \
+                vector_ok(vec, [ins[s] for s in slots], [vec]) and \
+                not (len(slots) >= 2 and rows.short_shifted(vec, vectors))  # (rows.SHORT_SHIFTED_VECTORS)
             d = self._double(kernel, vectors) if vec > 1 and not shift and launches_clusters(ins) else 0
             if d:
                 c = -(-(-(-vectors // d)) // rows.ROW_THREADS[-1])
