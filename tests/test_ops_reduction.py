@@ -649,7 +649,7 @@ def test_one_pass_rows_load_batches(shape, kind, dtype, threads):
     assert var.threads == threads and not var.chunks and var.vec > 1, var.name
     src = var.source
     start = ("plo_ + " if var.parts else "") + (f"lane * {var.vec}" if not var.shift else "")
-    assert f"for (int r0 = {start}" in src  # (few rows: a row over blocks, rows.row_parts)
+    assert f"for (int r0 = {start}" in src  # (few rows: a row over blocks, one_pass.row_parts)
     bounded = f"__launch_bounds__({var.block}, {2048 // var.block})" in src
     # (rows split over blocks ask none: one_pass.ONE_PASS_PARTS_BOUNDS)
     assert bounded == (kind != "dot" and not var.parts) and (bounded or f"__launch_bounds__({var.block})" in src)
@@ -763,14 +763,13 @@ def test_outer_lanes_of_many_rows_batch_more(dtype, kind):
 def test_few_long_rows_split_over_blocks(rows_count, odd, kind, dtype):
     """One-pass rows too few to fill an eighth of a wave of blocks (a sum of every
     point, a var_mean of a few rows) are each split over several blocks
-    (rows.row_parts: the launch's split, a variant's `parts`), their parts'
+    (one_pass.row_parts: the launch's split, a variant's `parts`), their parts'
     partials combined in a fixed order by each row's last block. Results
     against torch (on GPUs the split kernel, 2^20 points a row; on CPUs the
     interpreter of the same kernel IR); the rule, the variant and the split
     as a GPU of 132 SMs takes them. Very few long rows of an `odd` length
     (off vector boundaries after the first) take a point a thread, split
-    too (rows.points_parted: on CPUs a 2^16 + 3 long row)."""
-    from hostir.codegen import rows
+    too (one_pass.points_parted: on CPUs a 2^16 + 3 long row)."""
     n = (1 << 20) + 8 * 37 if TEST_DEVICE == "cuda" else 4096 * 6 + 8
     n = (n if TEST_DEVICE == "cuda" else 1 << 16) + 3 if odd else n
     x = rand((rows_count, n), dtype)
@@ -802,20 +801,20 @@ def test_few_long_rows_split_over_blocks(rows_count, odd, kind, dtype):
     k = spec.kernel_for([rows_count, n])[0]
     var = spec.choose(k, [rows_count, n], [x], None, [])
     vectors = n // var.vec
-    want_split = rows.row_parts(rows_count, vectors, var.threads, 132)
+    want_split = one_pass.row_parts(rows_count, vectors, var.threads, 132)
     assert var.parts == (want_split > 1), var.name
     assert var.vec == 1 if odd else var.vec > 1  # (odd: a point a thread, its parts too)
     assert var.parts or not odd
-    assert rows.points_parted(4, 1 << 16) and not rows.points_parted(5, 1 << 20) and \
-        not rows.points_parted(1, (1 << 16) - 1)
+    assert one_pass.points_parted(4, 1 << 16) and not one_pass.points_parted(5, 1 << 20) and \
+        not one_pass.points_parted(1, (1 << 16) - 1)
     assert want_split > 1 or TEST_DEVICE != "cuda"
     if var.parts:
         assert spec.split(var, [rows_count, n], 132) == want_split
         assert spec.grid(var, rows_count, 132, want_split, [rows_count, n]) == rows_count * want_split
         assert "if (!last_) continue;" in var.source
-    assert rows.row_parts(rows_count, 1 << 18, 1024, 132) == min(264 // rows_count, 64)
-    assert rows.row_parts(64, 1 << 18, 1024, 132) == 1  # (past an eighth of a wave: a block a row)
-    assert rows.row_parts(33, 1 << 18, 1024, 132) == 8 and rows.row_parts(34, 1 << 18, 1024, 132) == 1
+    assert one_pass.row_parts(rows_count, 1 << 18, 1024, 132) == min(264 // rows_count, 64)
+    assert one_pass.row_parts(64, 1 << 18, 1024, 132) == 1  # (past an eighth of a wave: a block a row)
+    assert one_pass.row_parts(33, 1 << 18, 1024, 132) == 8 and one_pass.row_parts(34, 1 << 18, 1024, 132) == 1
 
 
 def test_looped_rows_in_flight_fit_l2():

@@ -570,7 +570,7 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
     `batch`: a one-pass row's vectors a thread loads at once (one_pass.ONE_PASS_LONG), an
     outer tile lane's reduced points a batch (cuda_outer.outer_batch);
     `drawn`: the clusters' (blocks') rows drawn from a ticket counter (rows.CLUSTER_DRAWN);
-    `parts`: a one-pass row split over the launch's `split` blocks (rows.row_parts)."""
+    `parts`: a one-pass row split over the launch's `split` blocks (one_pass.row_parts)."""
     name = name or kern.name
     if tile != -1:  # a transpose's tiles, or (tile -2) a staged gather
         from .cuda_tiles import STAGED, _StagePrinter, _TilePrinter, staged_gather

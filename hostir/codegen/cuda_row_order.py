@@ -1,7 +1,7 @@
 """Which rows a reduction kernel's blocks take, and in what order (a mixin of
 cuda_schedules._ReductionPrinter): groups of a block striding the grid, a
 cluster's CTAs a row striding the clusters, a row's parts a block each
-(rows.row_parts), or, where the rows are drawn
+(one_pass.row_parts), or, where the rows are drawn
 (rows.CLUSTER_DRAWN, BLOCK_DRAWN), the resident clusters or blocks each
 drawing its next row from a ticket counter as its row starts (kernels/hostir.cuh,
 hir_next_row), published at the row's first barrier. Also each row's debug

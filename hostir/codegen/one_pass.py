@@ -1,6 +1,7 @@
 """The threads of a one-pass row (a row sum, a max, a var_mean: rows no pass
-keeps) and the batches its threads load their vectors in: the rules' constants
-(knobs a benchmark sets here) and row_threads. The rows held in registers or
+keeps), the batches its threads load their vectors in, and the blocks few such
+rows are split over: the rules' constants (knobs a benchmark sets here),
+row_threads and row_parts. The rows held in registers or
 shared memory, split over clusters or looped over are codegen/rows.py's."""
 from __future__ import annotations
 
@@ -166,7 +167,7 @@ same run, without / with (batches of 2 for short rows then): var_mean fp32
 466033x144 55.2 / 66.0; others within 2 (var_mean bf16 16384x8192 93.4 / 90.1,
 row sum bf16 300000x200 92.4 / 90.4)."""
 ONE_PASS_PARTS_BOUNDS = False
-"""... but not rows split over blocks (rows.row_parts): at 32 registers their
+"""... but not rows split over blocks (row_parts): at 32 registers their
 kernels spilled the loaded batch (64-72 bytes; unbounded, 42-51 registers,
 one block of 1024 an SM). H200 % of copy, same run, asked / not (torch.compile):
 var_mean fp32 8x8388608 64.9 / 92.4 (87.8), bf16 62.6 / 80.6 (43.4); row sum
@@ -204,3 +205,50 @@ more of the slots (16 threads: 36 of 48; 0: off). H200 % of copy, same run,
 32 / 16 threads (4 a batch): row sum fp32 466033x144 77.2 / 99.4 (torch.compile
 84.2), var_mean fp32 42.3 / 73.3 (80.9); var_mean bf16 400000x160, 16 / 8
 threads: 51.0 / 64.1 (47.6)."""
+
+
+ROW_PARTS = True
+ROW_PARTS_WORK = 4
+ROW_PARTS_ROWS = 8
+"""One-pass rows (a sum, a max, a var_mean: no pass keeps the row, nothing
+stored at every point) too few to fill an eighth of a wave of blocks (1 /
+ROW_PARTS_ROWS) with a block a row are each split over several blocks, about
+a wave in all, a part of ROW_PARTS_WORK vectors a thread at least; the
+parts meet in the workspace and the row's last block combines them in a
+fixed order (row_parts; cuda_row_combine._part_end). A block a row had run
+a sum of 2^26 fp32 points on one SM. H200 % of copy, same run, a block a
+row / parts (torch.compile): row sum fp32 1x67108864 2.97 / 92.5 (78.9),
+16x4194304 43.8 / 94.4 (99.8), row max fp32 4x16777216 11.7 / 92.6 (76.4),
+var_mean fp32 8x8388608 18.2 / 64.8 (69.9); but rows past an eighth of a
+wave lost (half a wave, the rule then): row sum bf16 64x1048576 (4 parts)
+92.6 / 81.4, var_mean bf16 100x655360 (2 parts) 93.4 / 56.6 (their kernels
+then spilled at 32 registers: ONE_PASS_PARTS_BOUNDS). Rows of more
+than a wave split so that the last wave fills (328 to 782 rows of 85811 to
+204480 points: 2 to 4 parts) lost too, unspilled (var_mean fp16 328x204480
+79.6 / 58.2, bf16 612x109504 76.7 / 63.2, row sum fp32 300x200000 99.4 /
+72.0; 782x85811 85.2 / 87.1): parts of 6 to 12 vectors a thread."""
+
+
+ROW_PARTS_POINTS = (4, 1 << 16)
+"""... and rows off vector boundaries (shifted vectors: no parts) where they
+are this few and this long at least, a point a thread (points_parted): a
+block a row left all but 1 to 4 SMs idle (not measured split: a point a
+load, as a row off vector boundaries takes where it cannot shift)."""
+
+
+def points_parted(rows_count: int, points: int) -> bool:
+    """Are rows off vector boundaries few and long enough (ROW_PARTS_POINTS)
+    to split over blocks a point a thread, not to read in shifted vectors a
+    block a row?"""
+    return ROW_PARTS and rows_count <= ROW_PARTS_POINTS[0] and points >= ROW_PARTS_POINTS[1]
+
+
+def row_parts(rows_count: int, vectors: int, threads: int, sm_count: int) -> int:
+    """Blocks each of `rows_count` one-pass rows of `vectors` vectors (or
+    points) in blocks of `threads` is split over (ROW_PARTS): as many as
+    leave every row the same count within a wave of blocks (2048 threads an
+    SM), where the rows take 1 / ROW_PARTS_ROWS of a wave or less; 1 elsewhere."""
+    slots = sm_count * max(1, 2048 // threads)
+    if not ROW_PARTS or rows_count < 1 or ROW_PARTS_ROWS * rows_count > slots:
+        return 1
+    return max(1, min(slots // rows_count, vectors // (threads * ROW_PARTS_WORK)))

@@ -565,53 +565,6 @@ def group_threads() -> tuple[int, ...]:
     return (SHORT_ROW_THREADS if SHORT_ROWS else ()) + ROW_THREADS
 
 
-ROW_PARTS = True
-ROW_PARTS_WORK = 4
-ROW_PARTS_ROWS = 8
-"""One-pass rows (a sum, a max, a var_mean: no pass keeps the row, nothing
-stored at every point) too few to fill an eighth of a wave of blocks (1 /
-ROW_PARTS_ROWS) with a block a row are each split over several blocks, about
-a wave in all, a part of ROW_PARTS_WORK vectors a thread at least; the
-parts meet in the workspace and the row's last block combines them in a
-fixed order (row_parts; cuda_row_combine._part_end). A block a row had run
-a sum of 2^26 fp32 points on one SM. H200 % of copy, same run, a block a
-row / parts (torch.compile): row sum fp32 1x67108864 2.97 / 92.5 (78.9),
-16x4194304 43.8 / 94.4 (99.8), row max fp32 4x16777216 11.7 / 92.6 (76.4),
-var_mean fp32 8x8388608 18.2 / 64.8 (69.9); but rows past an eighth of a
-wave lost (half a wave, the rule then): row sum bf16 64x1048576 (4 parts)
-92.6 / 81.4, var_mean bf16 100x655360 (2 parts) 93.4 / 56.6 (their kernels
-then spilled at 32 registers: one_pass.ONE_PASS_PARTS_BOUNDS). Rows of more
-than a wave split so that the last wave fills (328 to 782 rows of 85811 to
-204480 points: 2 to 4 parts) lost too, unspilled (var_mean fp16 328x204480
-79.6 / 58.2, bf16 612x109504 76.7 / 63.2, row sum fp32 300x200000 99.4 /
-72.0; 782x85811 85.2 / 87.1): parts of 6 to 12 vectors a thread."""
-
-
-ROW_PARTS_POINTS = (4, 1 << 16)
-"""... and rows off vector boundaries (shifted vectors: no parts) where they
-are this few and this long at least, a point a thread (points_parted): a
-block a row left all but 1 to 4 SMs idle (not measured split: a point a
-load, as a row off vector boundaries takes where it cannot shift)."""
-
-
-def points_parted(rows_count: int, points: int) -> bool:
-    """Are rows off vector boundaries few and long enough (ROW_PARTS_POINTS)
-    to split over blocks a point a thread, not to read in shifted vectors a
-    block a row?"""
-    return ROW_PARTS and rows_count <= ROW_PARTS_POINTS[0] and points >= ROW_PARTS_POINTS[1]
-
-
-def row_parts(rows_count: int, vectors: int, threads: int, sm_count: int) -> int:
-    """Blocks each of `rows_count` one-pass rows of `vectors` vectors (or
-    points) in blocks of `threads` is split over (ROW_PARTS): as many as
-    leave every row the same count within a wave of blocks (2048 threads an
-    SM), where the rows take 1 / ROW_PARTS_ROWS of a wave or less; 1 elsewhere."""
-    slots = sm_count * max(1, 2048 // threads)
-    if not ROW_PARTS or rows_count < 1 or ROW_PARTS_ROWS * rows_count > slots:
-        return 1
-    return max(1, min(slots // rows_count, vectors // (threads * ROW_PARTS_WORK)))
-
-
 L2_ROW_BYTES = 40 * 1024 * 1024
 """The bytes of rows a looped kernel keeps in flight at most (an H100's L2: 50
 MB), so that a row's later passes read it from L2 (resident_rows)."""

@@ -89,7 +89,7 @@ class Variant:
     batch: int = 0       # a one-pass row of 1024 threads: vectors a thread loads at once (one_pass.ONE_PASS_LONG);
     #                      an outer tile's lane: reduced points a batch (cuda_outer.outer_batch)
     drawn: bool = False  # ... its clusters (blocks) drawing their rows from a ticket counter (rows.CLUSTER_DRAWN)
-    parts: bool = False  # a one-pass row split over several blocks, their partials combined (rows.row_parts)
+    parts: bool = False  # a one-pass row split over several blocks, their partials combined (one_pass.row_parts)
 
     @property
     def block(self) -> int:
@@ -273,7 +273,7 @@ class KernelSpec(_RowRules):
             per_row = math.prod(extents[d] for d in kernel.reduced)
             stored = [outs[s] for s in self._full_outs(kernel)] if outs is not None else []
             shift = vec > 1 and not vector_ok(vec, [ins[s] for s in vector_slots(kernel, vec)] + stored, extents)
-            if shift and rows.points_parted(math.prod(extents[d] for d in kernel.kept), per_row) and \
+            if shift and one_pass.points_parted(math.prod(extents[d] for d in kernel.kept), per_row) and \
                     (parts := self._parts(kernel, self.variant(kernel, 1, idx, one_pass.row_threads(per_row)),
                                           per_row, extents, ins)):
                 return parts  # (very few long rows off vector boundaries: a point a thread, over blocks)
@@ -391,12 +391,12 @@ class KernelSpec(_RowRules):
     @staticmethod
     def split(variant: Variant, extents: list[int], sm_count: int) -> int:
         """Blocks that share a tile of an outer reduction (cuda_outer.outer_split), or
-        a one-pass row (rows.row_parts); 1 elsewhere."""
+        a one-pass row (one_pass.row_parts); 1 elsewhere."""
         if variant.parts:
             k = variant.kernel
             per_row = math.prod(extents[d] for d in k.reduced)
             vectors = per_row // variant.vec if variant.vec > 1 else per_row
-            return rows.row_parts(math.prod(extents[d] for d in k.kept), vectors, variant.threads, sm_count)
+            return one_pass.row_parts(math.prod(extents[d] for d in k.kept), vectors, variant.threads, sm_count)
         if not variant.outer:
             return 1
         # (a flat block's F accumulators fit in full occupancy's registers: cuda_flat's bounds)

@@ -214,14 +214,14 @@ class _RowRules:
 
     def _parts(self, kernel: Kernel, var: Variant, vectors: int, extents: list[int], ins: list) -> Variant | None:
         """`var` split over blocks a row (its `parts` twin) where its rows can be
-        (_parted) and are few enough (rows.row_parts); None elsewhere."""
-        if self._parted(kernel, var) and rows.row_parts(
+        (_parted) and are few enough (one_pass.row_parts); None elsewhere."""
+        if self._parted(kernel, var) and one_pass.row_parts(
                 math.prod(extents[d] for d in kernel.kept), vectors, var.threads, launch_sms(ins)) > 1:
             return self.variant(kernel, var.vec, var.idx, var.threads, batch=var.batch, parts=True)
         return None
 
     def _parted(self, kernel: Kernel, var: Variant) -> bool:
-        """Can `var`'s rows be split over blocks (rows.row_parts): one pass,
+        """Can `var`'s rows be split over blocks (one_pass.row_parts): one pass,
         nothing stored at every point, a block a row of aligned vectors or
         points, no cluster, no kept vectors?"""
         return not (var.shift or var.cluster or var.chunks or self._passes(kernel)[0] or
