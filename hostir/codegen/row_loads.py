@@ -95,6 +95,9 @@ def kept_share(chunks: int, threads: int, vec: int) -> int:
     return (chunks * threads + 2) * vec
 
 
+KEPT_BY_SHIFT = True  # (kept_by_shift)
+
+
 def kept_by_shift(threads: int, vec: int, block: int) -> bool:
     """Does a block keep a share of each weight for each shift a row may start
     at (`vec` shares, the groups whose rows start alike reading one), not one
@@ -105,9 +108,6 @@ def kept_by_shift(threads: int, vec: int, block: int) -> bool:
     56.9 / 57.2; but fp32 rows lost (layernorm fp32 721600x93, 4 threads x 6
     vectors: 71.4 / 66.0; 200000x333 91.1 / 83.8)."""
     return KEPT_BY_SHIFT and vec >= 8 and block // threads > vec
-
-
-KEPT_BY_SHIFT = True
 
 
 def kept_block_points(chunks: int, threads: int, vec: int, block: int) -> int:

@@ -134,10 +134,13 @@ class _RowRules:
                     return t, c, kept
             chunks = min(rows.PERSISTENT_MAX_CHUNKS, -(-vectors // rows.ROW_THREADS[-1]))
         if vec > 1 and several and vectors <= chunks * rows.ROW_THREADS[-1]:
-            aim = chunks if long else max(chunks, (rows.REGISTER_SHIFTED_POINTS if shift and vec <= 4 else
-                                                   rows.REGISTER_ROW_POINTS) // vec)  # (rows.REGISTER_ROW_POINTS)
-            if shift and rows.short_shifted(vec, vectors):
+            if long:
+                aim = chunks
+            elif shift and rows.short_shifted(vec, vectors):  # (rows.SHORT_SHIFTED_VECTORS)
                 aim = max(1, rows.SHORT_SHIFTED_POINTS // vec)
+            else:  # (rows.REGISTER_ROW_POINTS, REGISTER_SHIFTED_POINTS)
+                aim = max(chunks, (rows.REGISTER_SHIFTED_POINTS if shift and vec <= 4 else
+                                   rows.REGISTER_ROW_POINTS) // vec)
             return rows.register_row(vectors, aim, vec, wide=shift and wide_shift(vec, len(kept_weights(kernel, vec))))
         return one_pass.row_threads(vectors, batched=vec > 1 and not several,
                                 reductions=self._once(kernel, reductions), shifted=shift, vec=vec), 0, 0
