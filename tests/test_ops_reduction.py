@@ -1952,6 +1952,41 @@ def test_shifted_layernorm_rows_take_fewer_threads(dtype, wdtype, n, want):
         assert (rms.choose(rk, [1, n], [x], None, []).threads, row_rules.SHIFTED_ROW_THREADS) == (512, 256)
 
 
+@pytest.mark.parametrize("n,want", [(61, (8, 2)), (93, (8, 3)), (150, (8, 5)), (333, (32, 3)), (1027, (64, 4))])
+def test_short_fp32_shifted_rows_take_more_threads(n, want):
+    """rows.REGISTER_SHIFTED_POINTS, SHORT_SHIFTED_VECTORS: fp32 rows off
+    vector boundaries held in registers aim at 16 points a thread (1027
+    points: 64 threads x 4 vectors), those of 128 vectors or fewer at 8 (61
+    points: 8 x 2; 93 and 150 fill their groups' slots: ROW_FILL_GAIN), and
+    there a layernorm's weight and bias are read a point at a time, not
+    funnel-shifted (an rmsnorm's one weight is, at any length); fp32 rows keep
+    no weights in shared memory (KEEP_WEIGHTS_VEC). Results against torch, 9
+    rows (odd starts) and 1."""
+    import conftest
+    from hostir.codegen import rows as row_rules
+    short = row_rules.short_shifted(4, row_rules.shifted_vectors(n, 4))
+    assert short == (n < 1000)
+    for rows_count in (9, 1):
+        x = rand((rows_count, n), D.Float)
+        w, b = rand((n,), D.Float), rand((n,), D.Float)
+
+        def rmsnorm(fd):
+            t = declare(fd, x)
+            ms = fd.ops.sum(fd.ops.mul(t, t), [1], keepdim=True)
+            y = fd.ops.mul(t, fd.ops.rsqrt(fd.ops.add(fd.ops.div(ms, fd.ops.size(t, 1)), 1e-6)))
+            fd.add_output(fd.ops.mul(y, declare(fd, w)))
+        (out,), fd = _run_keeping_fd(rmsnorm, [x, w])
+        t = x.double()
+        check(out, (t * torch.rsqrt(t.square().mean(1, keepdim=True) + 1e-6) * w.double()).float(), kind="reduction")
+        cases = ((_layernorm_checked(x, w, b), [x, w, b], 2), (_reduction_specs(fd)[0], [x, w], 1),
+                 (_norm_checked("softmax", x), [x], 0))
+        for spec, ins, weights in cases:
+            var = spec.choose(spec.kernels[0], [rows_count, n], ins, None, [])
+            assert var.shift and (var.threads, var.chunks) == want and not var.keep_weights, var.name
+            assert var.funnel == (weights == 1 or (weights == 2 and not short)), (var.name, weights)
+            conftest._KERNEL_SOURCES.setdefault(var.source, var.name)
+
+
 @pytest.mark.parametrize("resident", [3, 16])
 @pytest.mark.parametrize("layout", ["contiguous", "strided", "offset"])
 @pytest.mark.parametrize("n", [93, 333, 769, 5121])  # (769: 2-byte rows' whole vectors fill 3 a thread of 32)
