@@ -109,7 +109,7 @@ class _OuterPrinter(_ReductionPrinter):
                     self._point(reduces, rows, names, acc, {i: f"{arr}[{b}]" for i, arr in loaded.items()})
                     L.append("      }")
             L.append(f"    {idx} r0 = {start};")
-            self._batch_loop("r0", "R", step, self._outer_batch(reduces, rows), points)
+            self._batch_loop("r0", "R", step, self._long_batch or OUTER_BATCH, points)  # (the launch's: outer_batch)
             self._block_combine(reduces, "    ")
             return
         else:
@@ -141,11 +141,6 @@ class _OuterPrinter(_ReductionPrinter):
         full_stores, _ = split_stores(self.k, rows)
         roots = [s for n in reduces for s in n.src] + [x for st in full_stores for x in (st[1], *st[2])]
         return closure_of(roots, {id(n) for n in rows if id(n) not in self.dep})
-
-    def _outer_batch(self, reduces, rows) -> int:
-        """Reduced points a lane takes a batch: the launch's (outer_batch), else
-        OUTER_BATCH."""
-        return self._long_batch or OUTER_BATCH
 
     def _batchable(self, reduces, rows) -> bool:
         """Do the lane's vector loads' places take no loaded value (so a

@@ -29,7 +29,7 @@ from .launch_checks import (funnel_slots, keep_weights_ok, launch_sms, launches_
 from .cuda_tiles import STAGE_BYTES, STAGED, stage_block, staged_gather, tile_loads, transpose_tiles
 from . import one_pass, rows
 from .spec_rows import _RowRules
-from .kir import K, Kernel, Slot, kernel_text, layout, split_stores, verify_kernel, ws_slot
+from .kir import K, Kernel, Slot, kernel_text, layout, reductions, split_stores, verify_kernel, ws_slot
 from .lower import ReductionLowering, lower_pointwise
 from .online import online_softmax
 
@@ -275,7 +275,7 @@ class KernelSpec(_RowRules):
             shift = vec > 1 and not vector_ok(vec, [ins[s] for s in vector_slots(kernel, vec)] + stored, extents)
             if shift and one_pass.points_parted(math.prod(extents[d] for d in kernel.kept), per_row) and \
                     (parts := self._parts(kernel, self.variant(kernel, 1, idx, one_pass.row_threads(per_row)),
-                                          per_row, extents, ins)):
+                                          extents, ins)):
                 return parts  # (very few long rows off vector boundaries: a point a thread, over blocks)
             if shift and not shift_ok(kernel, vec, [ins[s] for s in vector_slots(kernel, vec, moving=True)] + stored,
                                       extents, self.options.shifted_rows):
@@ -295,7 +295,7 @@ class KernelSpec(_RowRules):
             n = self._long_batch(kernel, var, vectors)
             if n:
                 var = self.variant(kernel, vec, idx, var.threads, shift=shift, funnel=funnel, batch=n)
-            if parts := self._parts(kernel, var, vectors, extents, ins):
+            if parts := self._parts(kernel, var, extents, ins):
                 return parts
             if shift and self._keeps_weights(var, math.prod(extents[d] for d in kernel.kept)) and \
                     keep_weights_ok(kernel, vec, ins):
@@ -411,7 +411,7 @@ class KernelSpec(_RowRules):
         launch takes none."""
         if split > 1 and variant.parts:  # each row's parts' partials, and its arrival counter
             k = variant.kernel
-            return ws_slot(k) * sum(1 for n in k.order if n.op == K.REDUCE) * count * split, count
+            return ws_slot(k) * reductions(k) * count * split, count
         if split > 1:
             return outer_scratch(variant.kernel, variant.threads or 32, variant.vec, count, split)
         return (0, 2) if variant.drawn else None

@@ -215,13 +215,14 @@ class _RowRules:
         used = row_cache_bytes(kernel, vec, min(kept, c) * vec * t) if kept else 0
         return min(2048 // t, rows.SMEM_PER_SM // used) if used else 2048 // max(1, t)
 
-    def _parts(self, kernel: Kernel, var: Variant, vectors: int, extents: list[int], ins: list) -> Variant | None:
+    def _parts(self, kernel: Kernel, var: Variant, extents: list[int], ins: list) -> Variant | None:
         """`var` split over blocks a row (its `parts` twin) where its rows can be
-        (_parted) and are few enough (one_pass.row_parts); None elsewhere."""
-        if self._parted(kernel, var) and one_pass.row_parts(
-                math.prod(extents[d] for d in kernel.kept), vectors, var.threads, launch_sms(ins)) > 1:
-            return self.variant(kernel, var.vec, var.idx, var.threads, batch=var.batch, parts=True)
-        return None
+        (_parted) and are few enough (the launch's split: one_pass.row_parts);
+        None elsewhere."""
+        if not self._parted(kernel, var):
+            return None
+        twin = self.variant(kernel, var.vec, var.idx, var.threads, batch=var.batch, parts=True)
+        return twin if self.split(twin, extents, launch_sms(ins)) > 1 else None
 
     def _parted(self, kernel: Kernel, var: Variant) -> bool:
         """Can `var`'s rows be split over blocks (one_pass.row_parts): one pass,
