@@ -22,8 +22,7 @@ from .cuda_row_copies import copies_ahead, draws_rows
 from .cuda_flat import flat_block, flat_bytes, flat_fits, flat_ok, flat_over, flat_width
 from .cuda_outer import (SHARED_BYTES, outer_batch, outer_block, outer_few, outer_lanes, outer_ok, outer_scratch,
                          outer_split, outer_width, wrapped)
-from .row_loads import (batch_words, invariant_bytes, kept_block_points, kept_weight_bytes,
-                        kept_weights, row_cache_bytes)
+from .row_loads import invariant_bytes, row_cache_bytes
 from .launch_checks import (funnel_slots, keep_weights_ok, launch_sms, launches_clusters, shift_ok, vector_ok,
                             vector_slots)
 from .cuda_tiles import STAGE_BYTES, STAGED, stage_block, staged_gather, tile_loads, transpose_tiles
@@ -313,37 +312,6 @@ class KernelSpec(_RowRules):
                                       extents):
             var = self.variant(kernel, 1, idx)
         return var
-
-    def _long_batch(self, kernel: Kernel, var: Variant, vectors: int) -> int:
-        """Vectors a thread of a one-pass row of 1024 threads loads at once where
-        it takes more than 4 and up to one_pass.ONE_PASS_LONG of them, their words
-        and 8 for each reduction within one_pass.ONE_PASS_LONG_WORDS; 0 elsewhere
-        (the printer's batches of 4)."""
-        if not one_pass.ONE_PASS_LONG or var.threads != rows.ROW_THREADS[-1] or var.chunks or var.cluster or \
-                self._passes(kernel)[0]:
-            return 0
-        n = -(-vectors // var.threads)
-        words = batch_words(kernel, var.vec, n) + 8 * sum(1 for x in kernel.order if x.op == K.REDUCE)
-        return n if 4 < n <= one_pass.ONE_PASS_LONG and words <= one_pass.ONE_PASS_LONG_WORDS else 0
-
-    def _keeps_weights(self, var: Variant, rows_count: int) -> bool:
-        """Does a shifted variant keep the weights in shared memory (rows.KEEP_WEIGHTS):
-        rows kept in registers, not split over a cluster, at least KEEP_WEIGHTS_ROWS
-        of them, KEEP_WEIGHTS_LOADS weights or more, in blocks of KEEP_WEIGHTS_BLOCK
-        threads or more, rows in vectors of KEEP_WEIGHTS_VEC points or more,
-        within KEEP_WEIGHTS_BYTES a block (2-byte weights:
-        KEEP_NARROW_WEIGHTS_BYTES)? (The launch checks
-        the weights too: launch_checks.keep_weights_ok.)"""
-        if not (rows.KEEP_WEIGHTS and var.chunks and not var.smem_row and not var.cluster
-                and rows_count >= rows.KEEP_WEIGHTS_ROWS and var.block >= rows.KEEP_WEIGHTS_BLOCK
-                and var.vec >= rows.KEEP_WEIGHTS_VEC):
-            return False
-        size = kept_weight_bytes(var.kernel, var.vec,
-                                 kept_block_points(var.chunks, var.threads, var.vec, var.block))
-        loads = kept_weights(var.kernel, var.vec)
-        most = rows.KEEP_NARROW_WEIGHTS_BYTES if all(var.kernel.inputs[n.arg].dtype.itemsize == 2 for n in loads) \
-            else rows.KEEP_WEIGHTS_BYTES
-        return len(loads) >= rows.KEEP_WEIGHTS_LOADS and 0 < size <= most
 
     def _stages(self, kernel: Kernel, extents: list[int], ins: list) -> bool:
         """Does this launch gather along an input row that fits in shared memory,

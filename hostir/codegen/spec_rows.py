@@ -2,7 +2,9 @@
 how many threads take a row and how much of it each keeps in registers or
 shared memory (_row_schedule), whether the persistent kernel holds a launch's
 rows (holds), and which rows split over a thread-block cluster (_cluster),
-keep two buffers (_double) or, few one-pass rows, split over blocks (_parts).
+keep two buffers (_double) or, few one-pass rows, split over blocks (_parts);
+a long one-pass row's batch (_long_batch), a shifted row's kept weights
+(_keeps_weights).
 The constants are rows.py's (a one-pass row's threads: one_pass.py's)."""
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ from . import one_pass, rows
 from .kir import K, Kernel, levels, passes, reductions
 from .launch_checks import launch_sms, shift_possible
 from .cuda_schedules import wide_shift
-from .row_loads import held_words, kept_weights, rest_words, row_cache_bytes
+from .row_loads import (batch_words, held_words, kept_block_points, kept_weight_bytes, kept_weights, rest_words,
+                        row_cache_bytes)
 
 if TYPE_CHECKING:
     from .spec import Variant
@@ -230,3 +233,34 @@ class _RowRules:
         points, no cluster, no kept vectors?"""
         return not (var.shift or var.cluster or var.chunks or self._passes(kernel)[0] or
                     self._full_outs(kernel)) and var.block == var.threads
+
+    def _long_batch(self, kernel: Kernel, var: Variant, vectors: int) -> int:
+        """Vectors a thread of a one-pass row of 1024 threads loads at once where
+        it takes more than 4 and up to one_pass.ONE_PASS_LONG of them, their words
+        and 8 for each reduction within one_pass.ONE_PASS_LONG_WORDS; 0 elsewhere
+        (the printer's batches of 4)."""
+        if not one_pass.ONE_PASS_LONG or var.threads != rows.ROW_THREADS[-1] or var.chunks or var.cluster or \
+                self._passes(kernel)[0]:
+            return 0
+        n = -(-vectors // var.threads)
+        words = batch_words(kernel, var.vec, n) + 8 * reductions(kernel)
+        return n if 4 < n <= one_pass.ONE_PASS_LONG and words <= one_pass.ONE_PASS_LONG_WORDS else 0
+
+    def _keeps_weights(self, var: Variant, rows_count: int) -> bool:
+        """Does a shifted variant keep the weights in shared memory (rows.KEEP_WEIGHTS):
+        rows kept in registers, not split over a cluster, at least KEEP_WEIGHTS_ROWS
+        of them, KEEP_WEIGHTS_LOADS weights or more, in blocks of KEEP_WEIGHTS_BLOCK
+        threads or more, rows in vectors of KEEP_WEIGHTS_VEC points or more,
+        within KEEP_WEIGHTS_BYTES a block (2-byte weights:
+        KEEP_NARROW_WEIGHTS_BYTES)? (The launch checks
+        the weights too: launch_checks.keep_weights_ok.)"""
+        if not (rows.KEEP_WEIGHTS and var.chunks and not var.smem_row and not var.cluster
+                and rows_count >= rows.KEEP_WEIGHTS_ROWS and var.block >= rows.KEEP_WEIGHTS_BLOCK
+                and var.vec >= rows.KEEP_WEIGHTS_VEC):
+            return False
+        size = kept_weight_bytes(var.kernel, var.vec,
+                                 kept_block_points(var.chunks, var.threads, var.vec, var.block))
+        loads = kept_weights(var.kernel, var.vec)
+        most = rows.KEEP_NARROW_WEIGHTS_BYTES if all(var.kernel.inputs[n.arg].dtype.itemsize == 2 for n in loads) \
+            else rows.KEEP_WEIGHTS_BYTES
+        return len(loads) >= rows.KEEP_WEIGHTS_LOADS and 0 < size <= most
