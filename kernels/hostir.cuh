@@ -504,6 +504,17 @@ __device__ __forceinline__ uint4 hir_funnel16(uint4 lo, uint4 hi, int b) {
 #undef HIR_FS4
 }
 
+// The 8 bytes of the 16-byte concatenation (lo, hi) that start at byte b (0 to 8):
+// hir_funnel16's for 8-byte vectors (2-byte rows in vectors of 4: rows.HALF_SHIFT_POINTS).
+__device__ __forceinline__ uint2 hir_funnel8(uint2 lo, uint2 hi, int b) {
+  const unsigned r = (unsigned)(b & 3) * 8u;
+  switch (b >> 2) {
+    case 0: return make_uint2(__funnelshift_r(lo.x, lo.y, r), __funnelshift_r(lo.y, hi.x, r));
+    case 1: return make_uint2(__funnelshift_r(lo.y, hi.x, r), __funnelshift_r(hi.x, hi.y, r));
+    default: return hi;
+  }
+}
+
 // Inclusive scan of v over each group of T consecutive lanes of a warp (T a power
 // of two, at most 32): lane i gets f(...f(f(v_0, v_1), v_2)..., v_i) in a fixed
 // order of combines (earlier lanes' part first), so results are deterministic.

@@ -1953,7 +1953,7 @@ def test_shifted_layernorm_rows_take_fewer_threads(dtype, wdtype, n, want):
 
 
 @pytest.mark.parametrize("n,want", [(61, (8, 2)), (93, (8, 3)), (150, (8, 5)), (333, (32, 3)), (1027, (64, 4))])
-def test_short_fp32_shifted_rows_take_more_threads(n, want):
+def test_short_fp32_shifted_rows_take_more_threads(n, want, monkeypatch):
     """rows.REGISTER_SHIFTED_POINTS, SHORT_SHIFTED_VECTORS: fp32 rows off
     vector boundaries held in registers aim at 16 points a thread (1027
     points: 64 threads x 4 vectors), those of 128 vectors or fewer at 8 (61
@@ -1961,9 +1961,12 @@ def test_short_fp32_shifted_rows_take_more_threads(n, want):
     there a layernorm's weight and bias are read a point at a time, not
     funnel-shifted (an rmsnorm's one weight is, at any length); fp32 rows keep
     no weights in shared memory (KEEP_WEIGHTS_VEC). Results against torch, 9
-    rows (odd starts) and 1."""
+    rows (odd starts) and 1. (The rules that take some of these rows another
+    way, rows.POINT_ROWS and NARROW_ROWS, off here: their own tests below.)"""
     import conftest
     from hostir.codegen import rows as row_rules
+    monkeypatch.setattr(row_rules, "POINT_ROWS", 0)
+    monkeypatch.setattr(row_rules, "NARROW_ROWS", (0, 0))
     short = row_rules.short_shifted(4, row_rules.shifted_vectors(n, 4))
     assert short == (n < 1000)
     for rows_count in (9, 1):
@@ -1985,6 +1988,110 @@ def test_short_fp32_shifted_rows_take_more_threads(n, want):
             assert var.shift and (var.threads, var.chunks) == want and not var.keep_weights, var.name
             assert var.funnel == (weights == 1 or (weights == 2 and not short)), (var.name, weights)
             conftest._KERNEL_SOURCES.setdefault(var.source, var.name)
+
+
+def _rmsnorm_weighted_checked(x, w):
+    """An rmsnorm of x's rows (fp32 math, x's dtype out) times weight w, run and
+    checked against torch; returns the reduction kernel's spec."""
+    def build(fd):
+        t = fd.ops.cast(declare(fd, x), D.Float)
+        ms = fd.ops.sum(fd.ops.mul(t, t), [1], keepdim=True)
+        y = fd.ops.mul(t, fd.ops.rsqrt(fd.ops.add(fd.ops.div(ms, fd.ops.size(t, 1)), 1e-6)))
+        fd.add_output(fd.ops.cast(fd.ops.mul(y, fd.ops.cast(declare(fd, w), D.Float)), FROM_TORCH[x.dtype]))
+    (out,), fd = _run_keeping_fd(build, [x, w])
+    t = x.double()
+    want = t * torch.rsqrt(t.square().mean(1, keepdim=True) + 1e-6) * w.double()
+    check(out, want.to(out.dtype), kind="reduction")
+    (spec,) = _reduction_specs(fd)
+    return spec
+
+
+@pytest.mark.parametrize("n", [45, 61, 93, 150, 199, 333])
+def test_short_fp32_rmsnorm_rows_held_a_point_a_load(n):
+    """rows.POINT_ROWS: fp32 rows off vector boundaries, of 57 to 224 points,
+    of a kernel that reduces once, in its first pass only (an rmsnorm), held
+    in registers a point a load (vector width 1, scalar loads coalesced over
+    the row's threads, about POINT_ROW_POINTS a thread: no shifted vectors);
+    shorter and longer rows, and a layernorm's or a softmax's, in shifted
+    vectors; a row read with a stride takes the plain point schedule. Results
+    against torch (9 rows, 1; on a GPU the variant runs; the nvrtc check
+    compiles it)."""
+    import conftest
+    held = 56 < n <= 224
+    for rows_count in (9, 1):
+        x, w = rand((rows_count, n), D.Float), rand((n,), D.Float)
+        var = (spec := _rmsnorm_weighted_checked(x, w)).choose(spec.kernels[0], [rows_count, n], [x, w], None, [])
+        assert (var.vec == 1 and bool(var.chunks) and not var.shift) == held, var.name
+        if held:
+            assert var.threads * var.chunks >= n and var.chunks <= 7, var.name
+            assert "reinterpret_cast<const unsigned int*>(in0 + " in var.source  # (a point a load, kept)
+        conftest._KERNEL_SOURCES.setdefault(var.source, var.name)
+    x = rand((9, n), D.Float)
+    for spec, ins in ((_norm_checked("softmax", x), [x]),
+                      (_layernorm_checked(x, rand((n,), D.Float), rand((n,), D.Float)), None)):
+        var = spec.choose(spec.kernels[0], [9, n], ins or [x, x[0], x[0]], None, [])
+        assert var.vec > 1, var.name
+    xs = rand((3, 2 * n), D.Float)[:, ::2]  # (a stride along the row: not held)
+    outs, fd = _run_keeping_fd(lambda fd: _norm_build("rmsnorm")(fd, declare(fd, xs, "strided")), [xs])
+    check(outs[0], _norm_expected("rmsnorm", xs)[0].float(), kind="reduction")
+    (spec,) = _reduction_specs(fd)
+    var = spec.choose(spec.kernels[0], [3, n], [xs], None, [])
+    assert not var.chunks, var.name
+
+
+@pytest.mark.parametrize("dtype,n,narrow", [(D.Float, 150, True), (D.Float, 254, True), (D.Float, 98, False),
+                                            (D.Float, 510, False), (D.BFloat16, 252, True), (D.Half, 150, False),
+                                            (D.BFloat16, 1020, False)])
+def test_rows_read_in_narrower_vectors(dtype, n, narrow):
+    """rows.NARROW_ROWS: rows of a kernel that reduces in its first pass only
+    (a layernorm), off the boundaries of its 16-byte vectors but on those of
+    8-byte ones, of 449 to 1024 bytes, read in 8-byte vectors (no shift), 32
+    threads a row (NARROW_SPAN_BYTES: 256 bytes a load); a softmax's rows (a
+    reduction in its second pass), rows of 2-byte points on no 4-point
+    boundary, shorter and longer rows: shifted vectors. Results against
+    torch (9 rows, 1)."""
+    import conftest
+    for rows_count in (9, 1):
+        x, w, b = rand((rows_count, n), dtype), rand((n,), dtype), rand((n,), dtype)
+        spec = _layernorm_checked(x, w, b)
+        var = spec.choose(spec.kernels[0], [rows_count, n], [x, w, b], None, [])
+        wide = 16 // x.element_size()
+        assert (var.vec, var.shift) == ((wide // 2, False) if narrow else (wide, True)), var.name
+        if narrow:
+            assert var.threads == 32 and var.threads * var.chunks * var.vec >= n, var.name
+        conftest._KERNEL_SOURCES.setdefault(var.source, var.name)
+    spec = _norm_checked("softmax", x)
+    assert spec.choose(spec.kernels[0], [1, n], [x], None, []).shift
+
+
+@pytest.mark.parametrize("dtype,n,half", [(D.BFloat16, 45, True), (D.BFloat16, 62, True), (D.Half, 77, True),
+                                          (D.BFloat16, 93, True), (D.BFloat16, 37, False),
+                                          (D.BFloat16, 60, False), (D.Half, 101, False)])
+def test_short_2byte_rows_in_half_vectors(dtype, n, half):
+    """rows.HALF_SHIFT_POINTS: rows of 2-byte points of a kernel of several
+    passes, of 41 to 96 points, off the boundaries of 4-point vectors too,
+    read in shifted vectors of 4 points (8 bytes: fewer head and tail points
+    a thread); an rmsnorm's weight funnel-shifted from two 8-byte vectors
+    (hir_funnel8). Rows on 4-point boundaries, shorter or longer ones, and a
+    row sum's (one pass): shifted vectors of 8. Results against torch (9 rows,
+    1; on a GPU the variant runs; the nvrtc check compiles it)."""
+    import conftest
+    for rows_count in (9, 1):
+        x, w, b = rand((rows_count, n), dtype), rand((n,), dtype), rand((n,), dtype)
+        for spec, ins in ((_rmsnorm_weighted_checked(x, w), [x, w]), (_layernorm_checked(x, w, b), [x, w, b]),
+                          (_norm_checked("softmax", x), [x])):
+            var = spec.choose(spec.kernels[0], [rows_count, n], ins, None, [])
+            assert var.shift and var.vec == (4 if half else 8), var.name
+            if half and len(ins) == 2:
+                assert var.funnel and "hir_funnel8(" in var.source, var.name
+            conftest._KERNEL_SOURCES.setdefault(var.source, var.name)
+
+    def row_sum(fd):
+        fd.add_output(fd.ops.sum(fd.ops.cast(declare(fd, x), D.Float), [1]))
+    (out,), fd = _run_keeping_fd(row_sum, [x])
+    check(out, x.double().sum(1).float(), kind="reduction")
+    (spec,) = _reduction_specs(fd)
+    assert spec.choose(spec.kernels[0], [1, n], [x], None, []).vec == 8
 
 
 @pytest.mark.parametrize("resident", [3, 16])

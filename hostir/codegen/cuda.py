@@ -194,7 +194,7 @@ def _uniform(p: KNode, v: int, inner: int, dep: set[int]) -> bool:
 def vector_loads(kern: Kernel, v: int) -> set[int]:
     """LOAD nodes that read v consecutive, aligned elements per group of points."""
     n = len(kern.extent_vals)
-    if v == 1 or n == 0:
+    if n == 0:
         return set()
     inner = n - 1
     dep = _inner_deps(kern, inner)

@@ -191,10 +191,12 @@ class _RowShifts:
         arr = self.fresh()
         L.append(f"      alignas(16) {CTYPE[t.dtype]} {arr}[{v}];")
         L.append(f"      {{ const {CTYPE[t.dtype]}* const wp_ = in{n.arg} + {off} + m_;")
-        L.append("        uint4 lo_ = make_uint4(0u, 0u, 0u, 0u), hi_ = lo_;")
-        L.append(f"        if ({a[0]} && {i} + m_ >= {v}) lo_ = *reinterpret_cast<const uint4*>(wp_ - {v});")
-        L.append(f"        if ({a[0]} && {i} + m_ < R) hi_ = *reinterpret_cast<const uint4*>(wp_);")
-        L.append(f"        *reinterpret_cast<uint4*>({arr}) = hir_funnel16(lo_, hi_, ({v} - m_) * "
+        wide = v * t.dtype.itemsize  # (16 bytes, or 8: hir_funnel8)
+        vt, zero = ("uint4", "make_uint4(0u, 0u, 0u, 0u)") if wide == 16 else ("uint2", "make_uint2(0u, 0u)")
+        L.append(f"        {vt} lo_ = {zero}, hi_ = lo_;")
+        L.append(f"        if ({a[0]} && {i} + m_ >= {v}) lo_ = *reinterpret_cast<const {vt}*>(wp_ - {v});")
+        L.append(f"        if ({a[0]} && {i} + m_ < R) hi_ = *reinterpret_cast<const {vt}*>(wp_);")
+        L.append(f"        *reinterpret_cast<{vt}*>({arr}) = hir_funnel{wide}(lo_, hi_, ({v} - m_) * "
                  f"{t.dtype.itemsize}); }}")
         return f"({arr})[u]"
 

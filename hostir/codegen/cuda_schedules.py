@@ -69,13 +69,13 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
         # ... or kept in shared memory, shifted as the block's rows (rows.KEEP_WEIGHTS): node -> array
         self.kept_w = {id(n): f"kw{j}" for j, n in enumerate(kept_weights(kern, vec))} \
             if self.shift and keep_weights else {}
-        if vec == 1:
+        if vec == 1 and not chunks:
             self.inner = -1  # every index is named i<d>
         self.threads = threads
         self.cluster = cluster if cluster > 1 else 1
         assert self.cluster == 1 or threads == block, "a cluster splits rows of a block each"
         self.span = threads * self.cluster  # the threads that share a row
-        self.chunks = chunks if vec > 1 else 0  # persistent: each thread's vectors of a row
+        self.chunks = chunks  # persistent: each thread's vectors (vec 1: points) of a row
         # ... the first `smem_row` of them kept in dynamic shared memory, not registers
         # (rows too long for registers: a block's threads' slots [chunk][thread][vec],
         # consecutive threads side by side); the others read again in each pass (L2)
@@ -179,7 +179,7 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
             for n in mine:
                 L.append(f"    {acc_type(n)} {acc[id(n)]} = {acc_init(n)};")
             self.exp_forms = shifted_exps(mine, stores, body)
-            if self.vec == 1:
+            if self.vec == 1 and not self.chunks:
                 self._scalar_pass(mine, stores, body, names, acc)
             else:
                 self.masked = self.shift and self._masked_row(stores, body)

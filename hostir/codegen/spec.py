@@ -272,10 +272,22 @@ class KernelSpec(_RowRules):
             per_row = math.prod(extents[d] for d in kernel.reduced)
             stored = [outs[s] for s in self._full_outs(kernel)] if outs is not None else []
             shift = vec > 1 and not vector_ok(vec, [ins[s] for s in vector_slots(kernel, vec)] + stored, extents)
+            if shift and vec == 8 and rows.HALF_SHIFT_LEAST < per_row <= rows.HALF_SHIFT_POINTS and \
+                    self._passes(kernel)[0] and not vector_ok(4, [ins[s] for s in vector_slots(kernel, 4)] + stored,
+                                                              extents):
+                vec = 4  # (rows.HALF_SHIFT_POINTS: shifted vectors of 4 2-byte points)
             if shift and one_pass.points_parted(math.prod(extents[d] for d in kernel.kept), per_row) and \
                     (parts := self._parts(kernel, self.variant(kernel, 1, idx, one_pass.row_threads(per_row)),
                                           extents, ins)):
                 return parts  # (very few long rows off vector boundaries: a point a thread, over blocks)
+            if shift and self._point_row(kernel, per_row) and \
+                    vector_ok(1, [ins[s] for s in vector_slots(kernel, 1)] + stored, extents):
+                t, c, _ = rows.register_row(per_row, rows.POINT_ROW_POINTS, 1)
+                return self.variant(kernel, 1, idx, t, c)  # (rows.POINT_ROWS: points a thread kept, scalar loads)
+            if shift and rows.NARROW_ROWS[0] < per_row * 16 // vec <= rows.NARROW_ROWS[1] and self._passes(kernel)[1] and \
+                    (narrow := self._narrow(kernel, idx, per_row, vec, lambda w: vector_ok(
+                        w, [ins[s] for s in vector_slots(kernel, w)] + stored, extents))):
+                return narrow  # (rows.NARROW_ROWS: narrower vectors on the rows' boundaries)
             if shift and not shift_ok(kernel, vec, [ins[s] for s in vector_slots(kernel, vec, moving=True)] + stored,
                                       extents, self.options.shifted_rows):
                 return self.variant(kernel, 1, idx, one_pass.row_threads(per_row))
@@ -289,7 +301,7 @@ class KernelSpec(_RowRules):
                 c = -(-(-(-vectors // d)) // rows.ROW_THREADS[-1])
                 return self.variant(kernel, vec, idx, rows.ROW_THREADS[-1], c, c, cluster=d, double=True)
             q = self._cluster(kernel, vectors) if vec > 1 and launches_clusters(ins) else 0
-            var = self.variant(kernel, vec, idx, *self._row_schedule(kernel, -(-vectors // max(1, q)), shift),
+            var = self.variant(kernel, vec, idx, *self._row_schedule(kernel, -(-vectors // max(1, q)), shift, vec),
                                cluster=q, shift=shift, funnel=funnel)
             n = self._long_batch(kernel, var, vectors)
             if n:

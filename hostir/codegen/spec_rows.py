@@ -86,7 +86,31 @@ class _RowRules:
                                           len(per_pass) == 2 and per_pass[0] > 0 and per_pass[1] == 0)
         return got
 
-    def _row_schedule(self, kernel: Kernel, vectors: int, shift: bool = False) -> tuple[int, int, int]:
+    def _point_row(self, kernel: Kernel, points: int) -> bool:
+        """Does a row of `points` 4-byte points off vector boundaries keep
+        its points in registers a point a load (rows.POINT_ROWS): a kernel
+        that reduces once, in its first pass only (an rmsnorm)?"""
+        return rows.POINT_ROWS_LEAST < points <= rows.POINT_ROWS and self._vec[id(kernel)] <= 4 and \
+            self._passes(kernel)[1] and sum(1 for n in kernel.order if n.op == K.REDUCE) == 1
+
+    def _narrow(self, kernel: Kernel, idx: str, points: int, vec: int, aligned) -> Variant | None:
+        """Rows of `points` points off `vec`-point boundaries read in vectors of
+        half or a quarter of the width, of NARROW_ROW_BYTES or more, where the
+        launch's tensors are aligned for those (`aligned(w)`), kept in
+        registers by threads enough for each load of a row's threads to read
+        NARROW_SPAN_BYTES (rows.NARROW_ROWS); None elsewhere."""
+        for w in (vec // 2, vec // 4):
+            size = w * 16 // vec
+            if size >= rows.NARROW_ROW_BYTES and aligned(w):
+                vectors = points // w
+                t, c, kept = self._row_schedule(kernel, vectors, vec=w)
+                if c and not kept and t * size < rows.NARROW_SPAN_BYTES:
+                    t = rows.NARROW_SPAN_BYTES // size
+                    c = -(-vectors // t)
+                return self.variant(kernel, w, idx, t, c, kept)
+        return None
+
+    def _row_schedule(self, kernel: Kernel, vectors: int, shift: bool = False, vec: int = 0) -> tuple[int, int, int]:
         """(threads, chunks, smem_row) for rows of `vectors` vectors: a kernel
         that makes several passes keeps the row, PERSISTENT_POINTS points a
         thread in registers; a longer row in shared memory, SMEM_ROW_CHUNKS
@@ -106,10 +130,10 @@ class _RowRules:
         constants are codegen/rows.py's (the threads of a row no pass keeps:
         one_pass.row_threads). The online kernel takes the plain
         one's schedule where that keeps the row in shared memory (rows.ONLINE_KEPT)."""
-        if kernel is self.online and rows.ONLINE_KEPT and (plain := self._row_schedule(self.plain, vectors))[2]:
+        if kernel is self.online and rows.ONLINE_KEPT and (plain := self._row_schedule(self.plain, vectors, vec=vec))[2]:
             return plain
         several, two_reads = self._passes(kernel)
-        vec = self._vec[id(kernel)]
+        vec = vec or self._vec[id(kernel)]
         chunks = max(1, rows.PERSISTENT_POINTS // vec)
         points = vectors * vec
         row_bytes = row_cache_bytes(kernel, vec, points) if vec > 1 and several else 0
