@@ -191,10 +191,11 @@ def _uniform(p: KNode, v: int, inner: int, dep: set[int]) -> bool:
     return False
 
 
-def vector_loads(kern: Kernel, v: int) -> set[int]:
-    """LOAD nodes that read v consecutive, aligned elements per group of points."""
+def vector_loads(kern: Kernel, v: int, points: bool = False) -> set[int]:
+    """LOAD nodes that read v consecutive, aligned elements per group of points
+    (at v = 1 only where asked, `points`: a row held a point a load, rows.POINT_ROWS)."""
     n = len(kern.extent_vals)
-    if n == 0:
+    if (v == 1 and not points) or n == 0:
         return set()
     inner = n - 1
     dep = _inner_deps(kern, inner)

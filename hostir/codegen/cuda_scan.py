@@ -45,6 +45,8 @@ class _ScanPrinter(_ReductionPrinter):
     """Shared pieces: each INDEX is named i<d> (declared by the schedule), the
     scans' values and accumulators, and the per-point epilogue."""
 
+    points_held = False  # (a scan of vec 1 keeps no chunks)
+
     def setup(self) -> None:
         k = self.k
         self.inner = -1  # every index is named i<d>

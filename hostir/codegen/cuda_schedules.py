@@ -8,7 +8,7 @@ same kernel IR as the interpreter runs; the launch rule in spec.py picks
 which one a launch uses."""
 from __future__ import annotations
 
-from .cuda import CTYPE, _closure, _offset, _Printer
+from .cuda import CTYPE, _closure, _offset, _Printer, vector_loads
 from . import cuda_combine
 from .cuda_combine import acc_init, acc_type, acc_value, online_point, online_vector, shifted_exps
 from .kir import ONLINE, K, Kernel, KNode, levels, row_nodes, split_stores
@@ -47,11 +47,16 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
     the row; the h_ points before them and those after the last, a point a
     thread (cuda_row_shift._edge_points)."""
 
+    points_held = True  # vec 1 with chunks: a row held a point a load (rows.POINT_ROWS); not a scan's
+
     def __init__(self, kern: Kernel, name: str, idx: str, block: int, threads: int, pdl: bool,
                  vec: int = 1, chunks: int = 0, smem_row: int = 0, cluster: int = 0,
                  shift: bool = False, double: bool = False, keep_weights: bool = False,
                  funnel: bool = False, batch: int = 0, drawn: bool = False, parts: bool = False):
         super().__init__(kern, name, vec, idx, block, False, pdl)
+        held = vec == 1 and chunks > 0 and self.points_held
+        if held:  # (a row held a point a load: rows.POINT_ROWS)
+            self.vloads = vector_loads(kern, 1, points=True)
         self.parts = parts  # a one-pass row split over `split` blocks, a part each (_part_end)
         self.shift = shift and vec > 1
         self.masked = False  # ... read in the aligned vectors that cover it, masked (cuda_row_shift.MASKED_ROWS)
@@ -69,13 +74,13 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
         # ... or kept in shared memory, shifted as the block's rows (rows.KEEP_WEIGHTS): node -> array
         self.kept_w = {id(n): f"kw{j}" for j, n in enumerate(kept_weights(kern, vec))} \
             if self.shift and keep_weights else {}
-        if vec == 1 and not chunks:
+        if vec == 1 and not held:
             self.inner = -1  # every index is named i<d>
         self.threads = threads
         self.cluster = cluster if cluster > 1 else 1
         assert self.cluster == 1 or threads == block, "a cluster splits rows of a block each"
         self.span = threads * self.cluster  # the threads that share a row
-        self.chunks = chunks  # persistent: each thread's vectors (vec 1: points) of a row
+        self.chunks = chunks if vec > 1 or held else 0  # persistent: each thread's vectors (held: points) of a row
         # ... the first `smem_row` of them kept in dynamic shared memory, not registers
         # (rows too long for registers: a block's threads' slots [chunk][thread][vec],
         # consecutive threads side by side); the others read again in each pass (L2)

@@ -51,10 +51,11 @@ def launch_sms(tensors, default: int = 132) -> int:
     return default if index is None else device_sms(index)
 
 
-def vector_slots(kernel: Kernel, vec: int, moving: bool = False) -> frozenset:
+def vector_slots(kernel: Kernel, vec: int, moving: bool = False, points: bool = False) -> frozenset:
     """The inputs a kernel reads with vector loads of `vec` points (`moving`:
-    only loads whose place moves with the kept dims, not a weight every row reads)."""
-    loads = vector_loads(kernel, vec)
+    only loads whose place moves with the kept dims, not a weight every row
+    reads; `points`: at width 1 too, cuda.vector_loads)."""
+    loads = vector_loads(kernel, vec, points)
     if moving:
         loads = loads - row_invariant_loads(kernel)
     return frozenset(n.arg for n in kernel.order if id(n) in loads)

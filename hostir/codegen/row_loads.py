@@ -26,7 +26,7 @@ def row_work(k: Kernel, rows: set, full_stores) -> list[tuple]:
 def cached_loads(k: Kernel, vec: int) -> list[KNode]:
     """The vector loads a persistent row schedule keeps (read in several passes)."""
     rows = row_nodes(k)
-    vloads = vector_loads(k, vec)
+    vloads = vector_loads(k, vec, points=True)
     uses: dict[int, int] = {}
     work = row_work(k, rows, split_stores(k, rows)[0])
     for *_, body in work:
@@ -59,14 +59,14 @@ def held_words(kern: Kernel, vec: int, chunks: int) -> int:
     kept = {id(n) for n in cached_loads(kern, vec)}
     return rest_words(kern, vec, chunks) + sum(
         vec * kern.inputs[n.arg].dtype.itemsize // 4
-        for n in kern.order if id(n) in vector_loads(kern, vec) and id(n) not in kept)
+        for n in kern.order if id(n) in vector_loads(kern, vec, points=True) and id(n) not in kept)
 
 
 def batch_words(kern: Kernel, vec: int, count: int) -> int:
     """Registers (32-bit words) `count` vectors of each vector load take (a
     one-pass row's batch: cuda_row_batches, spec.KernelSpec._long_batch)."""
     return count * sum(-(-vec * kern.inputs[n.arg].dtype.itemsize // 4)
-                       for n in kern.order if id(n) in vector_loads(kern, vec))
+                       for n in kern.order if id(n) in vector_loads(kern, vec, points=True))
 
 
 def row_invariant_loads(kern: Kernel) -> set[int]:
@@ -84,7 +84,7 @@ def kept_weights(kern: Kernel, vec: int) -> list[KNode]:
     """The loads every row reads alike along the row (a weight, a bias: vector
     loads among row_invariant_loads) that a shifted variant keeping weights
     (spec.Variant.keep_weights, rows.KEEP_WEIGHTS) holds in shared memory."""
-    vl, inv = vector_loads(kern, vec), row_invariant_loads(kern)
+    vl, inv = vector_loads(kern, vec, points=True), row_invariant_loads(kern)
     return [n for n in kern.order if n.op == K.LOAD and id(n) in vl and id(n) in inv]
 
 

@@ -281,7 +281,7 @@ class KernelSpec(_RowRules):
                                           extents, ins)):
                 return parts  # (very few long rows off vector boundaries: a point a thread, over blocks)
             if shift and self._point_row(kernel, per_row) and \
-                    vector_ok(1, [ins[s] for s in vector_slots(kernel, 1)] + stored, extents):
+                    vector_ok(1, [ins[s] for s in vector_slots(kernel, 1, points=True)] + stored, extents):
                 t, c, _ = rows.register_row(per_row, rows.POINT_ROW_POINTS, 1)
                 return self.variant(kernel, 1, idx, t, c)  # (rows.POINT_ROWS: points a thread kept, scalar loads)
             if shift and rows.NARROW_ROWS[0] < per_row * 16 // vec <= rows.NARROW_ROWS[1] and self._passes(kernel)[1] and \
@@ -498,7 +498,7 @@ class KernelSpec(_RowRules):
                     f"{f'_c{chunks}' if chunks else ''}{('_smem' if smem_row >= chunks else f'_smem{smem_row}') if smem_row else ''}{'_outer' if outer else ''}{'_flat' if flat else ''}{'_few' if few else ''}{f'_n{batch}' if batch else ''}"
                     f"{f'_q{cluster}' if cluster else ''}{('d' if cluster else '_drawn') if drawn else ''}{'_db' if double else ''}{'_sh' if shift else ''}{'_kw' if keep_weights else ''}{'_fw' if funnel else ''}{'_parts' if parts else ''}"
                     f"{f'_tile{tile}' if tile >= 0 else ''}{'_staged' if tile == STAGED else ''}{tune}")
-            got = self._variants[key] = Variant(kernel, vec, idx, o, name, vector_slots(kernel, vec),
+            got = self._variants[key] = Variant(kernel, vec, idx, o, name, vector_slots(kernel, vec, points=bool(chunks)),
                                                 threads, chunks, outer, tile, smem_row, cluster, shift, double,
                                                 keep_weights, funnel, flat, few, batch, drawn, parts)
         return got
