@@ -284,8 +284,8 @@ class KernelSpec(_RowRules):
                     vector_ok(1, [ins[s] for s in vector_slots(kernel, 1, points=True)] + stored, extents):
                 t, c, _ = rows.register_row(per_row, rows.POINT_ROW_POINTS, 1)
                 return self.variant(kernel, 1, idx, t, c)  # (rows.POINT_ROWS: points a thread kept, scalar loads)
-            if shift and rows.NARROW_ROWS[0] < per_row * 16 // vec <= rows.NARROW_ROWS[1] and self._passes(kernel)[1] and \
-                    (narrow := self._narrow(kernel, idx, per_row, vec, lambda w: vector_ok(
+            if shift and rows.NARROW_ROWS[0] < per_row * 16 // vec <= rows.NARROW_ROWS[1] and \
+                    self._passes(kernel)[1] and (narrow := self._narrow(kernel, idx, per_row, vec, lambda w: vector_ok(
                         w, [ins[s] for s in vector_slots(kernel, w)] + stored, extents))):
                 return narrow  # (rows.NARROW_ROWS: narrower vectors on the rows' boundaries)
             if shift and not shift_ok(kernel, vec, [ins[s] for s in vector_slots(kernel, vec, moving=True)] + stored,
@@ -498,9 +498,10 @@ class KernelSpec(_RowRules):
                     f"{f'_c{chunks}' if chunks else ''}{('_smem' if smem_row >= chunks else f'_smem{smem_row}') if smem_row else ''}{'_outer' if outer else ''}{'_flat' if flat else ''}{'_few' if few else ''}{f'_n{batch}' if batch else ''}"
                     f"{f'_q{cluster}' if cluster else ''}{('d' if cluster else '_drawn') if drawn else ''}{'_db' if double else ''}{'_sh' if shift else ''}{'_kw' if keep_weights else ''}{'_fw' if funnel else ''}{'_parts' if parts else ''}"
                     f"{f'_tile{tile}' if tile >= 0 else ''}{'_staged' if tile == STAGED else ''}{tune}")
-            got = self._variants[key] = Variant(kernel, vec, idx, o, name, vector_slots(kernel, vec, points=bool(chunks)),
-                                                threads, chunks, outer, tile, smem_row, cluster, shift, double,
-                                                keep_weights, funnel, flat, few, batch, drawn, parts)
+            slots = vector_slots(kernel, vec, points=bool(chunks))  # (chunks at width 1: a row held a point a load)
+            got = self._variants[key] = Variant(kernel, vec, idx, o, name, slots, threads, chunks, outer, tile,
+                                                smem_row, cluster, shift, double, keep_weights, funnel, flat, few,
+                                                batch, drawn, parts)
         return got
 
     def typical_variants(self) -> list[Variant]:

@@ -130,7 +130,8 @@ class _RowRules:
         constants are codegen/rows.py's (the threads of a row no pass keeps:
         one_pass.row_threads). The online kernel takes the plain
         one's schedule where that keeps the row in shared memory (rows.ONLINE_KEPT)."""
-        if kernel is self.online and rows.ONLINE_KEPT and (plain := self._row_schedule(self.plain, vectors, vec=vec))[2]:
+        if kernel is self.online and rows.ONLINE_KEPT and \
+                (plain := self._row_schedule(self.plain, vectors, vec=vec))[2]:
             return plain
         several, two_reads = self._passes(kernel)
         vec = vec or self._vec[id(kernel)]
