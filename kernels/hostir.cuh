@@ -505,7 +505,8 @@ __device__ __forceinline__ uint4 hir_funnel16(uint4 lo, uint4 hi, int b) {
 }
 
 // The 8 bytes of the 16-byte concatenation (lo, hi) that start at byte b (0 to 8):
-// hir_funnel16's for 8-byte vectors (2-byte rows in vectors of 4: rows.HALF_SHIFT_POINTS).
+// hir_funnel16's for 8-byte vectors (2-byte rows in shifted vectors of 4: codegen
+// row_widths.HALF_SHIFT_POINTS).
 __device__ __forceinline__ uint2 hir_funnel8(uint2 lo, uint2 hi, int b) {
   const unsigned r = (unsigned)(b & 3) * 8u;
   switch (b >> 2) {

@@ -1962,11 +1962,13 @@ def test_short_fp32_shifted_rows_take_more_threads(n, want, monkeypatch):
     funnel-shifted (an rmsnorm's one weight is, at any length); fp32 rows keep
     no weights in shared memory (KEEP_WEIGHTS_VEC). Results against torch, 9
     rows (odd starts) and 1. (The rules that take some of these rows another
-    way, rows.POINT_ROWS and NARROW_ROWS, off here: their own tests below.)"""
+    way, row_widths.POINT_ROWS and NARROW_ROWS, off here: their own tests
+    below.)"""
     import conftest
     from hostir.codegen import rows as row_rules
-    monkeypatch.setattr(row_rules, "POINT_ROWS", 0)
-    monkeypatch.setattr(row_rules, "NARROW_ROWS", (0, 0))
+    from hostir.codegen import row_widths
+    monkeypatch.setattr(row_widths, "POINT_ROWS", 0)
+    monkeypatch.setattr(row_widths, "NARROW_ROWS", (0, 0))
     short = row_rules.short_shifted(4, row_rules.shifted_vectors(n, 4))
     assert short == (n < 1000)
     for rows_count in (9, 1):
@@ -2008,7 +2010,7 @@ def _rmsnorm_weighted_checked(x, w):
 
 @pytest.mark.parametrize("n", [45, 61, 93, 150, 199, 333])
 def test_short_fp32_rmsnorm_rows_held_a_point_a_load(n):
-    """rows.POINT_ROWS: fp32 rows off vector boundaries, of 57 to 224 points,
+    """row_widths.POINT_ROWS: fp32 rows off vector boundaries, of 57 to 224 points,
     of a kernel that reduces once, in its first pass only (an rmsnorm), held
     in registers a point a load (vector width 1, scalar loads coalesced over
     the row's threads, about POINT_ROW_POINTS a thread: no shifted vectors);
@@ -2043,7 +2045,7 @@ def test_short_fp32_rmsnorm_rows_held_a_point_a_load(n):
                                             (D.Float, 510, False), (D.BFloat16, 252, True), (D.Half, 150, False),
                                             (D.BFloat16, 1020, False)])
 def test_rows_read_in_narrower_vectors(dtype, n, narrow):
-    """rows.NARROW_ROWS: rows of a kernel that reduces in its first pass only
+    """row_widths.NARROW_ROWS: rows of a kernel that reduces in its first pass only
     (a layernorm), off the boundaries of its 16-byte vectors but on those of
     8-byte ones, of 449 to 1024 bytes, read in 8-byte vectors (no shift), 32
     threads a row (NARROW_SPAN_BYTES: 256 bytes a load); a softmax's rows (a
@@ -2068,7 +2070,7 @@ def test_rows_read_in_narrower_vectors(dtype, n, narrow):
                                           (D.BFloat16, 93, True), (D.BFloat16, 37, False),
                                           (D.BFloat16, 60, False), (D.Half, 101, False)])
 def test_short_2byte_rows_in_half_vectors(dtype, n, half):
-    """rows.HALF_SHIFT_POINTS: rows of 2-byte points of a kernel of several
+    """row_widths.HALF_SHIFT_POINTS: rows of 2-byte points of a kernel of several
     passes, of 41 to 96 points, off the boundaries of 4-point vectors too,
     read in shifted vectors of 4 points (8 bytes: fewer head and tail points
     a thread); an rmsnorm's weight funnel-shifted from two 8-byte vectors

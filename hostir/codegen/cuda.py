@@ -193,7 +193,7 @@ def _uniform(p: KNode, v: int, inner: int, dep: set[int]) -> bool:
 
 def vector_loads(kern: Kernel, v: int, points: bool = False) -> set[int]:
     """LOAD nodes that read v consecutive, aligned elements per group of points
-    (at v = 1 only where asked, `points`: a row held a point a load, rows.POINT_ROWS)."""
+    (at v = 1 only where asked, `points`: a row held a point a load, row_widths.POINT_ROWS)."""
     n = len(kern.extent_vals)
     if (v == 1 and not points) or n == 0:
         return set()

@@ -47,7 +47,7 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
     the row; the h_ points before them and those after the last, a point a
     thread (cuda_row_shift._edge_points)."""
 
-    points_held = True  # vec 1 with chunks: a row held a point a load (rows.POINT_ROWS); not a scan's
+    points_held = True  # vec 1 with chunks: a row held a point a load (row_widths.POINT_ROWS), not a scan
 
     def __init__(self, kern: Kernel, name: str, idx: str, block: int, threads: int, pdl: bool,
                  vec: int = 1, chunks: int = 0, smem_row: int = 0, cluster: int = 0,
@@ -55,7 +55,7 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
                  funnel: bool = False, batch: int = 0, drawn: bool = False, parts: bool = False):
         super().__init__(kern, name, vec, idx, block, False, pdl)
         held = vec == 1 and chunks > 0 and self.points_held
-        if held:  # (a row held a point a load: rows.POINT_ROWS)
+        if held:  # (a row held a point a load: row_widths.POINT_ROWS)
             self.vloads = vector_loads(kern, 1, points=True)
         self.parts = parts  # a one-pass row split over `split` blocks, a part each (_part_end)
         self.shift = shift and vec > 1

@@ -91,7 +91,7 @@ def vector_ok(vec: int, tensors: list, extents: list[int]) -> bool:
 
 def funnel_load(kernel: Kernel, node, vec: int) -> bool:
     """Is this load every row reads alike read in 16-byte vectors of `vec`
-    points, or 8-byte ones (rows.HALF_SHIFT_POINTS), so a shifted row can take
+    points, or 8-byte ones (row_widths.HALF_SHIFT_POINTS), so a shifted row can take
     it funnel-shifted from two aligned ones (cuda_row_shift, rows.FUNNEL_WEIGHTS)?"""
     return kernel.inputs[node.arg].dtype.itemsize * vec in (8, 16)
 

@@ -26,7 +26,7 @@ from .row_loads import invariant_bytes, row_cache_bytes
 from .launch_checks import (funnel_slots, keep_weights_ok, launch_sms, launches_clusters, shift_ok, vector_ok,
                             vector_slots)
 from .cuda_tiles import STAGE_BYTES, STAGED, stage_block, staged_gather, tile_loads, transpose_tiles
-from . import one_pass, rows
+from . import one_pass, row_widths, rows
 from .spec_rows import _RowRules
 from .kir import K, Kernel, Slot, kernel_text, layout, reductions, split_stores, verify_kernel, ws_slot
 from .lower import ReductionLowering, lower_pointwise
@@ -272,22 +272,22 @@ class KernelSpec(_RowRules):
             per_row = math.prod(extents[d] for d in kernel.reduced)
             stored = [outs[s] for s in self._full_outs(kernel)] if outs is not None else []
             shift = vec > 1 and not vector_ok(vec, [ins[s] for s in vector_slots(kernel, vec)] + stored, extents)
-            if shift and vec == 8 and rows.HALF_SHIFT_LEAST < per_row <= rows.HALF_SHIFT_POINTS and \
-                    self._passes(kernel)[0] and not vector_ok(4, [ins[s] for s in vector_slots(kernel, 4)] + stored,
+            if shift and vec == 8 and row_widths.HALF_SHIFT_LEAST < per_row <= row_widths.HALF_SHIFT_POINTS \
+                    and self._passes(kernel)[0] and not vector_ok(4, [ins[s] for s in vector_slots(kernel, 4)] + stored,
                                                               extents):
-                vec = 4  # (rows.HALF_SHIFT_POINTS: shifted vectors of 4 2-byte points)
+                vec = 4  # (row_widths.HALF_SHIFT_POINTS: shifted vectors of 4 2-byte points)
             if shift and one_pass.points_parted(math.prod(extents[d] for d in kernel.kept), per_row) and \
                     (parts := self._parts(kernel, self.variant(kernel, 1, idx, one_pass.row_threads(per_row)),
                                           extents, ins)):
                 return parts  # (very few long rows off vector boundaries: a point a thread, over blocks)
             if shift and self._point_row(kernel, per_row) and \
                     vector_ok(1, [ins[s] for s in vector_slots(kernel, 1, points=True)] + stored, extents):
-                t, c, _ = rows.register_row(per_row, rows.POINT_ROW_POINTS, 1)
-                return self.variant(kernel, 1, idx, t, c)  # (rows.POINT_ROWS: points a thread kept, scalar loads)
-            if shift and rows.NARROW_ROWS[0] < per_row * 16 // vec <= rows.NARROW_ROWS[1] and \
+                t, c, _ = rows.register_row(per_row, row_widths.POINT_ROW_POINTS, 1)
+                return self.variant(kernel, 1, idx, t, c)  # (row_widths.POINT_ROWS: a point a load, kept)
+            if shift and row_widths.NARROW_ROWS[0] < per_row * 16 // vec <= row_widths.NARROW_ROWS[1] and \
                     self._passes(kernel)[1] and (narrow := self._narrow(kernel, idx, per_row, vec, lambda w: vector_ok(
                         w, [ins[s] for s in vector_slots(kernel, w)] + stored, extents))):
-                return narrow  # (rows.NARROW_ROWS: narrower vectors on the rows' boundaries)
+                return narrow  # (row_widths.NARROW_ROWS: narrower vectors on the rows' boundaries)
             if shift and not shift_ok(kernel, vec, [ins[s] for s in vector_slots(kernel, vec, moving=True)] + stored,
                                       extents, self.options.shifted_rows):
                 return self.variant(kernel, 1, idx, one_pass.row_threads(per_row))

@@ -4,14 +4,15 @@ shared memory (_row_schedule), whether the persistent kernel holds a launch's
 rows (holds), and which rows split over a thread-block cluster (_cluster),
 keep two buffers (_double) or, few one-pass rows, split over blocks (_parts);
 a long one-pass row's batch (_long_batch), a shifted row's kept weights
-(_keeps_weights).
+(_keeps_weights); rows off vector boundaries held a point a load (_point_row)
+or read in narrower vectors (_narrow: row_widths.py).
 The constants are rows.py's (a one-pass row's threads: one_pass.py's)."""
 from __future__ import annotations
 
 import math
 from typing import TYPE_CHECKING
 
-from . import one_pass, rows
+from . import one_pass, row_widths, rows
 from .kir import K, Kernel, levels, passes, reductions
 from .launch_checks import launch_sms, shift_possible
 from .cuda_schedules import wide_shift
@@ -88,24 +89,25 @@ class _RowRules:
 
     def _point_row(self, kernel: Kernel, points: int) -> bool:
         """Does a row of `points` 4-byte points off vector boundaries keep
-        its points in registers a point a load (rows.POINT_ROWS): a kernel
+        its points in registers a point a load (row_widths.POINT_ROWS): a kernel
         that reduces once, in its first pass only (an rmsnorm)?"""
-        return rows.POINT_ROWS_LEAST < points <= rows.POINT_ROWS and self._vec[id(kernel)] <= 4 and \
-            self._passes(kernel)[1] and sum(1 for n in kernel.order if n.op == K.REDUCE) == 1
+        return row_widths.POINT_ROWS_LEAST < points <= row_widths.POINT_ROWS and \
+            self._vec[id(kernel)] <= 4 and self._passes(kernel)[1] and \
+            sum(1 for n in kernel.order if n.op == K.REDUCE) == 1
 
     def _narrow(self, kernel: Kernel, idx: str, points: int, vec: int, aligned) -> Variant | None:
         """Rows of `points` points off `vec`-point boundaries read in vectors of
         half or a quarter of the width, of NARROW_ROW_BYTES or more, where the
         launch's tensors are aligned for those (`aligned(w)`), kept in
         registers by threads enough for each load of a row's threads to read
-        NARROW_SPAN_BYTES (rows.NARROW_ROWS); None elsewhere."""
+        NARROW_SPAN_BYTES (row_widths.NARROW_ROWS); None elsewhere."""
         for w in (vec // 2, vec // 4):
             size = w * 16 // vec
-            if size >= rows.NARROW_ROW_BYTES and aligned(w):
+            if size >= row_widths.NARROW_ROW_BYTES and aligned(w):
                 vectors = points // w
                 t, c, kept = self._row_schedule(kernel, vectors, vec=w)
-                if c and not kept and t * size < rows.NARROW_SPAN_BYTES:
-                    t = rows.NARROW_SPAN_BYTES // size
+                if c and not kept and t * size < row_widths.NARROW_SPAN_BYTES:
+                    t = row_widths.NARROW_SPAN_BYTES // size
                     c = -(-vectors // t)
                 return self.variant(kernel, w, idx, t, c, kept)
         return None

@@ -1,0 +1,75 @@
+"""The widths a row off its vector boundaries is read in, other than its
+kernel's shifted vectors (spec.KernelSpec.choose asks these first): a point a
+load (POINT_ROWS: an rmsnorm's short fp32 rows), unshifted narrower vectors
+(NARROW_ROWS: a layernorm's rows on 8-byte boundaries), shifted vectors of
+half the width (HALF_SHIFT_POINTS: short 2-byte rows). A benchmark sets a
+knob here (`row_widths.X`) and every rule sees it. The rows' threads are
+rows.py's (register_row, KernelSpec._row_schedule at the width chosen)."""
+from __future__ import annotations
+
+
+NARROW_ROWS = (448, 1024)
+NARROW_ROW_BYTES = 8
+NARROW_SPAN_BYTES = 256
+"""Rows of a kernel that reduces in its first pass only (a layernorm, an
+rmsnorm), off the boundaries of its 16-byte vectors, of more than
+NARROW_ROWS[0] and up to NARROW_ROWS[1] bytes, whose tensors are aligned
+for vectors of a half or a quarter of the width, of NARROW_ROW_BYTES bytes
+or more, read in those (fp32 rows of 150 points: 8-byte vectors; bf16 of
+252), not in shifted vectors, by threads enough that each load of a row's
+threads reads NARROW_SPAN_BYTES (32 threads a row of 8-byte vectors: not a
+sector each few threads). H200 % of copy, same run, shifted / narrow:
+layernorm fp32 400000x150 89.2 / 94.6, 330000x198 81.4 / 96.8, 250000x254
+88.7 / 96.3 (torch.compile 93.0, 94.8, 93.7), layernorm bf16 262144x252
+78.0 / 80.8-83.3. Not kept, below NARROW_ROWS[0]: layernorm fp32 1000000x62
+94.3 / 66.1, 800000x78 92.9 / 71.3, 600000x102 86.0 / 84.8, rmsnorm bf16
+1000000x60 79.2 / 62.2, layernorm bf16 600000x100 74.6 / 49.5; above
+NARROW_ROWS[1]: layernorm fp32 130000x510 94.5 / 92.3, rmsnorm fp32
+65344x1026 96.8 / 95.6 (but layernorm bf16 65344x1020 82.2 / 88.8). Narrower
+vectors a thread, 4 bytes (NARROW_ROW_BYTES 4), lost: rmsnorm bf16
+400000x150 79.2 / 54.5 (8 threads a row), 81.2 (16), 45.6 (64), rmsnorm bf16
+1000000x62 71.7 / 36.9 (4 threads a row; ncu: 62 % of the sectors
+excessive), 73.0 (16); layernorm bf16 1000000x62 65.1 / 58.1 (16), softmax
+bf16 800000x78 77.2 / 66.4, rmsnorm fp16 500000x130 88.2 / 79.3; so did a
+softmax's rows (a reduction in its second pass): softmax fp32 500000x126
+95.8 / 90.4."""
+
+
+HALF_SHIFT_LEAST = 40
+HALF_SHIFT_POINTS = 96
+"""Rows of 2-byte points of a kernel of several passes, of more than
+HALF_SHIFT_LEAST and up to HALF_SHIFT_POINTS points, off the boundaries of
+4-point vectors too, read in shifted vectors of 4 points (8 bytes: a head
+and tail of 6 points at most, not 14, so fewer a thread), not of 8; at 4
+points a vector they take the short 4-byte rows' rules (SHORT_SHIFTED_POINTS:
+2 vectors a thread; a layernorm's two weights a point at a time; an
+rmsnorm's one funnel-shifted: hir_funnel8). H200 %
+of copy, same run, 8 / 4: rmsnorm bf16 1032444x65 67.0 / 75.0, 1000000x62
+72.2 / 75.3, rmsnorm fp16 1000000x45 46.4 / 56.0, softmax fp16 700000x93
+72.9 / 80.1, softmax bf16 800000x77 70.8 / 74.0, layernorm bf16 1000000x61
+58.1 / 59.7. Not kept: layernorm bf16 1000000x37 40.5 / 37.0, log-softmax
+bf16 600000x111 84.7 / 73.4, rmsnorm bf16 400000x150 79.1 / 76.1, layernorm
+bf16 250000x254 79.4 / 60.3, row sum bf16 400000x151 93.5 / 83.0; rows on
+4-point boundaries in unshifted vectors of 4: rmsnorm bf16 1000000x60
+79.2 / 62.2."""
+
+
+POINT_ROWS = 224
+POINT_ROWS_LEAST = 56
+POINT_ROW_POINTS = 7
+"""Rows of 4-byte points off vector boundaries, of more than
+POINT_ROWS_LEAST and up to POINT_ROWS points, of a kernel that reduces
+once, in its first pass only (an rmsnorm), held in registers a point a load
+(vector width 1: scalar loads, coalesced over the row's threads), about
+POINT_ROW_POINTS points a thread (register_row), where the row tensors are
+contiguous along the row; not in shifted vectors. H200 % of copy, same run,
+shifted / points: rmsnorm fp32 1000000x62 94.8 / 96.1, 1000000x65 94.4 /
+96.6, 800000x77 90.3 / 97.1, 721600x93 90.0 / 96.3-96.7, 600000x101 93.7 /
+96.4, 528000x127 95.6 / 96.7, 400000x150 87.9 / 97.7, 379000x177 95.2 /
+97.7, 300000x199 93.3 / 96.3 (torch.compile 89-96.6). Not kept: 8 points a
+thread (rmsnorm fp32 528000x127 91.5, 590000x113 91.0 against 94.7); rows
+past 224 (291000x230 95.9 / 89.9, 263000x255 96.7 / 92.3; 333 to 769
+points within 1); layernorms and softmaxes (two reductions: layernorm fp32
+800000x77 92.6 / 83.3, 200000x333 91.2 / 82.7, softmax fp32 800000x77 94.4
+/ 84.2, 500000x127 95.3 / 84.2); 2-byte rows (layernorm bf16 1000000x61
+57.3 / 38.6, softmax fp16 130000x509 94.9 / 67.7)."""
