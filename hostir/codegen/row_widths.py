@@ -13,7 +13,8 @@ NARROW_ROW_BYTES = 8
 NARROW_SPAN_BYTES = 256
 """Rows of a kernel that reduces in its first pass only (a layernorm, an
 rmsnorm), off the boundaries of its 16-byte vectors, of more than
-NARROW_ROWS[0] and up to NARROW_ROWS[1] bytes, whose tensors are aligned
+NARROW_ROWS[0] and up to NARROW_ROWS[1] bytes (of the points at the kernel's
+vector width: 16 bytes a vector), whose tensors are aligned
 for vectors of a half or a quarter of the width, of NARROW_ROW_BYTES bytes
 or more, read in those (fp32 rows of 150 points: 8-byte vectors; bf16 of
 252), not in shifted vectors, by threads enough that each load of a row's

@@ -268,25 +268,25 @@ class KernelSpec(_RowRules):
             n = outer_batch(kernel, var.vec, var.threads, var.block, extents, launch_sms(ins))
             return self.variant(kernel, var.vec, idx, var.threads, outer=True, batch=n) if n else var
         if kernel.reduced:
-            vec = self._vec[id(kernel)]
+            vec = width = self._vec[id(kernel)]
             per_row = math.prod(extents[d] for d in kernel.reduced)
             stored = [outs[s] for s in self._full_outs(kernel)] if outs is not None else []
-            shift = vec > 1 and not vector_ok(vec, [ins[s] for s in vector_slots(kernel, vec)] + stored, extents)
+
+            def aligned(w: int, points: bool = False) -> bool:  # (the row tensors' vectors of w points)
+                return vector_ok(w, [ins[s] for s in vector_slots(kernel, w, points=points)] + stored, extents)
+            shift = vec > 1 and not aligned(vec)
             if shift and vec == 8 and row_widths.HALF_SHIFT_LEAST < per_row <= row_widths.HALF_SHIFT_POINTS \
-                    and self._passes(kernel)[0] and not vector_ok(4, [ins[s] for s in vector_slots(kernel, 4)] + stored,
-                                                              extents):
+                    and self._passes(kernel)[0] and not aligned(4):
                 vec = 4  # (row_widths.HALF_SHIFT_POINTS: shifted vectors of 4 2-byte points)
             if shift and one_pass.points_parted(math.prod(extents[d] for d in kernel.kept), per_row) and \
                     (parts := self._parts(kernel, self.variant(kernel, 1, idx, one_pass.row_threads(per_row)),
                                           extents, ins)):
                 return parts  # (very few long rows off vector boundaries: a point a thread, over blocks)
-            if shift and self._point_row(kernel, per_row) and \
-                    vector_ok(1, [ins[s] for s in vector_slots(kernel, 1, points=True)] + stored, extents):
+            if shift and self._point_row(kernel, per_row) and aligned(1, points=True):
                 t, c, _ = rows.register_row(per_row, row_widths.POINT_ROW_POINTS, 1)
                 return self.variant(kernel, 1, idx, t, c)  # (row_widths.POINT_ROWS: a point a load, kept)
-            if shift and row_widths.NARROW_ROWS[0] < per_row * 16 // vec <= row_widths.NARROW_ROWS[1] and \
-                    self._passes(kernel)[1] and (narrow := self._narrow(kernel, idx, per_row, vec, lambda w: vector_ok(
-                        w, [ins[s] for s in vector_slots(kernel, w)] + stored, extents))):
+            if shift and row_widths.NARROW_ROWS[0] < per_row * 16 // width <= row_widths.NARROW_ROWS[1] and \
+                    self._passes(kernel)[1] and (narrow := self._narrow(kernel, idx, per_row, width, aligned)):
                 return narrow  # (row_widths.NARROW_ROWS: narrower vectors on the rows' boundaries)
             if shift and not shift_ok(kernel, vec, [ins[s] for s in vector_slots(kernel, vec, moving=True)] + stored,
                                       extents, self.options.shifted_rows):
