@@ -1884,14 +1884,14 @@ def _shifted_rows_with_a_weight(x, dtype, n, vec):
 
 @pytest.mark.parametrize("n", [769, 4097])
 def test_shifted_rows_ask_occupancy_by_their_weights(n, monkeypatch):
-    """cuda_schedules.SHIFT_BOUNDS_WEIGHTS, SHIFT_BOUNDS_VEC: a shifted 2-byte
+    """cuda_row_shift.SHIFT_BOUNDS_WEIGHTS, SHIFT_BOUNDS_VEC: a shifted 2-byte
     row's kernel that reads no weight (a layernorm without one), in groups
     of 16 threads or more, asks for the blocks an SM its aligned twin does;
     with a weight and a bias it asks none (but 1024 threads an SM where a
     block takes a row: SHIFTED_ROW_BOUNDS), nor do fp32 rows (they spilled at
     their twins' bounds), and both ask where the rules allow. Results against
     torch."""
-    from hostir.codegen import cuda_schedules
+    from hostir.codegen import cuda_row_shift
     import conftest
 
     def bounded(var) -> bool:
@@ -1912,8 +1912,8 @@ def test_shifted_rows_ask_occupancy_by_their_weights(n, monkeypatch):
     x32 = rand((9, n), D.Float)
     fspec = _norm_checked("layernorm", x32)
     assert not bounded(fspec.choose(fspec.kernel_for([9, n])[0], [9, n], [x32], None, []))
-    monkeypatch.setattr(cuda_schedules, "SHIFT_BOUNDS_WEIGHTS", 3)
-    monkeypatch.setattr(cuda_schedules, "SHIFT_BOUNDS_VEC", 4)
+    monkeypatch.setattr(cuda_row_shift, "SHIFT_BOUNDS_WEIGHTS", 3)
+    monkeypatch.setattr(cuda_row_shift, "SHIFT_BOUNDS_VEC", 4)
     for sp, args in ((wspec, [x, w, b]), (fspec, [x32])):
         sp._variants.clear()  # (a fresh variant prints its source again)
         k = sp.kernels[0] if sp is wspec else sp.kernel_for([9, n])[0]
@@ -1932,7 +1932,7 @@ def test_shifted_layernorm_rows_take_fewer_threads(dtype, wdtype, n, want):
     boundaries (a weight and a bias: no bounds on its registers) held in
     registers take 256 threads a row at most, up to 64 points a thread
     (13155 points: 256 x 7 vectors, not 512 x 4), asking for 1024 threads an
-    SM (cuda_schedules.SHIFTED_ROW_BOUNDS); its aligned twin, fp32
+    SM (cuda_row_shift.SHIFTED_ROW_BOUNDS); its aligned twin, fp32
     rows and rows read in vectors of 4 (fp32 weights) keep the plain rule, and
     so does an rmsnorm's (one weight: bounded).
     Rows of odd starts and size-1 rows too; results against torch."""
@@ -1944,7 +1944,7 @@ def test_shifted_layernorm_rows_take_fewer_threads(dtype, wdtype, n, want):
         k = spec.kernels[0]
         var = spec.choose(k, [rows_count, n], [x, w, b], None, [])
         assert (var.threads, var.chunks) == want and var.shift == bool(n % var.vec), var.name
-        wide = var.shift and var.vec == 8  # (cuda_schedules.wide_shift; SHIFTED_ROW_BOUNDS: 1024 threads an SM)
+        wide = var.shift and var.vec == 8  # (cuda_row_shift.wide_shift; SHIFTED_ROW_BOUNDS: 1024 threads an SM)
         assert (f"__launch_bounds__({var.block}, {1024 // var.block})" in var.source) is wide, var.name
     if dtype == D.BFloat16 and n == 13155:
         rms = _norm_checked("rmsnorm", x)

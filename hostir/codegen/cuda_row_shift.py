@@ -5,7 +5,9 @@ bias), whose points sit elsewhere past their own boundaries: kept in shared
 memory placed as shifted as the block's rows (rows.KEEP_WEIGHTS:
 _keep_weights, _kept_weight), or funnel-shifted from its two aligned vectors
 (rows.FUNNEL_WEIGHTS: _funnel_load), else read a point at a time; and the
-row's points outside its whole vectors, a point a thread (_edge_points)."""
+row's points outside its whole vectors, a point a thread (_edge_points); and
+the launch bounds a shifted row asks (_shift_bounds: SHIFT_BOUNDS_*,
+SHIFTED_ROW_BOUNDS, wide_shift)."""
 from __future__ import annotations
 
 from .cuda import CTYPE, VEC_TYPE, _closure, _offset
@@ -113,6 +115,19 @@ class _RowShifts:
             self._combine(mine, acc, inner, "      ")
             self._stores(stores, inner, "      ")
             L.append("    }")
+
+    def _shift_bounds(self, held: int) -> str | None:
+        """A shifted row's launch bounds (SHIFT_BOUNDS_*): None where it asks
+        what its aligned twin does (cuda_schedules' bounds); a block a row of
+        2-byte points with two weights or more (wide_shift), held in registers
+        (`held` words), SHIFTED_ROW_BOUNDS threads an SM; "" elsewhere (the
+        compiler's registers)."""
+        if self.shift_weights < SHIFT_BOUNDS_WEIGHTS and self.vec >= SHIFT_BOUNDS_VEC and self._edge_slots() == 1:
+            return None
+        if (SHIFTED_ROW_BOUNDS and held and self.threads == self.block <= 256 and self.cluster == 1
+                and wide_shift(self.vec, self.shift_weights)):
+            return f"{self.block}, {SHIFTED_ROW_BOUNDS // self.block}"  # (rows.SHIFTED_ROW_THREADS)
+        return ""
 
     def _kept_slots(self) -> None:
         """The shared memory of each kept weight (rows.KEEP_WEIGHTS): a group's
@@ -246,3 +261,39 @@ rmsnorm bf16 5230x12831 74.3 / 73.5 / 84.4 / 84.7, layernorm fp16
 within 1.6. One-pass rows keep nothing: their loads go before the loop in
 groups of this many threads or more (a row sum's block of 1024), else
 after it (a var_mean's warp, other rows' warps covering the wait)."""
+
+
+def wide_shift(vec: int, weights: int) -> bool:
+    """Do shifted rows of `vec` points a vector and `weights` weights take
+    rows.SHIFTED_ROW_THREADS (and SHIFTED_ROW_BOUNDS): 2-byte, two weights or
+    more?"""
+    return vec >= SHIFT_BOUNDS_VEC and weights >= SHIFT_BOUNDS_WEIGHTS
+
+
+SHIFTED_ROW_BOUNDS = 1024  # ... threads an SM a block a row asks (rows.SHIFTED_ROW_THREADS)
+SHIFT_BOUNDS_WEIGHTS = 2
+SHIFT_BOUNDS_VEC = 8
+"""Shifted rows ask for the occupancy their aligned twins do (bounds) where
+they read fewer weights than SHIFT_BOUNDS_WEIGHTS (an rmsnorm's one, a
+softmax's none), in vectors of SHIFT_BOUNDS_VEC points or more (2-byte
+rows), in groups that take their head and tail a point a thread (14 threads
+or more); elsewhere the compiler's registers: with a layernorm's weight and
+bias (each funnel-shifted or kept in shared memory), in measurements below;
+fp32 rows, and groups whose threads keep 2 to 4 head and tail points each,
+spilled at their twins' bounds (ptxas, sm_90, bytes of spill stores: softmax
+fp32 92820x723 8, 677867x99 56, 8193x8191 32, log-softmax fp32 201528x333
+36, rmsnorm fp32 65344x1027 48, bf16 1032444x65 36, 536870x125 12; 2-byte
+rows of 16 threads or more: none but rmsnorm fp16 65344x1027's 4; not
+timed). H200 % of copy, same run (funnels a uniform branch:
+hir_funnel16), none / asked / asked one step lower (2048 -> 1536, 1536
+-> 1280): rmsnorm bf16 5230x12831 78.4 / 90.0 / 78.5 (50 registers
+unbounded: 2 blocks of 512 an SM, 3 asked), 92820x723 90.6 / 92.7 / 90.6,
+rmsnorm fp16 253240x265 82.5 / 85.5 / 82.6; layernorm bf16 4096x4097 64.3 /
+61.2 / 67.2 (24 bytes of spill asked), fp16 16380x4097 84.7 / 78.0 / 87.4,
+fp32 65344x1027 94.8 / 90.7 / 94.6, fp16 62660x1071 73.3 / 68.5 / 67.4,
+bf16 229040x293 66.6 / 63.9 / 64.6; softmax bf16 536870x125 88.6 / 88.4 /
+84.7; 3 others within 1.6. (Before, when the shifted ends took a guarded
+path in the loop, H100, none / asked: layernorm fp32 65344x1027 98.2 / 75.8,
+132 bytes of spill loads; then with the head and tail a point a thread,
+H200: layernorm fp32 65344x1027 91.3 / 81.2, fp16 16380x4097 74.4 / 66.9,
+softmax bf16 536870x125 77.8 / 82.1.)"""

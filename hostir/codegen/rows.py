@@ -137,7 +137,7 @@ REGISTER_MAX_POINTS = 40
 SHIFTED_ROW_THREADS = 256
 SHIFTED_ROW_POINTS = 64
 """Shifted rows in 8-point vectors (2-byte) whose kernel asks no bounds (a
-layernorm's weight and bias: cuda_schedules.SHIFT_BOUNDS_WEIGHTS), held in
+layernorm's weight and bias: cuda_row_shift.SHIFT_BOUNDS_WEIGHTS), held in
 registers, take up to SHIFTED_ROW_THREADS threads a row, up to
 SHIFTED_ROW_POINTS points a thread (register_row's `wide`). Without bounds
 the compiler takes 53 registers at 512 threads x 4 vectors (two rows an SM;
@@ -148,11 +148,11 @@ H200 % of copy, same run, the rule off / on: layernorm bf16 5101x13155 67.9 /
 within the run's spread (the same variant); a second run, with the weights
 kept up to KEEP_NARROW_WEIGHTS_BYTES: bf16 6000x12001 66.8 / 87.5, fp16
 6000x16001 75.9 / 87.9, bf16 10000x7001 77.6 / 88.6, 5101x13155 67.7 / 83.2
-(and 86.6 with cuda_schedules.SHIFTED_ROW_BOUNDS). Their weights kept in
+(and 86.6 with cuda_row_shift.SHIFTED_ROW_BOUNDS). Their weights kept in
 dynamic shared memory past static's 48 KiB (57 KiB a block of 256 x 7) lost:
 bf16 6000x12001 87.5 / 75.1, fp16 6000x16001 87.9 / 84.0 (5101x13155 83.2 /
 84.3; tried, removed). A block a row asks 1024 threads an SM
-(cuda_schedules.SHIFTED_ROW_BOUNDS: 64 registers, where the compiler takes
+(cuda_row_shift.SHIFTED_ROW_BOUNDS: 64 registers, where the compiler takes
 72-74 at 7 or 8 vectors a thread, three blocks of 256 an SM; at 64 ptxas
 spills none, sm_90), unbounded / asked, two runs: layernorm bf16 5101x13155
 (256 x 7) 83.2 / 86.6, 83.4 / 86.6; fp16 6000x16001 (256 x 8) 87.9 / 90.0,
@@ -415,7 +415,7 @@ def shifted_vectors(points: int, vec: int) -> int:
     fp16 664444x101 50.3 / 67.6, layernorm fp32 65344x1027 85.3 / 91.3, bf16
     4096x4097 58.7 / 62.0; but layernorm bf16 13104x5121 73.8 / 69.7 (640
     vectors: 5 a thread of 128, not 3 of 256); 15 others within 1.2.
-    (Shifted rows asking for occupancy in that run, cuda_schedules'
+    (Shifted rows asking for occupancy in that run, cuda_row_shift's
     SHIFT_BOUNDS_WEIGHTS: softmax bf16 536870x125 77.8 / 82.1, but layernorm
     fp32 65344x1027 91.3 / 81.2, fp16 16380x4097 74.4 / 66.9; not taken then.)"""
     return max(1, points // vec)

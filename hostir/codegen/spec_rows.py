@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from . import one_pass, row_widths, rows
 from .kir import K, Kernel, levels, passes, reductions
 from .launch_checks import launch_sms, shift_possible
-from .cuda_schedules import wide_shift
+from .cuda_row_shift import wide_shift
 from .row_loads import (batch_words, held_words, kept_block_points, kept_weight_bytes, kept_weights, rest_words,
                         row_cache_bytes)
 
