@@ -2166,6 +2166,67 @@ def test_shifted_rows_keep_their_weights(dtype, wdtype, n, layout, resident, mon
     assert spec.choose(k, [rows_count, n], [x, w, b], None, []).keep_weights == (var_.vec >= vec_rule)
 
 
+@pytest.mark.parametrize("resident", [3, 16])
+@pytest.mark.parametrize("dtype,wdtype,n", [(D.BFloat16, D.BFloat16, 62), (D.BFloat16, D.BFloat16, 150),
+                                            (D.Half, D.Half, 61), (D.BFloat16, D.BFloat16, 254),
+                                            (D.Float, D.Float, 102), (D.BFloat16, D.Float, 93),
+                                            (D.Float, D.BFloat16, 333)], ids=lambda d: getattr(d, "name", str(d)))
+@pytest.mark.parametrize("layout", ["contiguous", "strided"])
+def test_shifted_rows_hold_their_weights(dtype, wdtype, n, layout, resident, monkeypatch):
+    """cuda_row_shift.HOLD_WEIGHTS: an rmsnorm's or a layernorm's rows off
+    vector boundaries (each row starts elsewhere past one), kept in registers,
+    whose weights no block keeps in shared memory (rows.KEEP_WEIGHTS off
+    here): each thread holds its points of the weights in registers across
+    its rows (its vectors' points funnel-shifted where the weight's vectors
+    start at boundaries, else, strided, a point at a time; its head and tail
+    points), read again where a row starts elsewhere past a boundary. The
+    grid is the blocks the device runs at once (here 3 or 16), a multiple of
+    the vector where it can be: with 3 a thread's rows start elsewhere, and
+    it reads them again. Weights of another dtype than the rows. Held only
+    within HOLD_WEIGHTS words a thread and past HOLD_WEIGHTS_ROWS rows.
+    Results against torch (on GPUs the variant runs, each thread over several
+    rows; the nvrtc check compiles it)."""
+    import conftest
+    from hostir.codegen import cuda_row_shift, rows as row_rules
+    from hostir.runtime import backend, launch
+    monkeypatch.setattr(cuda_row_shift, "HOLD_WEIGHTS", 64)
+    monkeypatch.setattr(cuda_row_shift, "HOLD_WEIGHTS_ROWS", 1)
+    monkeypatch.setattr(row_rules, "KEEP_WEIGHTS", False)
+    monkeypatch.setattr(backend, "sm_count", lambda device: 1)
+    monkeypatch.setattr(launch.CompiledKernel, "resident_blocks", lambda self, device, block: resident)
+    rows_count = 301
+    x = rand((rows_count, n), dtype)
+    w = {"contiguous": lambda: rand((n,), wdtype), "strided": lambda: rand((2 * n,), wdtype)[::2]}[layout]()
+    b = rand((n,), wdtype)
+    decl = "strided" if layout == "strided" else "sym"
+    runs = [lambda: (_layernorm_checked(x, w, b, decl), [x, w, b])]
+    if layout == "contiguous":  # (an rmsnorm's weight declared contiguous)
+        runs.append(lambda: (_rmsnorm_weighted_checked(x, w), [x, w]))
+    for spec, ins in (run() for run in runs):
+        k = spec.kernels[0]
+        var = spec.choose(k, [rows_count, n], ins, None, [])
+        if not var.shift:  # (an rmsnorm's short rows of 4-byte vectors a point a load: row_widths.POINT_ROWS)
+            assert not var.hold and len(ins) == 2, var.name
+            continue
+        assert var.chunks and var.hold and not var.keep_weights, var.name
+        src = var.source
+        assert "held_m_" in src and "if (m_ != held_m_)" in src, var.name
+        body = src.split("held_m_ = m_;")[1].split("float a0 = ")[1]  # (the passes, after the reads)
+        assert "in1[" not in body and "in1 +" not in body, var.name  # (the weight from registers only)
+        assert var.funnel == (layout == "contiguous" and "hir_funnel" in src), var.name
+        conftest._KERNEL_SOURCES.setdefault(src, var.name)
+        per_block = var.block // var.threads
+        want = min(-(-rows_count // per_block), resident // var.vec * var.vec or resident)
+        assert spec.grid(var, spec.count(k, [rows_count, n], var.vec), 1, 1, [rows_count, n], resident) == want
+        monkeypatch.setattr(cuda_row_shift, "HOLD_WEIGHTS_ROWS", rows_count + 1)  # (few rows)
+        assert not spec.choose(k, [rows_count, n], ins, None, []).hold
+        monkeypatch.setattr(cuda_row_shift, "HOLD_WEIGHTS_ROWS", 1)
+        words = sum(var.chunks * var.vec * t.element_size() for t in ins[1:]) // 4
+        monkeypatch.setattr(cuda_row_shift, "HOLD_WEIGHTS", words - 1)  # (more registers than allowed)
+        assert not spec.choose(k, [rows_count, n], ins, None, []).hold
+        monkeypatch.setattr(cuda_row_shift, "HOLD_WEIGHTS", 64)
+
+
 @pytest.mark.parametrize("kind", ["softmax", "log_softmax", "rmsnorm", "layernorm"])
 @pytest.mark.parametrize("dtype,n", [(D.BFloat16, 49152), (D.BFloat16, 131072), (D.Float, 40000), (D.Half, 65536),
                                      (D.BFloat16, 262144)],

@@ -551,7 +551,8 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
                   threads: int = 32, chunks: int = 0, outer: bool = False, tile: int = -1,
                   smem_row: int = 0, cluster: int = 0, shift: bool = False, double: bool = False,
                   keep_weights: bool = False, funnel: bool = False, flat: bool = False,
-                  few: bool = False, batch: int = 0, drawn: bool = False, parts: bool = False) -> str:
+                  few: bool = False, batch: int = 0, drawn: bool = False, parts: bool = False,
+                  hold: bool = False) -> str:
     """CUDA C++ for `kern`, as the `extern "C"` function `name` (default: the
     kernel's): `vec` points per thread iteration (vector loads and stores where
     aligned), `idx` the index type ("int" when offsets fit), `pdl` for a launch
@@ -571,7 +572,9 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
     `batch`: a one-pass row's vectors a thread loads at once (one_pass.ONE_PASS_LONG), an
     outer tile lane's reduced points a batch (cuda_outer.outer_batch);
     `drawn`: the clusters' (blocks') rows drawn from a ticket counter (rows.CLUSTER_DRAWN);
-    `parts`: a one-pass row split over the launch's `split` blocks (one_pass.row_parts)."""
+    `parts`: a one-pass row split over the launch's `split` blocks (one_pass.row_parts);
+    `hold` (shifted rows): each thread holds its points of what every row reads
+    in registers across its rows (cuda_row_shift.HOLD_WEIGHTS)."""
     name = name or kern.name
     if tile != -1:  # a transpose's tiles, or (tile -2) a staged gather
         from .cuda_tiles import STAGED, _StagePrinter, _TilePrinter, staged_gather
@@ -588,5 +591,6 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
     if kern.reduced:
         from .cuda_schedules import _ReductionPrinter
         return _ReductionPrinter(kern, name, idx, block, threads, pdl, vec, chunks, smem_row,
-                                 cluster, shift, double, keep_weights, funnel, batch, drawn, parts).source()
+                                 cluster, shift, double, keep_weights, funnel, batch, drawn, parts,
+                                 hold).source()
     return _Printer(kern, name, vec, idx, block, streaming, pdl).source()

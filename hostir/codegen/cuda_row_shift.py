@@ -50,17 +50,12 @@ class _RowShifts:
             self.edge_kept = {}
         for q in range(self._edge_slots()):
             e = self.fresh()
-            L.append(f"    const bool {e}_has = lane + {q * span} < h_ + t_;  // a point of the row's head or tail")
-            L.append(f"    const {self.idx} {e}_at = !{e}_has ? 0 : lane + {q * span} < h_ ? lane + {q * span} "
-                     f": R - h_ - t_ + lane + {q * span};")
-            self._split(f"{e}_at", k.reduced, "    ", prefix=f"{e}_i")
-            at = dict(names)
-            for n in k.order:
-                if n.op == K.INDEX and n.arg in k.reduced:
-                    at[id(n)] = f"{e}_i{n.arg}"
-            for n in body:  # (kept weights from shared memory, where the vectors read them)
+            at = self._edge_index(q, e, names, "    ")
+            for n in body:  # (kept weights from shared memory, where the vectors read them; held ones)
                 if id(n) in self.kept_w:
                     at[id(n)] = f"({self._kept_at(n, f'{e}_i{self.inner}')})[0]"
+                elif id(n) in self.held_w:
+                    at[id(n)] = f"{self.held_w[id(n)]}_e{q}"
             kept = [n for n in loads if id(n) in self.cache]  # (the row's loads kept in registers)
             if not first and EDGE_KEEP:
                 at.update({id(n): self.edge_kept[q, id(n)] for n in kept if (q, id(n)) in self.edge_kept})
@@ -70,6 +65,72 @@ class _RowShifts:
                 self.edge_kept.update({(q, id(n)): at[id(n)] for n in kept})
             out.append((e, at))
         return out
+
+    def _edge_index(self, q: int, e: str, names: dict, indent: str) -> dict:
+        """Head and tail slot q of a shifted row's thread (`e` names it): its
+        flag e_has, its point e_at and that point's indices e_i<d>; returns
+        `names` with the reduced indices at that point."""
+        L, k, span = self.lines, self.k, self.span
+        L.append(f"{indent}const bool {e}_has = lane + {q * span} < h_ + t_;  // a point of the row's head or tail")
+        L.append(f"{indent}const {self.idx} {e}_at = !{e}_has ? 0 : lane + {q * span} < h_ ? lane + {q * span} "
+                 f": R - h_ - t_ + lane + {q * span};")
+        self._split(f"{e}_at", k.reduced, indent, prefix=f"{e}_i")
+        at = dict(names)
+        for n in k.order:
+            if n.op == K.INDEX and n.arg in k.reduced:
+                at[id(n)] = f"{e}_i{n.arg}"
+        return at
+
+    def _held_slots(self) -> None:
+        """The registers each thread holds its points of the weights in
+        (HOLD_WEIGHTS): a vector's points a chunk, a point a head and tail
+        slot, and the shift they were read for."""
+        L, k = self.lines, self.k
+        for n in k.order:
+            if id(n) in self.held_w:
+                ct, a = CTYPE[k.inputs[n.arg].dtype], self.held_w[id(n)]
+                L.append(f"  alignas(16) {ct} {a}[{self.chunks * self.vec}];")
+                L.append(f"  {ct} {', '.join(f'{a}_e{q}' for q in range(self._edge_slots()))};")
+        L.append("  int held_m_ = -1;  // the shift the held weights were read for")
+
+    def _hold_weights(self, names) -> None:
+        """Read this thread's points of what every row reads (a weight, a bias)
+        into its registers where its row starts elsewhere past a vector
+        boundary than its last (HOLD_WEIGHTS): its chunks' vectors
+        (funnel-shifted, or a point at a time, as the passes would have read
+        them) and its head and tail points. The grid's rows keep a thread's
+        shift (spec.grid), so a thread reads them once."""
+        L, k, v, i = self.lines, self.k, self.vec, f"i{self.inner}"
+        held = [n for n in k.order if id(n) in self.held_w]
+        L.append("    if (m_ != held_m_) {  // (this thread's weights, for rows m_ points past a boundary)")
+        L.append("      held_m_ = m_;")
+        self._chunk_loop(self.chunks)
+        self._split("r", k.reduced, "      ")
+        at = dict(names)
+        self.emit_all([x for x in _closure(held, set()) if x.op != K.LOAD], at, i, "      ")
+        for n in held:
+            a = self.held_w[id(n)]
+            if id(n) in self.funnel:
+                self._funnel_load(n, at, dest=f"{a} + c * {v}")
+                continue
+            L.append("      #pragma unroll")
+            L.append(f"      for (int u = 0; u < {v}; ++u) {{")
+            L.append(f"        const {self.idx} ii = {i} + u;")
+            point = dict(names)
+            self.emit_all(_closure([n], set()) + [n], point, "ii", "        ")
+            L.append(f"        ({a} + c * {v})[u] = {point[id(n)]};")
+            L.append("      }")
+        L.append("    }}")
+        for q in range(self._edge_slots()):
+            e = self.fresh()
+            L.append("      {")
+            at = self._edge_index(q, e, names, "      ")
+            for n in held:
+                point = dict(at)
+                self.emit_all(_closure([n], set()) + [n], point, f"{e}_i{self.inner}", "      ")
+                L.append(f"      {self.held_w[id(n)]}_e{q} = {point[id(n)]};")
+            L.append("      }")
+        L.append("    }")
 
     def _masked_row(self, stores, body) -> bool:
         """Does this pass read a shifted row in the aligned vectors that cover
@@ -192,7 +253,7 @@ class _RowShifts:
                      f"reinterpret_cast<const {vt}*>({at})[w];")
         return f"({arr})[u]"
 
-    def _funnel_load(self, n: KNode, base: dict) -> str:
+    def _funnel_load(self, n: KNode, base: dict, dest: str | None = None) -> str:
         """The shifted vector of a load every row reads alike (a weight), at
         the row's points i .. i + vec - 1 (i = the vector's start, m_ points
         before a boundary of the weight's vectors): the aligned vectors before
@@ -203,8 +264,9 @@ class _RowShifts:
         t = self.k.inputs[n.arg]
         a = [base[id(s)] for s in n.src]
         off = _offset(a[1:], f"in{n.arg}")
-        arr = self.fresh()
-        L.append(f"      alignas(16) {CTYPE[t.dtype]} {arr}[{v}];")
+        arr = dest or self.fresh()
+        if dest is None:
+            L.append(f"      alignas(16) {CTYPE[t.dtype]} {arr}[{v}];")
         L.append(f"      {{ const {CTYPE[t.dtype]}* const wp_ = in{n.arg} + {off} + m_;")
         wide = v * t.dtype.itemsize  # (16 bytes, or 8: hir_funnel8)
         vt, zero = ("uint4", "make_uint4(0u, 0u, 0u, 0u)") if wide == 16 else ("uint2", "make_uint2(0u, 0u)")
@@ -234,6 +296,19 @@ removed: the head and tail in their two aligned vectors, read by the
 group's lanes 0 and 1 after the loop; their warps ran both lanes' paths.
 Points / those: var_mean fp16 664444x101 77.4 / 70.5, row sum bf16
 300000x203 96.0 / 88.9, fp16 466033x145 97.3 / 85.8.)"""
+
+HOLD_WEIGHTS = 0
+HOLD_WEIGHTS_ROWS = 4096
+"""A shifted row kept in registers that keeps no weights in shared memory
+(rows.KEEP_WEIGHTS), of a launch of HOLD_WEIGHTS_ROWS rows or more, whose
+thread's points of what every row reads (a weight, a bias: each chunk's
+vector, as its passes read it) take HOLD_WEIGHTS words or fewer: each thread
+holds them in registers across its rows (_hold_weights), read again only
+where its row starts elsewhere past a vector boundary; the grid is what the
+device runs at once, a multiple of the vector (spec.grid), so a thread's rows
+keep its shift. Not each pass of each row funnel-shifting them from two
+aligned vectors (two loads and a funnel a vector), or reading them a point
+at a time (0: off)."""
 
 EDGE_KEEP = True
 """A persistent row's head and tail points of the loads it keeps in registers

@@ -52,7 +52,8 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
     def __init__(self, kern: Kernel, name: str, idx: str, block: int, threads: int, pdl: bool,
                  vec: int = 1, chunks: int = 0, smem_row: int = 0, cluster: int = 0,
                  shift: bool = False, double: bool = False, keep_weights: bool = False,
-                 funnel: bool = False, batch: int = 0, drawn: bool = False, parts: bool = False):
+                 funnel: bool = False, batch: int = 0, drawn: bool = False, parts: bool = False,
+                 hold: bool = False):
         super().__init__(kern, name, vec, idx, block, False, pdl)
         held = vec == 1 and chunks > 0 and self.points_held
         if held:  # (a row held a point a load: row_widths.POINT_ROWS)
@@ -71,6 +72,10 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
             if funnel and not keep_weights:
                 self.funnel = {id(n) for n in kern.order if id(n) in invariant and funnel_load(kern, n, vec)}
             self.vloads = self.vloads - invariant
+        # ... or held in registers, each thread's points of them, across its rows
+        # (cuda_row_shift.HOLD_WEIGHTS): node -> array
+        self.held_w = {id(n): f"hw{j}" for j, n in enumerate(x for x in kern.order if id(x) in invariant)} \
+            if self.shift and hold and not keep_weights and chunks and not smem_row else {}
         # ... or kept in shared memory, shifted as the block's rows (rows.KEEP_WEIGHTS): node -> array
         self.kept_w = {id(n): f"kw{j}" for j, n in enumerate(kept_weights(kern, vec))} \
             if self.shift and keep_weights else {}
@@ -128,6 +133,8 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
         L.append(f"  const {idx} {'Rrow_' if self.parts else 'R'} = {count};")
         if self.kept_w:
             self._kept_slots()
+        if self.held_w:
+            self._held_slots()
         work = row_work(k, rows, full_stores)
         self._plan_ahead(work)
         if self.ahead or self.double:
@@ -153,6 +160,8 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
             self._row_shift(names)
         if self.kept_w:
             self._keep_weights(names)
+        if self.held_w:
+            self._hold_weights(names)
         if self.chunks:  # vectors read in several passes stay in registers from the first
             offset = []
             for n in cached_loads(k, self.vec):
@@ -418,7 +427,7 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
         self.emit_all([n for n in body if id(n) not in self.dep], local, i, "      ")
         base = dict(local)  # names at u = 0: vector addresses and store offsets only
         loads = [n for n in body if id(n) in self.vloads]
-        funnel = [n for n in body if id(n) in self.funnel] if phase != "loads" else []
+        funnel = [n for n in body if id(n) in self.funnel and id(n) not in self.held_w] if phase != "loads" else []
         store_ix = [x for _, _, ix in stores for x in ix if id(x) in self.dep]
         pre = _closure(loads + funnel, self.dep) + _closure(store_ix, self.dep) + store_ix
         self.emit_all([n for n in pre if n.op != K.LOAD], base, i, "      ")
@@ -429,6 +438,8 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
             for n in body:
                 if id(n) in self.kept_w and id(n) not in inner:
                     inner[id(n)] = self._kept_weight(n)
+                elif id(n) in self.held_w:  # (this thread's points of it, held: cuda_row_shift._hold_weights)
+                    inner[id(n)] = f"({self.held_w[id(n)]} + c * {v})[u]"
         partial = self.smem_row and self.smem_chunks < self.chunks and not self.rest_regs
         for n in loads:
             if batch is not None:

@@ -89,6 +89,7 @@ class Variant:
     #                      an outer tile's lane: reduced points a batch (cuda_outer.outer_batch)
     drawn: bool = False  # ... its clusters (blocks) drawing their rows from a ticket counter (rows.CLUSTER_DRAWN)
     parts: bool = False  # a one-pass row split over several blocks, their partials combined (one_pass.row_parts)
+    hold: bool = False   # shifted rows: each thread holds its weights in registers across rows (cuda_row_shift.HOLD_WEIGHTS)
 
     @property
     def block(self) -> int:
@@ -123,7 +124,7 @@ class Variant:
         src = kernel_source(self.kernel, self.vec, self.idx, self.block, o.streaming, o.pdl,
                             self.name, self.threads, self.chunks, self.outer, self.tile, self.smem_row,
                             self.cluster, self.shift, self.double, self.keep_weights, self.funnel, self.flat,
-                            self.few, self.batch, self.drawn, self.parts)
+                            self.few, self.batch, self.drawn, self.parts, self.hold)
         return defines(o, self.kernel) + src
 
     @cached_property
@@ -312,6 +313,9 @@ class KernelSpec(_RowRules):
                     keep_weights_ok(kernel, vec, ins):
                 var = self.variant(kernel, vec, idx, var.threads, var.chunks, var.smem_row, shift=True,
                                    keep_weights=True)
+            elif shift and self._holds_weights(var, math.prod(extents[d] for d in kernel.kept)):
+                var = self.variant(kernel, vec, idx, var.threads, var.chunks, var.smem_row, shift=True,
+                                   funnel=var.funnel, hold=True)
             return var
         if self._stages(kernel, extents, ins):
             return self.variant(kernel, 1, idx, tile=STAGED)
@@ -461,7 +465,7 @@ class KernelSpec(_RowRules):
         else:
             per_block = variant.block // variant.threads if variant.threads else variant.block
             blocks = -(-count // per_block)
-            if variant.keep_weights and resident:  # (rows of period vec in their shift)
+            if (variant.keep_weights or variant.hold) and resident:  # (rows of period vec in their shift)
                 blocks = min(blocks, resident // variant.vec * variant.vec or resident)
             elif variant.drawn and resident:  # (a block a row, rows.BLOCK_DRAWN)
                 blocks = min(blocks, resident)
@@ -482,12 +486,12 @@ class KernelSpec(_RowRules):
                 smem_row: int = 0, outer: bool = False, tile: int = -1, cluster: int = 0,
                 shift: bool = False, double: bool = False, keep_weights: bool = False,
                 funnel: bool = False, flat: bool = False, few: bool = False, batch: int = 0,
-                parts: bool = False) -> Variant:
+                parts: bool = False, hold: bool = False) -> Variant:
         funnel = funnel and shift and not keep_weights
         # (a cluster variant's block is its threads: Variant.block)
         drawn = draws_rows(kernel, vec, chunks, min(smem_row, chunks), threads, shift, cluster, double)
         key = (id(kernel), vec, idx, threads, chunks, smem_row, outer, tile, cluster, shift, double, keep_weights,
-               funnel, flat, few, batch, drawn, parts)
+               funnel, flat, few, batch, drawn, parts, hold)
         got = self._variants.get(key)
         if got is None:
             o = self.options
@@ -496,12 +500,12 @@ class KernelSpec(_RowRules):
             name = (f"{kernel.name}{'_pair' * len(kernel.pairs)}_v{vec}_"
                     f"{'i32' if idx == 'int' else 'i64'}{f'_t{threads}' if threads else ''}"
                     f"{f'_c{chunks}' if chunks else ''}{('_smem' if smem_row >= chunks else f'_smem{smem_row}') if smem_row else ''}{'_outer' if outer else ''}{'_flat' if flat else ''}{'_few' if few else ''}{f'_n{batch}' if batch else ''}"
-                    f"{f'_q{cluster}' if cluster else ''}{('d' if cluster else '_drawn') if drawn else ''}{'_db' if double else ''}{'_sh' if shift else ''}{'_kw' if keep_weights else ''}{'_fw' if funnel else ''}{'_parts' if parts else ''}"
+                    f"{f'_q{cluster}' if cluster else ''}{('d' if cluster else '_drawn') if drawn else ''}{'_db' if double else ''}{'_sh' if shift else ''}{'_kw' if keep_weights else ''}{'_fw' if funnel else ''}{'_hw' if hold else ''}{'_parts' if parts else ''}"
                     f"{f'_tile{tile}' if tile >= 0 else ''}{'_staged' if tile == STAGED else ''}{tune}")
             slots = vector_slots(kernel, vec, points=bool(chunks))  # (chunks at width 1: a row held a point a load)
             got = self._variants[key] = Variant(kernel, vec, idx, o, name, slots, threads, chunks, outer, tile,
                                                 smem_row, cluster, shift, double, keep_weights, funnel, flat, few,
-                                                batch, drawn, parts)
+                                                batch, drawn, parts, hold)
         return got
 
     def typical_variants(self) -> list[Variant]:

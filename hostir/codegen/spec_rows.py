@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from . import one_pass, row_widths, rows
 from .kir import K, Kernel, levels, passes, reductions
 from .launch_checks import launch_sms, shift_possible
+from . import cuda_row_shift
 from .cuda_row_shift import wide_shift
 from .row_loads import (batch_words, held_words, kept_block_points, kept_weight_bytes, kept_weights, rest_words,
                         row_cache_bytes)
@@ -272,6 +273,19 @@ class _RowRules:
         n = -(-vectors // var.threads)
         words = batch_words(kernel, var.vec, n) + 8 * reductions(kernel)
         return n if 4 < n <= one_pass.ONE_PASS_LONG and words <= one_pass.ONE_PASS_LONG_WORDS else 0
+
+    def _holds_weights(self, var: Variant, rows_count: int) -> bool:
+        """Does a shifted variant that keeps no weights in shared memory hold
+        each thread's points of them in registers across its rows
+        (cuda_row_shift.HOLD_WEIGHTS): rows kept in registers, not split over
+        a cluster, at least HOLD_WEIGHTS_ROWS of them, the held points within
+        HOLD_WEIGHTS words a thread?"""
+        if not (cuda_row_shift.HOLD_WEIGHTS and var.chunks and not var.smem_row and not var.cluster
+                and not var.batch and not var.parts and rows_count >= cuda_row_shift.HOLD_WEIGHTS_ROWS):
+            return False
+        loads = kept_weights(var.kernel, var.vec)
+        words = sum(var.chunks * var.vec * var.kernel.inputs[n.arg].dtype.itemsize for n in loads) // 4
+        return bool(loads) and words <= cuda_row_shift.HOLD_WEIGHTS
 
     def _keeps_weights(self, var: Variant, rows_count: int) -> bool:
         """Does a shifted variant keep the weights in shared memory (rows.KEEP_WEIGHTS):
