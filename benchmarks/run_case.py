@@ -6,7 +6,9 @@ Settings as knobs.py's `--set` (one value each) follow the call count:
 
 `--info` (anywhere) prints each kernel the calls loaded: its registers, spill
 bytes and static shared memory a thread block, and the blocks an SM the
-launches found (the compiler on the GPU's machine decides these)."""
+launches found (the compiler on the GPU's machine decides these). `--compile`
+(anywhere) runs torch.compile's kernels of the case instead, to profile the
+contender (`ncu --kernel-name regex:triton_ ...`)."""
 from __future__ import annotations
 
 import gc
@@ -27,16 +29,23 @@ from knobs import parse_setting, setting  # noqa: E402
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    info = "--info" in argv
-    argv = [a for a in argv if a != "--info"]
+    info, contender = "--info" in argv, "--compile" in argv
+    argv = [a for a in argv if a not in ("--info", "--compile")]
     pattern, calls = argv[0], int(argv[1]) if len(argv) > 1 else 5
     settings = [parse_setting(a) for a in argv[2:]]
     case = next((c for c in reduction_shapes.cases(1 << 26, None) if re.search(pattern, c[0])), None)
     case = case or reduction_shapes.by_name(pattern)  # (any shape, by its name: "layernorm bf16 379146x177")
     if case is None:
         raise SystemExit(f"no case matches {pattern!r}")
-    name, fd, _, make_inputs, _ = case
+    name, fd, eager, make_inputs, _ = case
     inputs = make_inputs(torch.device("cuda"))
+    if contender:
+        compiled = torch.compile(eager, dynamic=False)
+        for _ in range(calls):
+            compiled(*inputs)
+        torch.cuda.synchronize()
+        print(name, "(torch.compile)", flush=True)
+        return
     with ExitStack() as stack:
         for key, values in settings:
             stack.enter_context(setting(key, values[0]))

@@ -2166,6 +2166,31 @@ def test_shifted_rows_keep_their_weights(dtype, wdtype, n, layout, resident, mon
     assert spec.choose(k, [rows_count, n], [x, w, b], None, []).keep_weights == (var_.vec >= vec_rule)
 
 
+@pytest.mark.parametrize("dtype,n,aligned", [(D.BFloat16, 60, True), (D.Half, 44, True), (D.BFloat16, 92, True),
+                                             (D.BFloat16, 124, True), (D.BFloat16, 62, False), (D.Half, 64, False)])
+def test_short_2byte_rows_on_half_boundaries(dtype, n, aligned, monkeypatch):
+    """row_widths.HALF_ALIGNED_POINTS (set to 128 here): rows of 2-byte points
+    of a kernel of several passes, off the boundaries of 8-point vectors but on
+    those of 4-point ones, read in unshifted vectors of 4, two a thread (no
+    head or tail); rows off 4-point boundaries shifted, rows on 8-point ones
+    in vectors of 8. Results against torch (9 rows, 1; on a GPU the variant
+    runs; the nvrtc check compiles it)."""
+    import conftest
+    from hostir.codegen import row_widths
+    monkeypatch.setattr(row_widths, "HALF_ALIGNED_POINTS", 128)
+    for rows_count in (9, 1):
+        x, w, b = rand((rows_count, n), dtype), rand((n,), dtype), rand((n,), dtype)
+        for spec, ins in ((_rmsnorm_weighted_checked(x, w), [x, w]), (_layernorm_checked(x, w, b), [x, w, b]),
+                          (_norm_checked("softmax", x), [x])):
+            var = spec.choose(spec.kernels[0], [rows_count, n], ins, None, [])
+            if aligned:
+                assert (var.vec, var.shift) == (4, False) and var.chunks == 2, var.name
+                assert var.threads * 8 >= n > var.threads * 4, var.name
+            else:
+                assert var.vec != 4 or var.shift, var.name
+            conftest._KERNEL_SOURCES.setdefault(var.source, var.name)
+
+
 @pytest.mark.parametrize("resident", [3, 16])
 @pytest.mark.parametrize("dtype,wdtype,n", [(D.BFloat16, D.BFloat16, 62), (D.BFloat16, D.BFloat16, 150),
                                             (D.Half, D.Half, 61), (D.BFloat16, D.BFloat16, 254),

@@ -55,6 +55,14 @@ bf16 250000x254 79.4 / 60.3, row sum bf16 400000x151 93.5 / 83.0; rows on
 79.2 / 62.2."""
 
 
+HALF_ALIGNED_POINTS = 0
+"""Rows of 2-byte points of a kernel of several passes, of more than
+HALF_SHIFT_LEAST and up to HALF_ALIGNED_POINTS points, off the boundaries
+of 8-point vectors but on those of 4-point ones (a row of 60: 120 bytes),
+read in unshifted vectors of 4 points, two a thread (a row of 60: 8 threads
+a row, no head or tail points), not in shifted vectors of 8 (0: off)."""
+
+
 POINT_ROWS = 224
 POINT_ROWS_LEAST = 56
 POINT_ROW_POINTS = 7
