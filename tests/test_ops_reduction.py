@@ -1824,6 +1824,8 @@ def test_rows_off_vector_boundaries(kind, dtype, n):
         var = spec.choose(k, [5, n], [x], None, [])
         if n == 0:  # empty rows: nothing to shift
             assert not var.shift, var.name
+        elif vec == 8 and n % 8 and n % 4 == 0 and spec._half_aligned(k, n):  # (row_widths.HALF_ALIGNED_POINTS)
+            assert (var.vec, var.shift, var.chunks) == (4, False, 2) and kind == "rmsnorm", var.name
         else:
             assert var.vec == vec and var.shift == (n % vec != 0), var.name
         if var.shift:
@@ -2083,6 +2085,9 @@ def test_short_2byte_rows_in_half_vectors(dtype, n, half):
         for spec, ins in ((_rmsnorm_weighted_checked(x, w), [x, w]), (_layernorm_checked(x, w, b), [x, w, b]),
                           (_norm_checked("softmax", x), [x])):
             var = spec.choose(spec.kernels[0], [rows_count, n], ins, None, [])
+            if n % 4 == 0 and len(ins) == 2:  # (an rmsnorm's rows on 4-point boundaries: HALF_ALIGNED_POINTS)
+                assert (var.vec, var.shift) == (4, False), var.name
+                continue
             assert var.shift and var.vec == (4 if half else 8), var.name
             if half and len(ins) == 2:
                 assert var.funnel and "hir_funnel8(" in var.source, var.name
@@ -2169,24 +2174,29 @@ def test_shifted_rows_keep_their_weights(dtype, wdtype, n, layout, resident, mon
 @pytest.mark.parametrize("dtype,n,aligned", [(D.BFloat16, 60, True), (D.Half, 44, True), (D.BFloat16, 92, True),
                                              (D.BFloat16, 124, True), (D.BFloat16, 62, False), (D.Half, 64, False)])
 def test_short_2byte_rows_on_half_boundaries(dtype, n, aligned, monkeypatch):
-    """row_widths.HALF_ALIGNED_POINTS (set to 128 here): rows of 2-byte points
-    of a kernel of several passes, off the boundaries of 8-point vectors but on
-    those of 4-point ones, read in unshifted vectors of 4, two a thread (no
-    head or tail); rows off 4-point boundaries shifted, rows on 8-point ones
-    in vectors of 8. Results against torch (9 rows, 1; on a GPU the variant
+    """row_widths.HALF_ALIGNED_POINTS: rows of 2-byte points of a kernel that
+    reduces in its first pass only (an rmsnorm; a layernorm too where
+    HALF_ALIGNED_WEIGHTS allows its two weights), off the boundaries of 8-point
+    vectors but on those of 4-point ones, read in unshifted vectors of 4, two
+    a thread (no head or tail); a softmax's and rows off 4-point boundaries
+    shifted, rows on 8-point ones in vectors of 8. Results against torch (9 rows, 1; on a GPU the variant
     runs; the nvrtc check compiles it)."""
     import conftest
     from hostir.codegen import row_widths
-    monkeypatch.setattr(row_widths, "HALF_ALIGNED_POINTS", 128)
+    monkeypatch.setattr(row_widths, "HALF_ALIGNED_WEIGHTS", 2)  # (a layernorm's two weights too, here)
     for rows_count in (9, 1):
         x, w, b = rand((rows_count, n), dtype), rand((n,), dtype), rand((n,), dtype)
         for spec, ins in ((_rmsnorm_weighted_checked(x, w), [x, w]), (_layernorm_checked(x, w, b), [x, w, b]),
                           (_norm_checked("softmax", x), [x])):
             var = spec.choose(spec.kernels[0], [rows_count, n], ins, None, [])
-            if aligned:
+            if len(ins) == 3:  # (a layernorm's rows keep shifted vectors at the rule's default)
+                monkeypatch.setattr(row_widths, "HALF_ALIGNED_WEIGHTS", 1)
+                assert spec.choose(spec.kernels[0], [rows_count, n], ins, None, []).vec != 4 or not aligned
+                monkeypatch.setattr(row_widths, "HALF_ALIGNED_WEIGHTS", 2)
+            if aligned and len(ins) > 1:
                 assert (var.vec, var.shift) == (4, False) and var.chunks == 2, var.name
                 assert var.threads * 8 >= n > var.threads * 4, var.name
-            else:
+            else:  # (a softmax's: its second pass reduces)
                 assert var.vec != 4 or var.shift, var.name
             conftest._KERNEL_SOURCES.setdefault(var.source, var.name)
 

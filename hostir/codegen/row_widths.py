@@ -55,12 +55,21 @@ bf16 250000x254 79.4 / 60.3, row sum bf16 400000x151 93.5 / 83.0; rows on
 79.2 / 62.2."""
 
 
-HALF_ALIGNED_POINTS = 0
-"""Rows of 2-byte points of a kernel of several passes, of more than
+HALF_ALIGNED_POINTS = 128
+HALF_ALIGNED_WEIGHTS = 1
+"""Rows of 2-byte points of a kernel that reduces in its first pass only
+and reads HALF_ALIGNED_WEIGHTS weights or fewer (an rmsnorm), of more than
 HALF_SHIFT_LEAST and up to HALF_ALIGNED_POINTS points, off the boundaries
 of 8-point vectors but on those of 4-point ones (a row of 60: 120 bytes),
 read in unshifted vectors of 4 points, two a thread (a row of 60: 8 threads
-a row, no head or tail points), not in shifted vectors of 8 (0: off)."""
+a row, no head or tail points), not in shifted vectors of 8 (spec_rows
+_half_aligned). H200 % of copy, same run, shifted 8 / unshifted 4
+(torch.compile): rmsnorm bf16 1000000x60 79.3 / 87.4 (68.1; 80-88 in
+other runs), 1000000x44 64.8 / 79.8 (67.8), 500000x124 86.3 / 92.7 (88.9),
+rmsnorm fp16 700000x84 81.7 / 82.9 (90.6). Not kept: a layernorm's (two
+weights: bf16 900000x68 70.9 / 51.9, 600000x100 74.5 / 71.8, but fp16
+500000x124 76.5 / 80.8) and a softmax's (a reduction in its second pass:
+bf16 700000x92 82.4 / 73.7, log-softmax 600000x116 85.5 / 84.9)."""
 
 
 POINT_ROWS = 224
