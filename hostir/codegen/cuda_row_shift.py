@@ -308,7 +308,14 @@ where its row starts elsewhere past a vector boundary; the grid is what the
 device runs at once, a multiple of the vector (spec.grid), so a thread's rows
 keep its shift. Not each pass of each row funnel-shifting them from two
 aligned vectors (two loads and a funnel a vector), or reading them a point
-at a time (0: off)."""
+at a time (0: off). Off: no class of rows gained alike. H200 % of copy, same
+run, off / 32: rmsnorm fp16 1000000x45 54.4 / 63.9 (twice: 56.0 / 65.3),
+layernorm bf16 894784x75 56.6 / 61.0, 1000000x61 59.4 / 60.9, rmsnorm bf16
+400000x150 79.1 / 80.2; but rmsnorm bf16 1000000x62 74.9 / 74.8 (ncu at
+off: 74 % of issue slots busy, 63 % DRAM), 1032444x65 76.4 / 70.0, 700000x93
+75.9 / 68.9, 92820x723 94.0 / 69.4, layernorm fp16 800000x77 58.9 / 56.3,
+fp32 600000x102 86.0 / 82.5, 721600x93 92.0 / 88.2 (60 and 72 registers
+against 40)."""
 
 EDGE_KEEP = True
 """A persistent row's head and tail points of the loads it keeps in registers

@@ -69,7 +69,11 @@ other runs), 1000000x44 64.8 / 79.8 (67.8), 500000x124 86.3 / 92.7 (88.9),
 rmsnorm fp16 700000x84 81.7 / 82.9 (90.6). Not kept: a layernorm's (two
 weights: bf16 900000x68 70.9 / 51.9, 600000x100 74.5 / 71.8, but fp16
 500000x124 76.5 / 80.8) and a softmax's (a reduction in its second pass:
-bf16 700000x92 82.4 / 73.7, log-softmax 600000x116 85.5 / 84.9)."""
+bf16 700000x92 82.4 / 73.7, log-softmax 600000x116 85.5 / 84.9). The
+next run, the rule's tree (d8f2fa8), off / on (torch.compile): rmsnorm bf16
+1000000x60 79.3 / 85.6 (86.6: still behind), 1000000x44 65.7 / 77.5,
+800000x52 67.8 / 80.1, 500000x124 86.1 / 90.0, 700000x76 77.9 / 76.5, fp16
+600000x100 82.2 / 86.6, 700000x84 82.6 / 82.7."""
 
 
 POINT_ROWS = 224
