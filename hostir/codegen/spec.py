@@ -276,9 +276,7 @@ class KernelSpec(_RowRules):
             def aligned(w: int, points: bool = False) -> bool:  # (the row tensors' vectors of w points)
                 return vector_ok(w, [ins[s] for s in vector_slots(kernel, w, points=points)] + stored, extents)
             shift = vec > 1 and not aligned(vec)
-            if shift and vec == 8 and self._half_aligned(kernel, per_row) and aligned(4):
-                t = next(t for t in rows.SHORT_ROW_THREADS + rows.ROW_THREADS
-                         if 8 * t >= per_row or t == rows.ROW_THREADS[-1])  # (two vectors of 4 a thread)
+            if shift and vec == 8 and (t := self._half_aligned(kernel, per_row)) and aligned(4):
                 return self.variant(kernel, 4, idx, t, -(-per_row // (4 * t)))  # (row_widths.HALF_ALIGNED_POINTS)
             if shift and vec == 8 and row_widths.HALF_SHIFT_LEAST < per_row <= row_widths.HALF_SHIFT_POINTS \
                     and self._passes(kernel)[0] and not aligned(4):

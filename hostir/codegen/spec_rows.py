@@ -274,15 +274,18 @@ class _RowRules:
         words = batch_words(kernel, var.vec, n) + 8 * reductions(kernel)
         return n if 4 < n <= one_pass.ONE_PASS_LONG and words <= one_pass.ONE_PASS_LONG_WORDS else 0
 
-    def _half_aligned(self, kernel: Kernel, per_row: int) -> bool:
-        """Are a 2-byte kernel's rows of `per_row` points read in unshifted
-        vectors of 4 where they lie on 4-point boundaries
-        (row_widths.HALF_ALIGNED_POINTS): an rmsnorm's (reducing in its first
-        pass only, HALF_ALIGNED_WEIGHTS weights at most), of more than
-        HALF_SHIFT_LEAST and up to HALF_ALIGNED_POINTS points?"""
-        return row_widths.HALF_SHIFT_LEAST < per_row <= row_widths.HALF_ALIGNED_POINTS and \
-            kernel is not self.online and self._passes(kernel)[1] and \
-            len(kept_weights(kernel, 4)) <= row_widths.HALF_ALIGNED_WEIGHTS
+    def _half_aligned(self, kernel: Kernel, per_row: int) -> int:
+        """The threads a row of a 2-byte kernel's `per_row` points takes in
+        unshifted vectors of 4, two a thread, where it lies on 4-point
+        boundaries (row_widths.HALF_ALIGNED_POINTS): an rmsnorm's (reducing in
+        its first pass only, HALF_ALIGNED_WEIGHTS weights at most), of more
+        than HALF_SHIFT_LEAST and up to HALF_ALIGNED_POINTS points; else 0."""
+        if not (row_widths.HALF_SHIFT_LEAST < per_row <= row_widths.HALF_ALIGNED_POINTS and
+                kernel is not self.online and self._passes(kernel)[1] and
+                len(kept_weights(kernel, 4)) <= row_widths.HALF_ALIGNED_WEIGHTS):
+            return 0
+        return next(t for t in rows.SHORT_ROW_THREADS + rows.ROW_THREADS
+                    if 8 * t >= per_row or t == rows.ROW_THREADS[-1])
 
     def _holds_weights(self, var: Variant, rows_count: int) -> bool:
         """Does a shifted variant that keeps no weights in shared memory hold
