@@ -37,7 +37,7 @@ HOSTIR_TEST_DEVICE=cuda HOSTIR_TEST_NVRTC=0 "$PY" -m pytest -q -p no:cacheprovid
   tests/test_kernels.py tests/test_host_ir.py tests/test_host_memory.py tests/test_fuzz.py \
   tests/test_ops_scan.py tests/test_ops_indexing.py tests/test_ops_random.py tests/test_seed003.py tests/test_trace.py \
   tests/test_repro.py tests/test_ops_float8.py tests/test_ops_aten.py tests/test_programs.py \
-  tests/test_ops_norms.py 2>&1 | tee "$OUTDIR/gpu_tests.log" | tail -25 || status=1
+  tests/test_ops_norms.py tests/test_word_rows.py 2>&1 | tee "$OUTDIR/gpu_tests.log" | tail -25 || status=1
 fi
 [ "$PART" = tests ] && exit $status
 echo "== benchmarks"

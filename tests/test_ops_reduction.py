@@ -2222,10 +2222,11 @@ def test_shifted_rows_hold_their_weights(dtype, wdtype, n, layout, resident, mon
     Results against torch (on GPUs the variant runs, each thread over several
     rows; the nvrtc check compiles it)."""
     import conftest
-    from hostir.codegen import cuda_row_shift, rows as row_rules
+    from hostir.codegen import cuda_row_shift, row_widths, rows as row_rules
     from hostir.runtime import backend, launch
     monkeypatch.setattr(cuda_row_shift, "HOLD_WEIGHTS", 64)
     monkeypatch.setattr(cuda_row_shift, "HOLD_WEIGHTS_ROWS", 1)
+    monkeypatch.setattr(row_widths, "WORD_ROWS", ((0, 0),))  # (shifted rows here; rows in words: test_word_rows)
     monkeypatch.setattr(row_rules, "KEEP_WEIGHTS", False)
     monkeypatch.setattr(backend, "sm_count", lambda device: 1)
     monkeypatch.setattr(launch.CompiledKernel, "resident_blocks", lambda self, device, block: resident)

@@ -552,7 +552,7 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
                   smem_row: int = 0, cluster: int = 0, shift: bool = False, double: bool = False,
                   keep_weights: bool = False, funnel: bool = False, flat: bool = False,
                   few: bool = False, batch: int = 0, drawn: bool = False, parts: bool = False,
-                  hold: bool = False) -> str:
+                  hold: bool = False, stack: int = 0) -> str:
     """CUDA C++ for `kern`, as the `extern "C"` function `name` (default: the
     kernel's): `vec` points per thread iteration (vector loads and stores where
     aligned), `idx` the index type ("int" when offsets fit), `pdl` for a launch
@@ -574,7 +574,8 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
     `drawn`: the clusters' (blocks') rows drawn from a ticket counter (rows.CLUSTER_DRAWN);
     `parts`: a one-pass row split over the launch's `split` blocks (one_pass.row_parts);
     `hold` (shifted rows): each thread holds its points of what every row reads
-    in registers across its rows (cuda_row_shift.HOLD_WEIGHTS)."""
+    in registers across its rows (cuda_row_shift.HOLD_WEIGHTS); `stack`: each
+    group takes that many rows at a time (cuda_row_stack)."""
     name = name or kern.name
     if tile != -1:  # a transpose's tiles, or (tile -2) a staged gather
         from .cuda_tiles import STAGED, _StagePrinter, _TilePrinter, staged_gather
@@ -592,5 +593,5 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
         from .cuda_schedules import _ReductionPrinter
         return _ReductionPrinter(kern, name, idx, block, threads, pdl, vec, chunks, smem_row,
                                  cluster, shift, double, keep_weights, funnel, batch, drawn, parts,
-                                 hold).source()
+                                 hold, stack).source()
     return _Printer(kern, name, vec, idx, block, streaming, pdl).source()

@@ -30,7 +30,8 @@ class _RowOrder:
         elif Q > 1:  # a cluster's blocks are consecutive: cluster b takes rows b, b + clusters, ...
             L.append(f"  for ({idx} base = ({idx})blockIdx.x / {Q}; base < nslots; "
                      f"base += ({idx})gridDim.x / {Q}) {{")
-        else:
+        else:  # (stacked rows: a group's `stack` rows at once, cuda_row_stack)
+            groups *= self.stack
             L.append(f"  for ({idx} base = ({idx})blockIdx.x * {groups}; base < nslots; "
                      f"base += ({idx})gridDim.x * {groups}) {{")
 

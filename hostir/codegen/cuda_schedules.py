@@ -18,6 +18,7 @@ from .cuda_row_copies import _RowCopies
 from .cuda_row_combine import _RowCombines
 from .cuda_row_order import _RowOrder
 from .cuda_row_batches import LOOP_BATCH_THREADS, _RowBatches
+from .cuda_row_stack import stacked
 from .cuda_row_shift import _RowShifts
 from .row_loads import (cached_loads, held_words, invariant_bytes, kept_weights, rest_words, row_cache_bytes,
                         row_invariant_loads, row_work)
@@ -53,7 +54,7 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
                  vec: int = 1, chunks: int = 0, smem_row: int = 0, cluster: int = 0,
                  shift: bool = False, double: bool = False, keep_weights: bool = False,
                  funnel: bool = False, batch: int = 0, drawn: bool = False, parts: bool = False,
-                 hold: bool = False):
+                 hold: bool = False, stack: int = 0):
         super().__init__(kern, name, vec, idx, block, False, pdl)
         held = vec == 1 and chunks > 0 and self.points_held
         if held:  # (a row held a point a load: row_widths.POINT_ROWS)
@@ -112,6 +113,11 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
         if self.stamps:
             self.prelude.append(f"#define HIR_STAMPS {1 << 16}")
         self._row_barrier = False  # this row's first barrier emitted (its draw and stamp ride it)
+        # each group takes `stack` rows at a time, their first loads before their uses (cuda_row_stack)
+        self.stack = stack if stack > 1 and self.chunks and not (
+            self.shift or self.smem_row or self.cluster > 1 or self.parts or self.drawn or self.stamps) else 1
+        assert self.stack == max(stack, 1) or not stack, "stacked rows: rows held unshifted in registers"
+        self._stack_splits: list[int] = []  # where a row's first loads and its combines end (cuda_row_stack)
 
     def source(self) -> str:
         k, idx, L, T = self.k, self.idx, self.lines, self.threads
@@ -142,6 +148,7 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
         if self.double:
             L.append("  int buf_ = 0;  // the buffer this row is kept in (the next row's: the other)")
         self._row_loop()
+        start = len(L)
         # a group past the last row computes row 0 again (every thread must reach the
         # group reductions) and stores nothing
         L.append(f"    const bool active = base + threadIdx.x / {T} < nslots;")
@@ -203,6 +210,7 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
                     self._edge_points(mine, stores, body, acc, edges)
             self.exp_forms = {}
             self._group_reduce(mine, [reduces.index(n) for n in mine], acc)
+            self._stack_splits.append(len(L))
             if self.parts:
                 self._part_end(mine, [reduces.index(n) for n in mine], acc)
             for n in mine:
@@ -218,6 +226,9 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
         self._row_ends()
         if Q > 1:
             L.append("    parity ^= 1;")
+        if self.stack > 1:
+            assert self._stack_splits[0] > start, "a stacked row's first loads come first"
+            L[start:] = stacked(L[start:], [s - start for s in self._stack_splits], self.stack, groups)
         L.append("  }")
         if Q > 1:
             L.append("  hir_cluster_sync();  // no CTA leaves while a peer may read its slots")
@@ -241,6 +252,8 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
         fp16 2048x65536 96.4 / 100.1, layernorm bf16 2048x65536 90.6 / 95.4)."""
         if self.double:  # (two buffers of the row's share: one block an SM)
             return f"{self.block}, 1"
+        if self.stack > 1:  # (stacked rows: the registers their rows take, as measured by hand: cuda_row_stack)
+            return str(self.block)
         if (self.rest_regs or (self.smem_row and self.cluster > 1)) and SMEM_REST_BOUNDS:
             per_sm = min(2048 // self.block, rows.SMEM_PER_SM // max(1, row_cache_bytes(
                 self.k, self.vec, self.smem_chunks * self.vec * self.block)))
@@ -369,6 +382,8 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
             L.append("    }")
             if self.smem_row and not self.waits:
                 L.append("    hir_cp_async_wait();")
+            if not self._stack_splits:
+                self._stack_splits.append(len(L))
             if self.double:
                 self._copy_next_row(names)
             first = self.smem_row

@@ -95,3 +95,37 @@ points within 1); layernorms and softmaxes (two reductions: layernorm fp32
 800000x77 92.6 / 83.3, 200000x333 91.2 / 82.7, softmax fp32 800000x77 94.4
 / 84.2, 500000x127 95.3 / 84.2); 2-byte rows (layernorm bf16 1000000x61
 57.3 / 38.6, softmax fp16 130000x509 94.9 / 67.7)."""
+
+
+
+WORD_ROWS = ((2, 3), (2, 3), (4, 4))
+WORD_ROWS_FILL = 0.75
+WORD_ROW_STACK = ((4, 4), (8, 2))
+WORD_ROW_BLOCK = 128
+WORD_ROWS_QUAD = False
+WORD_ROWS_PASSES = False
+"""Rows of 2-byte points on 2-point (4-byte) boundaries but off 8-point
+ones, of a kernel that reduces in its first pass only (WORD_ROWS_PASSES:
+any kernel), of K words of 32 threads, K in WORD_ROWS's range for the
+kernel's weights (none, one, two or more: an rmsnorm 2-3, 65-192 points; a
+layernorm 4, 193-256), the row's words filling WORD_ROWS_FILL of the K x 32
+at least, read in 4-byte words, K a thread, a warp a row, unshifted (no head
+or tail points), each warp taking several rows at once (WORD_ROW_STACK: (K
+at most, rows)), every row's loads before any row's uses, the rows'
+combines in turn (cuda_row_stack), in blocks of WORD_ROW_BLOCK threads; rows
+on 4-point boundaries too where WORD_ROWS_QUAD (else their own rules:
+HALF_ALIGNED_POINTS, NARROW_ROWS). H200 % of copy, same run, shifted / words
+(torch.compile): rmsnorm bf16 532610x126 79.4 / 89.0 (69.4), 353204x190
+88.2 / 89.6 (83.6), fp16 532610x126 88.6 / 91.3 (87.1); layernorm bf16
+264208x254 78.2 / 83.1 (71.8), 250000x254 77.8 / 82.3 (75.1), fp16
+264208x254 80.1 / 85.6 (69.3). Not kept (the ranges): rmsnorm bf16
+264208x254 90.0 / 88.3 (89.8), 131586x510 90.3 / 86.1 (2 rows a warp;
+81.5); layernorm bf16 532610x126 76.9 / 72.4, 353204x190 82.1 / 80.6;
+short of the fill: rmsnorm bf16 1000000x66 79.4 / 67.6 (33 words of 64).
+Not kept either: a softmax's rows (PASSES; bf16 264208x254 94.8 / 90.6, fp16
+532610x126 91.4 / 82.5, log-softmax bf16 353204x190 90.6 / 85.1), rows on
+4-point boundaries (QUAD; rmsnorm bf16 266305x252 92.7 / 89.1, layernorm
+bf16 262144x252 83.2 / 83.4). Hand-written kernels of this form, holding
+the weights in registers across rows (these read them each row, from L1),
+ran faster where the generated lost: rmsnorm bf16 264208x254 94.0,
+131586x510 93.9, layernorm bf16 532610x126 79.3."""

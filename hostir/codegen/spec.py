@@ -90,6 +90,7 @@ class Variant:
     drawn: bool = False  # ... its clusters (blocks) drawing their rows from a ticket counter (rows.CLUSTER_DRAWN)
     parts: bool = False  # a one-pass row split over several blocks, their partials combined (one_pass.row_parts)
     hold: bool = False   # shifted rows: each thread holds its weights in registers across rows (cuda_row_shift.HOLD_WEIGHTS)
+    stack: int = 0       # ... or each group takes this many rows at once (row_widths.WORD_ROWS, cuda_row_stack)
 
     @property
     def block(self) -> int:
@@ -103,6 +104,8 @@ class Variant:
             return flat_block(self.threads)
         if self.outer and wrapped(self.threads):  # (a tile as wide as the kept points)
             return outer_block(self.threads)
+        if self.stack:
+            return row_widths.WORD_ROW_BLOCK
         if self.threads >= 128:
             return self.threads
         return self.options.block
@@ -124,7 +127,7 @@ class Variant:
         src = kernel_source(self.kernel, self.vec, self.idx, self.block, o.streaming, o.pdl,
                             self.name, self.threads, self.chunks, self.outer, self.tile, self.smem_row,
                             self.cluster, self.shift, self.double, self.keep_weights, self.funnel, self.flat,
-                            self.few, self.batch, self.drawn, self.parts, self.hold)
+                            self.few, self.batch, self.drawn, self.parts, self.hold, self.stack)
         return defines(o, self.kernel) + src
 
     @cached_property
@@ -278,6 +281,8 @@ class KernelSpec(_RowRules):
             shift = vec > 1 and not aligned(vec)
             if shift and vec == 8 and (t := self._half_aligned(kernel, per_row)) and aligned(4):
                 return self.variant(kernel, 4, idx, t, -(-per_row // (4 * t)))  # (row_widths.HALF_ALIGNED_POINTS)
+            if shift and vec == 8 and (s := self._word_rows(kernel, per_row, aligned(4))) and aligned(2):
+                return self.variant(kernel, 2, idx, 32, -(-per_row // 64), stack=s)  # (row_widths.WORD_ROWS)
             if shift and vec == 8 and row_widths.HALF_SHIFT_LEAST < per_row <= row_widths.HALF_SHIFT_POINTS \
                     and self._passes(kernel)[0] and not aligned(4):
                 vec = 4  # (row_widths.HALF_SHIFT_POINTS: shifted vectors of 4 2-byte points)
@@ -465,7 +470,7 @@ class KernelSpec(_RowRules):
         elif variant.parts:  # a block a part of each row
             blocks = count * split
         else:
-            per_block = variant.block // variant.threads if variant.threads else variant.block
+            per_block = variant.block // variant.threads * max(1, variant.stack) if variant.threads else variant.block
             blocks = -(-count // per_block)
             if (variant.keep_weights or variant.hold) and resident:  # (rows of period vec in their shift)
                 blocks = min(blocks, resident // variant.vec * variant.vec or resident)
@@ -488,12 +493,12 @@ class KernelSpec(_RowRules):
                 smem_row: int = 0, outer: bool = False, tile: int = -1, cluster: int = 0,
                 shift: bool = False, double: bool = False, keep_weights: bool = False,
                 funnel: bool = False, flat: bool = False, few: bool = False, batch: int = 0,
-                parts: bool = False, hold: bool = False) -> Variant:
+                parts: bool = False, hold: bool = False, stack: int = 0) -> Variant:
         funnel = funnel and shift and not keep_weights
         # (a cluster variant's block is its threads: Variant.block)
         drawn = draws_rows(kernel, vec, chunks, min(smem_row, chunks), threads, shift, cluster, double)
         key = (id(kernel), vec, idx, threads, chunks, smem_row, outer, tile, cluster, shift, double, keep_weights,
-               funnel, flat, few, batch, drawn, parts, hold)
+               funnel, flat, few, batch, drawn, parts, hold, stack)
         got = self._variants.get(key)
         if got is None:
             o = self.options
@@ -502,12 +507,12 @@ class KernelSpec(_RowRules):
             name = (f"{kernel.name}{'_pair' * len(kernel.pairs)}_v{vec}_"
                     f"{'i32' if idx == 'int' else 'i64'}{f'_t{threads}' if threads else ''}"
                     f"{f'_c{chunks}' if chunks else ''}{('_smem' if smem_row >= chunks else f'_smem{smem_row}') if smem_row else ''}{'_outer' if outer else ''}{'_flat' if flat else ''}{'_few' if few else ''}{f'_n{batch}' if batch else ''}"
-                    f"{f'_q{cluster}' if cluster else ''}{('d' if cluster else '_drawn') if drawn else ''}{'_db' if double else ''}{'_sh' if shift else ''}{'_kw' if keep_weights else ''}{'_fw' if funnel else ''}{'_hw' if hold else ''}{'_parts' if parts else ''}"
+                    f"{f'_q{cluster}' if cluster else ''}{('d' if cluster else '_drawn') if drawn else ''}{'_db' if double else ''}{'_sh' if shift else ''}{'_kw' if keep_weights else ''}{'_fw' if funnel else ''}{'_hw' if hold else ''}{'_parts' if parts else ''}{f'_st{stack}' if stack else ''}"
                     f"{f'_tile{tile}' if tile >= 0 else ''}{'_staged' if tile == STAGED else ''}{tune}")
             slots = vector_slots(kernel, vec, points=bool(chunks))  # (chunks at width 1: a row held a point a load)
             got = self._variants[key] = Variant(kernel, vec, idx, o, name, slots, threads, chunks, outer, tile,
                                                 smem_row, cluster, shift, double, keep_weights, funnel, flat, few,
-                                                batch, drawn, parts, hold)
+                                                batch, drawn, parts, hold, stack)
         return got
 
     def typical_variants(self) -> list[Variant]:

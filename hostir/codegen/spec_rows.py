@@ -287,6 +287,21 @@ class _RowRules:
         return next(t for t in rows.SHORT_ROW_THREADS + rows.ROW_THREADS
                     if 8 * t >= per_row or t == rows.ROW_THREADS[-1])
 
+    def _word_rows(self, kernel: Kernel, per_row: int, quad: bool) -> int:
+        """The rows a group of 32 threads takes at once where a 2-byte
+        kernel's rows of `per_row` points are read in 4-byte words
+        (row_widths.WORD_ROWS: K words a thread, K = per_row / 64 rounded up,
+        in WORD_ROWS's range for the kernel's weights, the words filling
+        WORD_ROWS_FILL of the K x 32 at least; `quad`: the rows lie on
+        4-point boundaries too, WORD_ROWS_QUAD), from WORD_ROW_STACK by K; else 0."""
+        words = -(-per_row // 64)
+        least, most = row_widths.WORD_ROWS[min(len(kept_weights(kernel, 2)), len(row_widths.WORD_ROWS) - 1)]
+        if not (least <= words <= most and per_row >= 64 * words * row_widths.WORD_ROWS_FILL and
+                (row_widths.WORD_ROWS_QUAD or not quad) and kernel is not self.online and
+                (row_widths.WORD_ROWS_PASSES or self._passes(kernel)[1])):
+            return 0
+        return next((s for k, s in row_widths.WORD_ROW_STACK if words <= k), 0)
+
     def _holds_weights(self, var: Variant, rows_count: int) -> bool:
         """Does a shifted variant that keeps no weights in shared memory hold
         each thread's points of them in registers across its rows
