@@ -85,7 +85,8 @@ def test_2byte_rows_on_word_boundaries_read_in_stacked_words(dtype, n, rows_coun
 def test_word_rows_of_every_kind_and_layout(n, monkeypatch):
     """A softmax's rows (a reduction in a later pass) take words only where
     WORD_ROWS_PASSES; rows with a stride on word boundaries take them too,
-    rows of an odd stride (off word boundaries) and rows on 8-byte
+    rows of an odd stride (off word boundaries), rows whose weight is off
+    word boundaries and rows on 8-byte
     boundaries (WORD_ROWS_QUAD off) do not; past WORD_ROWS (rows of 1 word a
     thread: 62 points) neither. (A layernorm without weights takes the
     rmsnorm's range.)"""
@@ -108,6 +109,9 @@ def test_word_rows_of_every_kind_and_layout(n, monkeypatch):
             _expect_words(spec, var, rows_count, n)
         else:
             assert not var.stack, var.name
+    wo = rand((n + 1,), D.BFloat16)[1:]  # (a weight off word boundaries: shifted rows)
+    spec = _rmsnorm_weighted_checked(x, wo)
+    assert not spec.choose(spec.kernels[0], [rows_count, n], [x, wo], None, []).stack
     for m, quad in ((188, True), (62, False)):  # (188: on 8-byte boundaries; 62: one word a thread)
         xq, wq = rand((rows_count, m), D.BFloat16), rand((m,), D.BFloat16)
         spec = _rmsnorm_weighted_checked(xq, wq)
