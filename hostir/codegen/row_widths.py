@@ -2,9 +2,10 @@
 kernel's shifted vectors (spec.KernelSpec.choose asks these first): a point a
 load (POINT_ROWS: an rmsnorm's short fp32 rows), unshifted narrower vectors
 (NARROW_ROWS: a layernorm's rows on 8-byte boundaries), shifted vectors of
-half the width (HALF_SHIFT_POINTS: short 2-byte rows). A benchmark sets a
-knob here (`row_widths.X`) and every rule sees it. The rows' threads are
-rows.py's (register_row, KernelSpec._row_schedule at the width chosen)."""
+half the width (HALF_SHIFT_POINTS: short 2-byte rows), 4-byte words, a
+warp a row, several rows a warp at once (WORD_ROWS: 2-byte rows on word
+boundaries). A benchmark sets a knob here (`row_widths.X`) and every rule
+sees it. The rows' threads are rows.py's (register_row, KernelSpec._row_schedule at the width chosen)."""
 from __future__ import annotations
 
 
@@ -95,7 +96,6 @@ points within 1); layernorms and softmaxes (two reductions: layernorm fp32
 800000x77 92.6 / 83.3, 200000x333 91.2 / 82.7, softmax fp32 800000x77 94.4
 / 84.2, 500000x127 95.3 / 84.2); 2-byte rows (layernorm bf16 1000000x61
 57.3 / 38.6, softmax fp16 130000x509 94.9 / 67.7)."""
-
 
 
 WORD_ROWS = ((2, 3), (2, 3), (4, 4))
