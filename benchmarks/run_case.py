@@ -8,7 +8,10 @@ Settings as knobs.py's `--set` (one value each) follow the call count:
 bytes and static shared memory a thread block, and the blocks an SM the
 launches found (the compiler on the GPU's machine decides these). `--compile`
 (anywhere) runs torch.compile's kernels of the case instead, to profile the
-contender (`ncu --kernel-name regex:triton_ ...`)."""
+contender (`ncu --kernel-name regex:triton_ ...`). The first call (compiling,
+autotuning) runs before the others, which run in the NVTX range "case":
+`ncu --nvtx --nvtx-include "case/" ...` profiles a timed call's kernel, not
+an autotuning trial's."""
 from __future__ import annotations
 
 import gc
