@@ -2051,15 +2051,18 @@ def test_rows_read_in_narrower_vectors(dtype, n, narrow):
     (a layernorm), off the boundaries of its 16-byte vectors but on those of
     8-byte ones, of 449 to 1024 bytes, read in 8-byte vectors (no shift), 32
     threads a row (NARROW_SPAN_BYTES: 256 bytes a load); a softmax's rows (a
-    reduction in its second pass), rows of 2-byte points on no 4-point
-    boundary, shorter and longer rows: shifted vectors. Results against
-    torch (9 rows, 1)."""
+    reduction in its second pass), shorter and longer rows: shifted
+    vectors; rows of 2-byte points on 2-point boundaries, not 4-point
+    ones: words (row_widths.WORD_ROWS). Results against torch (9 rows, 1)."""
     import conftest
     for rows_count in (9, 1):
         x, w, b = rand((rows_count, n), dtype), rand((n,), dtype), rand((n,), dtype)
         spec = _layernorm_checked(x, w, b)
         var = spec.choose(spec.kernels[0], [rows_count, n], [x, w, b], None, [])
         wide = 16 // x.element_size()
+        if x.element_size() == 2 and n % 4 == 2:  # (on 2-point boundaries: words, row_widths.WORD_ROWS)
+            assert var.stack and not var.shift, var.name
+            continue
         assert (var.vec, var.shift) == ((wide // 2, False) if narrow else (wide, True)), var.name
         if narrow:
             assert var.threads == 32 and var.threads * var.chunks * var.vec >= n, var.name
@@ -2076,8 +2079,10 @@ def test_short_2byte_rows_in_half_vectors(dtype, n, half):
     passes, of 41 to 96 points, off the boundaries of 4-point vectors too,
     read in shifted vectors of 4 points (8 bytes: fewer head and tail points
     a thread); an rmsnorm's weight funnel-shifted from two 8-byte vectors
-    (hir_funnel8). Rows on 4-point boundaries, shorter or longer ones, and a
-    row sum's (one pass): shifted vectors of 8. Results against torch (9 rows,
+    (hir_funnel8). An rmsnorm's rows on 2-point boundaries: words
+    (row_widths.WORD_ROWS); on 4-point ones: unshifted vectors of 4. Rows on
+    4-point boundaries, shorter or longer ones, and a row sum's (one pass):
+    shifted vectors of 8. Results against torch (9 rows,
     1; on a GPU the variant runs; the nvrtc check compiles it)."""
     import conftest
     for rows_count in (9, 1):
@@ -2087,6 +2092,9 @@ def test_short_2byte_rows_in_half_vectors(dtype, n, half):
             var = spec.choose(spec.kernels[0], [rows_count, n], ins, None, [])
             if n % 4 == 0 and len(ins) == 2:  # (an rmsnorm's rows on 4-point boundaries: HALF_ALIGNED_POINTS)
                 assert (var.vec, var.shift) == (4, False), var.name
+                continue
+            if n % 2 == 0 and len(ins) == 2:  # (... on 2-point ones: row_widths.WORD_ROWS, test_word_rows)
+                assert var.stack and not var.shift, var.name
                 continue
             assert var.shift and var.vec == (4 if half else 8), var.name
             if half and len(ins) == 2:

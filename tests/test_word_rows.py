@@ -48,37 +48,47 @@ def _words(n: int, weights: int) -> bool:
     return least <= k <= most and n >= 64 * k * row_widths.WORD_ROWS_FILL
 
 
-def _expect_words(spec, var, rows_count: int, n: int) -> None:
+def _expect_words(spec, var, rows_count: int, n: int, weights: int) -> None:
+    """var reads rows of n points in stacked words; with `weights` weights it
+    holds them in registers across its stacked rows, up to WORD_ROWS_HOLD
+    words a thread;
+    the grid takes every row once, device-resident blocks or not."""
     assert (var.vec, var.threads, var.chunks, var.shift) == (2, 32, -(-n // 64), False), var.name
+    assert var.hold == (0 < -(-n // 64) * weights <= row_widths.WORD_ROWS_HOLD), var.name
     assert var.stack == _stack(n) and var.block == row_widths.WORD_ROW_BLOCK, var.name
     k = spec.kernels[0]
     per_block = var.block // 32 * var.stack
-    assert spec.grid(var, spec.count(k, [rows_count, n], var.vec), 132, 1, [rows_count, n]) == \
-        math.ceil(rows_count / per_block)
+    for resident in (0, 132 * 12):
+        assert spec.grid(var, spec.count(k, [rows_count, n], var.vec), 132, 1, [rows_count, n], resident) == \
+            math.ceil(rows_count / per_block)
     conftest._KERNEL_SOURCES.setdefault(var.source, var.name)
 
 
 @pytest.mark.parametrize("dtype", [D.BFloat16, D.Half], ids=lambda d: d.name)
-@pytest.mark.parametrize("n", [66, 126, 190, 254, 318, 510])
+@pytest.mark.parametrize("n", [46, 50, 62, 66, 126, 190, 254, 318, 510, 770, 1022, 1030])
 @pytest.mark.parametrize("rows_count", [1, 5, 37])
-def test_2byte_rows_on_word_boundaries_read_in_stacked_words(dtype, n, rows_count, monkeypatch):
-    """Rows of 65-512 points on 4-byte boundaries, off 16-byte ones, of an
+@pytest.mark.parametrize("hold", [16, 0], ids=["held", "reread"])
+def test_2byte_rows_on_word_boundaries_read_in_stacked_words(dtype, n, rows_count, hold, monkeypatch):
+    """Rows of 33-1024 points on 4-byte boundaries, off 16-byte ones, of an
     rmsnorm (one weight) or a layernorm (two), are read in words, ceil(n /
-    64) a thread, a warp a row, 4 rows a warp at once up to 4 words a
-    thread, 2 up to 8 (WORD_ROW_STACK), where WORD_ROWS's range for the
+    64) a thread, a warp a row, 16 rows a warp at once at 1 word a thread,
+    4 up to 4 words, 2 up to 8, 1 up to 16 (WORD_ROW_STACK), where
+    WORD_ROWS's range for the
     kernel's weights holds and the words fill WORD_ROWS_FILL of the slots;
-    rows past the last (rows_count not a multiple of a block's rows) store
-    nothing; elsewhere shifted vectors. The same with the ranges widened to
-    every K (2-8)."""
+    the weights held in registers across the stacked rows, read once before
+    them (WORD_ROWS_HOLD words a thread or fewer: an rmsnorm's up to 16
+    words a thread, a layernorm's up to 8) or read each row; rows past the last
+    (rows_count not a multiple of a block's rows) store nothing; elsewhere
+    (rows of 1030: 17 words a thread; a layernorm's of 1 word; rows of 46
+    and 66, short of the fill) shifted vectors."""
+    monkeypatch.setattr(row_widths, "WORD_ROWS_HOLD", hold)
     x, w, b = rand((rows_count, n), dtype), rand((n,), dtype), rand((n,), dtype)
-    for ranges in (row_widths.WORD_ROWS, ((2, 8),)):
-        monkeypatch.setattr(row_widths, "WORD_ROWS", ranges)
-        for spec, ins in ((_rmsnorm_weighted_checked(x, w), [x, w]), (_layernorm_checked(x, w, b), [x, w, b])):
-            var = spec.choose(spec.kernels[0], [rows_count, n], ins, None, [])
-            if _words(n, len(ins) - 1):
-                _expect_words(spec, var, rows_count, n)
-            else:
-                assert not var.stack and var.shift, var.name
+    for spec, ins in ((_rmsnorm_weighted_checked(x, w), [x, w]), (_layernorm_checked(x, w, b), [x, w, b])):
+        var = spec.choose(spec.kernels[0], [rows_count, n], ins, None, [])
+        if _words(n, len(ins) - 1):
+            _expect_words(spec, var, rows_count, n, len(ins) - 1)
+        else:
+            assert not var.stack and var.shift, var.name
 
 
 @pytest.mark.parametrize("n", [126, 190])
@@ -87,9 +97,8 @@ def test_word_rows_of_every_kind_and_layout(n, monkeypatch):
     WORD_ROWS_PASSES; rows with a stride on word boundaries take them too,
     rows of an odd stride (off word boundaries), rows whose weight is off
     word boundaries and rows on 8-byte
-    boundaries (WORD_ROWS_QUAD off) do not; past WORD_ROWS (rows of 1 word a
-    thread: 62 points) neither. (A layernorm without weights takes the
-    rmsnorm's range.)"""
+    boundaries (WORD_ROWS_QUAD off) do not. (A layernorm without weights
+    takes a row sum's range.)"""
     rows_count = 19
     x = rand((rows_count, n), D.BFloat16)
     spec = _norm_checked("softmax", x)
@@ -97,7 +106,7 @@ def test_word_rows_of_every_kind_and_layout(n, monkeypatch):
     monkeypatch.setattr(row_widths, "WORD_ROWS_PASSES", True)
     for kind in ("softmax", "log_softmax", "layernorm"):
         spec = _norm_checked(kind, x)
-        _expect_words(spec, spec.choose(spec.kernels[0], [rows_count, n], [x], None, []), rows_count, n)
+        _expect_words(spec, spec.choose(spec.kernels[0], [rows_count, n], [x], None, []), rows_count, n, 0)
     monkeypatch.setattr(row_widths, "WORD_ROWS_PASSES", False)
     w = rand((n,), D.BFloat16)
     strided = rand((rows_count, n + 4), D.BFloat16)[:, 1:n + 1]  # (rows of stride n + 4 starting a point in)
@@ -106,21 +115,19 @@ def test_word_rows_of_every_kind_and_layout(n, monkeypatch):
         spec = _rmsnorm_strided(xs, w)
         var = spec.choose(spec.kernels[0], [rows_count, n], [xs, w], None, [])
         if words:
-            _expect_words(spec, var, rows_count, n)
+            _expect_words(spec, var, rows_count, n, 1)
         else:
             assert not var.stack, var.name
     wo = rand((n + 1,), D.BFloat16)[1:]  # (a weight off word boundaries: shifted rows)
     spec = _rmsnorm_weighted_checked(x, wo)
     assert not spec.choose(spec.kernels[0], [rows_count, n], [x, wo], None, []).stack
-    for m, quad in ((188, True), (62, False)):  # (188: on 8-byte boundaries; 62: one word a thread)
-        xq, wq = rand((rows_count, m), D.BFloat16), rand((m,), D.BFloat16)
-        spec = _rmsnorm_weighted_checked(xq, wq)
-        assert not spec.choose(spec.kernels[0], [rows_count, m], [xq, wq], None, []).stack
-        if quad:
-            monkeypatch.setattr(row_widths, "WORD_ROWS_QUAD", True)
-            spec = _rmsnorm_weighted_checked(xq, wq)
-            _expect_words(spec, spec.choose(spec.kernels[0], [rows_count, m], [xq, wq], None, []), rows_count, m)
-            monkeypatch.setattr(row_widths, "WORD_ROWS_QUAD", False)
+    m = 188  # (on 8-byte boundaries)
+    xq, wq = rand((rows_count, m), D.BFloat16), rand((m,), D.BFloat16)
+    spec = _rmsnorm_weighted_checked(xq, wq)
+    assert not spec.choose(spec.kernels[0], [rows_count, m], [xq, wq], None, []).stack
+    monkeypatch.setattr(row_widths, "WORD_ROWS_QUAD", True)
+    spec = _rmsnorm_weighted_checked(xq, wq)
+    _expect_words(spec, spec.choose(spec.kernels[0], [rows_count, m], [xq, wq], None, []), rows_count, m, 1)
 
 
 def test_stacked_rows_make_each_rows_names_its_own():

@@ -573,9 +573,10 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
     outer tile lane's reduced points a batch (cuda_outer.outer_batch);
     `drawn`: the clusters' (blocks') rows drawn from a ticket counter (rows.CLUSTER_DRAWN);
     `parts`: a one-pass row split over the launch's `split` blocks (one_pass.row_parts);
-    `hold` (shifted rows): each thread holds its points of what every row reads
-    in registers across its rows (cuda_row_shift.HOLD_WEIGHTS); `stack`: each
-    group takes that many rows at a time (cuda_row_stack)."""
+    `hold`: each thread holds its points of what every row reads in registers
+    across its rows (cuda_row_shift.HOLD_WEIGHTS; word rows, read once:
+    row_widths.WORD_ROWS_HOLD); `stack`: word rows, each group takes that
+    many rows at a time (cuda_row_stack)."""
     name = name or kern.name
     if tile != -1:  # a transpose's tiles, or (tile -2) a staged gather
         from .cuda_tiles import STAGED, _StagePrinter, _TilePrinter, staged_gather

@@ -84,14 +84,28 @@ class _RowShifts:
     def _held_slots(self) -> None:
         """The registers each thread holds its points of the weights in
         (HOLD_WEIGHTS): a vector's points a chunk, a point a head and tail
-        slot, and the shift they were read for."""
+        slot, and the shift they were read for. Unshifted rows (stacked:
+        row_widths.WORD_ROWS_HOLD) have no shift: their vectors are read
+        here, once, before the row loop."""
         L, k = self.lines, self.k
-        for n in k.order:
-            if id(n) in self.held_w:
-                ct, a = CTYPE[k.inputs[n.arg].dtype], self.held_w[id(n)]
-                L.append(f"  alignas(16) {ct} {a}[{self.chunks * self.vec}];")
+        held = [n for n in k.order if id(n) in self.held_w]
+        for n in held:
+            ct, a = CTYPE[k.inputs[n.arg].dtype], self.held_w[id(n)]
+            L.append(f"  alignas(16) {ct} {a}[{self.chunks * self.vec}];")
+            if self.shift:
                 L.append(f"  {ct} {', '.join(f'{a}_e{q}' for q in range(self._edge_slots()))};")
-        L.append("  int held_m_ = -1;  // the shift the held weights were read for")
+        if self.shift:
+            L.append("  int held_m_ = -1;  // the shift the held weights were read for")
+            return
+        L.append("  {  // (this thread's points of what every row reads, for all its rows)")
+        self._chunk_loop(self.chunks)
+        self._split("r", k.reduced, "      ")
+        at: dict = {}
+        self.emit_all([x for x in _closure(held, set()) if x.op != K.LOAD], at, f"i{self.inner}", "      ")
+        for n in held:
+            self.vector_load(n, at, f"{self.held_w[id(n)]} + c * {self.vec}")
+        L.append("    }}")
+        L.append("  }")
 
     def _hold_weights(self, names) -> None:
         """Read this thread's points of what every row reads (a weight, a bias)

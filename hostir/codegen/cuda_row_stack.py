@@ -5,7 +5,9 @@ in an unrolled loop, issued each row's loads after the last row's stores).
 The printer (cuda_schedules._ReductionPrinter) prints one row's body as for
 a single row, marking where its first loads and each pass's combines end;
 `stacked` prints it once a row, its names made the row's own, part by part:
-the rows' loads first, then their uses."""
+the rows' loads first, then their uses. What every row reads alike (the
+weights) is read once before the rows, into registers the rows share
+(row_widths.WORD_ROWS_HOLD: cuda_row_shift._held_slots)."""
 from __future__ import annotations
 
 import re

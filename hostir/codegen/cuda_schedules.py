@@ -67,16 +67,22 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
         # (rows.FUNNEL_WEIGHTS, 16-byte vectors), else a point at a time
         self.funnel: set[int] = set()
         self.shift_weights = 0  # ... how many (bounds)
+        # each group takes `stack` rows at a time, their first loads before their uses (cuda_row_stack)
+        self.stack = stack if stack > 1 and chunks and (vec > 1 or held) and not (
+            self.shift or smem_row or cluster > 1 or parts or
+            ((drawn or rows.STAMPS) and (cluster > 1 or threads == block))) else 1
+        assert self.stack == max(stack, 1) or not stack, "stacked rows: rows held unshifted in registers"
+        self.stacked = stack > 0  # (word rows, stacked or not: their own bounds)
+        invariant = self.vloads & row_invariant_loads(kern) if self.shift or (hold and stack) else set()
         if self.shift:
-            invariant = self.vloads & row_invariant_loads(kern)
             self.shift_weights = len(invariant)
             if funnel and not keep_weights:
                 self.funnel = {id(n) for n in kern.order if id(n) in invariant and funnel_load(kern, n, vec)}
-            self.vloads = self.vloads - invariant
+        self.vloads = self.vloads - invariant  # (stacked rows' held: read once, before the row loop)
         # ... or held in registers, each thread's points of them, across its rows
-        # (cuda_row_shift.HOLD_WEIGHTS): node -> array
+        # (cuda_row_shift.HOLD_WEIGHTS; stacked rows: row_widths.WORD_ROWS_HOLD): node -> array
         self.held_w = {id(n): f"hw{j}" for j, n in enumerate(x for x in kern.order if id(x) in invariant)} \
-            if self.shift and hold and not keep_weights and chunks and not smem_row else {}
+            if hold and not keep_weights and chunks and not smem_row else {}
         # ... or kept in shared memory, shifted as the block's rows (rows.KEEP_WEIGHTS): node -> array
         self.kept_w = {id(n): f"kw{j}" for j, n in enumerate(kept_weights(kern, vec))} \
             if self.shift and keep_weights else {}
@@ -113,10 +119,6 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
         if self.stamps:
             self.prelude.append(f"#define HIR_STAMPS {1 << 16}")
         self._row_barrier = False  # this row's first barrier emitted (its draw and stamp ride it)
-        # each group takes `stack` rows at a time, their first loads before their uses (cuda_row_stack)
-        self.stack = stack if stack > 1 and self.chunks and not (
-            self.shift or self.smem_row or self.cluster > 1 or self.parts or self.drawn or self.stamps) else 1
-        assert self.stack == max(stack, 1) or not stack, "stacked rows: rows held unshifted in registers"
         self._stack_splits: list[int] = []  # where a row's first loads and its combines end (cuda_row_stack)
 
     def source(self) -> str:
@@ -167,7 +169,7 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
             self._row_shift(names)
         if self.kept_w:
             self._keep_weights(names)
-        if self.held_w:
+        if self.held_w and self.shift:
             self._hold_weights(names)
         if self.chunks:  # vectors read in several passes stay in registers from the first
             offset = []
@@ -252,7 +254,7 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
         fp16 2048x65536 96.4 / 100.1, layernorm bf16 2048x65536 90.6 / 95.4)."""
         if self.double:  # (two buffers of the row's share: one block an SM)
             return f"{self.block}, 1"
-        if self.stack > 1:  # (stacked rows: the registers their rows take, as measured by hand: cuda_row_stack)
+        if self.stacked:  # (stacked rows: the registers their rows take, as measured by hand: cuda_row_stack)
             return str(self.block)
         if (self.rest_regs or (self.smem_row and self.cluster > 1)) and SMEM_REST_BOUNDS:
             per_sm = min(2048 // self.block, rows.SMEM_PER_SM // max(1, row_cache_bytes(

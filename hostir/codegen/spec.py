@@ -89,8 +89,9 @@ class Variant:
     #                      an outer tile's lane: reduced points a batch (cuda_outer.outer_batch)
     drawn: bool = False  # ... its clusters (blocks) drawing their rows from a ticket counter (rows.CLUSTER_DRAWN)
     parts: bool = False  # a one-pass row split over several blocks, their partials combined (one_pass.row_parts)
-    hold: bool = False   # shifted rows: each thread holds its weights in registers across rows (cuda_row_shift.HOLD_WEIGHTS)
-    stack: int = 0       # ... or each group takes this many rows at once (row_widths.WORD_ROWS, cuda_row_stack)
+    hold: bool = False   # each thread holds its weights in registers across rows (cuda_row_shift.HOLD_WEIGHTS;
+    #                      word rows: row_widths.WORD_ROWS_HOLD)
+    stack: int = 0       # word rows: each group takes this many rows at once (row_widths.WORD_ROWS, cuda_row_stack)
 
     @property
     def block(self) -> int:
@@ -282,7 +283,7 @@ class KernelSpec(_RowRules):
             if shift and vec == 8 and (t := self._half_aligned(kernel, per_row)) and aligned(4):
                 return self.variant(kernel, 4, idx, t, -(-per_row // (4 * t)))  # (row_widths.HALF_ALIGNED_POINTS)
             if shift and vec == 8 and (s := self._word_rows(kernel, per_row, aligned(4))) and aligned(2):
-                return self.variant(kernel, 2, idx, 32, -(-per_row // 64), stack=s)  # (row_widths.WORD_ROWS)
+                return self.variant(kernel, 2, idx, 32, -(-per_row // 64), stack=s, hold=self._word_hold(kernel, per_row))
             if shift and vec == 8 and row_widths.HALF_SHIFT_LEAST < per_row <= row_widths.HALF_SHIFT_POINTS \
                     and self._passes(kernel)[0] and not aligned(4):
                 vec = 4  # (row_widths.HALF_SHIFT_POINTS: shifted vectors of 4 2-byte points)
@@ -472,7 +473,8 @@ class KernelSpec(_RowRules):
         else:
             per_block = variant.block // variant.threads * max(1, variant.stack) if variant.threads else variant.block
             blocks = -(-count // per_block)
-            if (variant.keep_weights or variant.hold) and resident:  # (rows of period vec in their shift)
+            # (rows of period vec in their shift; stacked rows hold theirs a block: the full grid)
+            if (variant.keep_weights or variant.hold) and resident and not variant.stack:
                 blocks = min(blocks, resident // variant.vec * variant.vec or resident)
             elif variant.drawn and resident:  # (a block a row, rows.BLOCK_DRAWN)
                 blocks = min(blocks, resident)

@@ -302,6 +302,13 @@ class _RowRules:
             return 0
         return next((s for k, s in row_widths.WORD_ROW_STACK if words <= k), 0)
 
+    def _word_hold(self, kernel: Kernel, per_row: int) -> bool:
+        """Do a kernel's word rows (row_widths.WORD_ROWS) of `per_row` points
+        hold each thread's words of its weights in registers across its
+        stacked rows, read once before them, not each row from L1 (where they
+        take WORD_ROWS_HOLD words or fewer)?"""
+        return 0 < -(-per_row // 64) * len(kept_weights(kernel, 2)) <= row_widths.WORD_ROWS_HOLD
+
     def _holds_weights(self, var: Variant, rows_count: int) -> bool:
         """Does a shifted variant that keeps no weights in shared memory hold
         each thread's points of them in registers across its rows
