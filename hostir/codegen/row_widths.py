@@ -105,53 +105,52 @@ WORD_ROW_BLOCK = 128
 WORD_ROWS_QUAD = False
 WORD_ROWS_PASSES = False
 WORD_ROWS_HOLD = 16
-"""Rows of 2-byte points on 2-point (4-byte) boundaries but off 8-point
-ones, of a kernel that reduces in its first pass only (WORD_ROWS_PASSES:
-any kernel), of K words of 32 threads, K in WORD_ROWS's range for the
-kernel's weights (none, one, two or more: a row sum 2-3, 65-192 points; an
-rmsnorm 1-16, 33-1024; a layernorm 2-16, 65-1024), the row's words filling
+"""Rows of 2-byte points on 2-point (4-byte) boundaries but off 8-point ones,
+of a kernel that reduces in its first pass only (WORD_ROWS_PASSES: any
+kernel), of K words of 32 threads, K in WORD_ROWS's range for the kernel's
+weights (none, one, two or more: a row sum 2-3, 65-192 points; an rmsnorm
+1-16, 33-1024; a layernorm 2-16, 65-1024), the row's words filling
 WORD_ROWS_FILL of the K x 32 at least, read in 4-byte words, K a thread, a
 warp a row, unshifted (no head or tail points), each warp taking several
-rows at once (WORD_ROW_STACK: (K at most, rows): 16 at K 1, 4 up to 4, 2
-up to 8, 1 up to 16), every row's loads before
-any row's uses, the rows' combines in turn (cuda_row_stack), in blocks of
-WORD_ROW_BLOCK threads, a block's rows once (the full grid); each thread's
-words of the weights read once before its rows and held in registers
-across them (spec.Variant.hold) where they take WORD_ROWS_HOLD words or
-fewer (an rmsnorm's up to 16 words a thread, a layernorm's up to 8), else
-read for each row (from L1); rows on 4-point boundaries too where
-WORD_ROWS_QUAD (else their own rules: HALF_ALIGNED_POINTS, NARROW_ROWS).
-H200 % of copy, same run, shifted / words (torch.compile), 2026-12-01
-(twenty-fourth session, weights read each row): rmsnorm bf16 532610x126
-79.4 / 89.0 (69.4), 353204x190 88.2 / 89.6 (83.6), fp16 532610x126 88.6 /
-91.3 (87.1); layernorm bf16 264208x254 78.2 / 83.1 (71.8), 250000x254 77.8
-/ 82.3 (75.1), fp16 264208x254 80.1 / 85.6 (69.3). Twenty-fifth, weights
-held (the ranges widened with them; before, an rmsnorm's 2-3, a
-layernorm's 4): words reread / held: rmsnorm bf16 532610x126 91.1 / 93.0,
-353204x190 88.6 / 90.8, fp16 532610x126 91.3 / 93.2 (87.1-87.9); shifted /
-held: rmsnorm bf16 264208x254 89.6 / 91.8 (84.2), 200000x318 86.4 / 93.0
-(80.0), 150000x446 88.2 / 90.3, 131586x510 92.6 / 93.8 (92.7), 92820x722
-92.7 / 93.2 (85.2), 65344x1022 91.5 / 93.0 (86.2); layernorm bf16
-532610x126 76.6 / 81.7 (60.7), 353204x190 82.2 / 87.1 (78.9), 250000x254
-83.8 (words, reread) / 89.6 (88.9), 200000x318 81.0 / 89.2 (66.9),
-131586x510 77.7 / 89.2 (71.3), fp16 131586x510 78.8 / 92.4 (86.5); shifted
-/ words reread / held: layernorm bf16 87266x770 83.8 / 87.0 / 66.1
+rows at once (WORD_ROW_STACK: (K at most, rows): 16 at K 1, 4 up to 4, 2 up
+to 8, 1 up to 16), every row's loads before any row's uses, the rows'
+combines in turn (cuda_row_stack), in blocks of WORD_ROW_BLOCK threads, a
+block's rows once (the full grid); each thread's words of the weights read
+once before its rows and held in registers across them (spec.Variant.hold)
+where they take WORD_ROWS_HOLD words or fewer (an rmsnorm's up to 16 words a
+thread, a layernorm's up to 8), else read for each row (from L1); rows on
+4-point boundaries too where WORD_ROWS_QUAD (else their own rules:
+HALF_ALIGNED_POINTS, NARROW_ROWS). H200 % of copy, same run, shifted / words
+(torch.compile), 2026-12-01 (twenty-fourth session, weights read each row):
+rmsnorm bf16 532610x126 79.4 / 89.0 (69.4), 353204x190 88.2 / 89.6 (83.6),
+fp16 532610x126 88.6 / 91.3 (87.1); layernorm bf16 264208x254 78.2 / 83.1
+(71.8), 250000x254 77.8 / 82.3 (75.1), fp16 264208x254 80.1 / 85.6 (69.3).
+Twenty-fifth, weights held (the ranges widened with them; before, an
+rmsnorm's 2-3, a layernorm's 4): words reread / held: rmsnorm bf16
+532610x126 91.1 / 93.0, 353204x190 88.6 / 90.8, fp16 532610x126 91.3 / 93.2
+(87.1-87.9); shifted / held: rmsnorm bf16 264208x254 89.6 / 91.8 (84.2),
+200000x318 86.4 / 93.0 (80.0), 150000x446 88.2 / 90.3, 131586x510 92.6 /
+93.8 (92.7), 92820x722 92.7 / 93.2 (85.2), 65344x1022 91.5 / 93.0 (86.2);
+layernorm bf16 532610x126 76.6 / 81.7 (60.7), 353204x190 82.2 / 87.1 (78.9),
+250000x254 83.8 (words, reread) / 89.6 (88.9), 200000x318 81.0 / 89.2
+(66.9), 131586x510 77.7 / 89.2 (71.3), fp16 131586x510 78.8 / 92.4 (86.5);
+shifted / words reread / held: layernorm bf16 87266x770 83.8 / 87.0 / 66.1
 (72.2), 65344x1022 82.3 / 86.5 / 64.1, fp16 87266x770 83.9 / 87.5 / 66.9,
 130000x578 85.4 / 88.6 / 81.7 (a layernorm's 26-32 weight words: 104-146
-registers). An rmsnorm's rows of a word a thread, 16 rows a warp, shifted
-/ words: bf16 1000000x62 75.3 / 80.8 (76.5; the next run 80.3, 79.0),
-1000000x58 71.7 / 78.0 (76.1; 78.2, 81.9), 1000000x50 65.5 / 70.0 (69.3;
-70.3, 78.0), fp16 1000000x62 73.1 / 81.2 (84.7; 80.9, 83.1); 4, 8 and 32
-rows a warp lost (bf16 x62 76.1, 73.3, 72.4; fp16 x62 75.9, 83.0, 60.7),
-blocks of 64 threads lost on some (fp16 x62 71.7, bf16 532610x126 78.1
-against 93.2) and of 256 tied; a layernorm's lost (bf16 1000000x62 60.6 /
-50.0, fp16 1000000x58 58.1 / 47.5). One lost: layernorm fp16 264208x254 85.7 (reread) / 82.6
-(held; 76.3-87.5). Held on a grid of the device-resident blocks, each
-taking rows in turn, they lost: rmsnorm bf16 532610x126 90.3 / 78.4 (the
-reread rows so too: 91.0 / 75.1). Not kept (the ranges, rows read each
-row): rmsnorm K 4 and 8 (x254 90.0 / 88.3, x510 90.3 / 86.1), layernorm K
-2-3 (x126 76.9 / 72.4); short of the fill: rmsnorm bf16 1000000x66 79.4 /
-67.6 (33 words of 64). Not kept either: a softmax's rows (PASSES; bf16
-264208x254 94.8 / 90.6, fp16 532610x126 91.4 / 82.5, log-softmax bf16
-353204x190 90.6 / 85.1), rows on 4-point boundaries (QUAD; rmsnorm bf16
-266305x252 92.7 / 89.1, layernorm bf16 262144x252 83.2 / 83.4)."""
+registers). One lost: layernorm fp16 264208x254 85.7 (reread) / 82.6 (held;
+torch.compile 76.3-87.5 in these runs). An rmsnorm's rows of a word a
+thread, 16 rows a warp, shifted / words: bf16 1000000x62 75.3 / 80.8 (76.5;
+the next run 80.3, 79.0), 1000000x58 71.7 / 78.0 (76.1; 78.2, 81.9),
+1000000x50 65.5 / 70.0 (69.3; 70.3, 78.0), fp16 1000000x62 73.1 / 81.2
+(84.7; 80.9, 83.1); 4, 8 and 32 rows a warp lost (bf16 x62 76.1, 73.3, 72.4;
+fp16 x62 75.9, 83.0, 60.7), blocks of 64 threads lost on some (fp16 x62
+71.7, bf16 532610x126 78.1 against 93.2) and of 256 tied; a layernorm's lost
+(bf16 1000000x62 60.6 / 50.0, fp16 1000000x58 58.1 / 47.5). Held on a grid
+of the device-resident blocks, each taking rows in turn, they lost: rmsnorm
+bf16 532610x126 90.3 / 78.4 (the reread rows so too: 91.0 / 75.1). Not kept
+(the ranges, rows read each row): rmsnorm K 4 and 8 (x254 90.0 / 88.3, x510
+90.3 / 86.1), layernorm K 2-3 (x126 76.9 / 72.4); short of the fill: rmsnorm
+bf16 1000000x66 79.4 / 67.6 (33 words of 64). Not kept either: a softmax's
+rows (PASSES; bf16 264208x254 94.8 / 90.6, fp16 532610x126 91.4 / 82.5, log-
+softmax bf16 353204x190 90.6 / 85.1), rows on 4-point boundaries (QUAD;
+rmsnorm bf16 266305x252 92.7 / 89.1, layernorm bf16 262144x252 83.2 / 83.4)."""
