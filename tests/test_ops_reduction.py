@@ -601,7 +601,8 @@ def test_one_pass_rows_load_batches(shape, kind, dtype, threads):
     (one_pass.SHORT_GROUP_WORK: 36 over 16 threads, not 32); a var_mean's groups
     of any size up to 6 (one_pass.SEVERAL_GROUP_WORK, shifted rows
     SHIFTED_GROUP_WORK: 20 over 4; 2-byte ones in groups SHIFTED_NARROW_WORK:
-    12 over 4, not 2); rows of 1024 threads up to 16 (a var_mean's
+    12 over 4, not 2; past that, from 4 threads, up to 12 vectors each:
+    one_pass.SHIFTED_WIDE_WORK, 74 over 8, not 32); rows of 1024 threads up to 16 (a var_mean's
     of 512 threads or more: one_pass.ROW_WORK_LONG), up to 32 where 16 leaves
     1024 threads (ROW_WORK_LONGER). Results
     against torch (the GPU runs the batches), the rule, the kernel's loop and
@@ -619,6 +620,8 @@ def test_one_pass_rows_load_batches(shape, kind, dtype, threads):
     assert one_pass.row_threads(12, reductions=2, shifted=True, vec=8) == 4 and \
         one_pass.row_threads(12, reductions=2, shifted=True, vec=4) == 2 and \
         one_pass.row_threads(6, reductions=2, shifted=True, vec=8) == 1  # (one_pass.SHIFTED_NARROW_WORK)
+    assert [one_pass.row_threads(n, reductions=2, shifted=True, vec=8) for n in (17, 37, 48, 49, 74, 192, 193)] == \
+        [4, 4, 4, 8, 8, 16, 64] and one_pass.row_threads(74, reductions=2, shifted=True, vec=4) == 16  # (SHIFTED_WIDE_WORK)
     assert one_pass.row_threads(20, batched=True) == 8 and one_pass.row_threads(8, batched=True) == 4
     assert one_pass.row_threads(3, batched=True) == 1 and one_pass.row_threads(100, batched=True) == 32
     x, y = rand(shape, dtype), rand(shape, dtype)

@@ -85,6 +85,26 @@ bf16 400000x160 74.5 / 82.6 / 81.6 (8 threads / 4 / 4), 164482x408 81.3 /
 bf16 2000000x45 68.4 / 76.5, fp16 2000000x50 76.0 / 79.1, bf16 500000x123
 80.8 / 81.7; but fp16 664444x101 79.5 / 71.1 and bf16 300007x77 48.9 / 43.5
 (4 threads / 2: the rule's one loss, kept for the rest)."""
+SHIFTED_WIDE_WORK = 12
+SHIFTED_WIDE_FROM = 4
+SHIFTED_WIDE_VEC = 8
+"""... and shifted rows (vectors of SHIFTED_WIDE_VEC points or more: 2-byte
+points) that those rules give more threads than SHIFTED_WIDE_FROM take the
+fewest from SHIFTED_WIDE_FROM of up to SHIFTED_WIDE_WORK vectors each (0:
+off): a var_mean's fixed work a row (two reductions' shuffles, three
+divisions: ncu, H200, fp16 114325x587 at 32 threads, 286 instructions a
+row, 0.79 warps issued a scheduler, 50 % DRAM) over fewer threads' groups
+(rows of 17 to 48 vectors in 4 threads, 49 to 96 in 8, 97 to 192 in 16: not
+8, 16, 32, 64 or 128). H200 % of copy, same run, off / 16 / 12: var_mean
+fp16 444444x151 68.0 / 76.5 / 77.6, 227487x295 69.0 / 78.6 / 79.3,
+114325x587 71.5 / 82.1 / 81.9, 44000x1525 84.2 / 86.3 / 86.4, 164082x409
+82.8 / 78.0 / 81.0, 65000x1031 87.6 / 82.1 / 85.9 (16 and 12 the same
+threads there: the run's noise), bf16 222955x301 72.3 / 79.5 / 79.4,
+86370x777 82.0 / 82.0 / 85.6, 545600x123 84.6 / 85.6 / 85.4; fp16
+664444x101 76.7 / 77.9 / 77.7, 330579x203 77.2 / 77.3 / 77.5 (threads
+unchanged). fp32 rows (vectors of 4) keep theirs: 12 there lost as much as
+it won (664444x101 92.4 / 89.6, 222955x301 94.3 / 89.4; 114325x587 86.9 /
+91.6)."""
 SHIFTED_NARROW_WORK = 4
 """... but shifted rows of 2-byte points (vectors of 8) that SHIFTED_GROUP_WORK
 puts in groups of two threads or more take up to this many vectors a thread
@@ -115,6 +135,9 @@ def row_threads(reduced: int, batched: bool = False, reductions: int = 1, shifte
     if several and shifted:
         group_work, one_work = (SHIFTED_NARROW_WORK, SHIFTED_GROUP_WORK) if vec >= 8 else (SHIFTED_GROUP_WORK, 0)
     t = _row_threads(reduced, ROW_WORK, SEVERAL_GROUP_LEAST if several else SHORT_GROUP_LEAST, group_work, one_work)
+    if several and shifted and vec >= SHIFTED_WIDE_VEC and SHIFTED_WIDE_WORK:  # (SHIFTED_WIDE_WORK)
+        t = min(t, next((n for n in rows.SHORT_ROW_THREADS
+                         if n >= SHIFTED_WIDE_FROM and reduced <= SHIFTED_WIDE_WORK * n), t))
     if ROW_WORK_LONG and t >= (SEVERAL_FROM_THREADS if several else LONG_FROM_THREADS):
         t = _row_threads(reduced, ROW_WORK_LONG, SHORT_GROUP_LEAST, SHORT_GROUP_WORK)
         if ROW_WORK_LONGER and t >= LONGER_FROM_THREADS:
