@@ -1783,6 +1783,27 @@ def test_persistent_rows_ask_for_the_threads_their_registers_allow(dtype, n, thr
     assert f"__launch_bounds__({var.block}, {threads // var.block})" in var.source
 
 
+@pytest.mark.parametrize("n,weights,want", [(102, 2, (8, 4)), (255, 2, (16, 4)), (77, 2, (8, 3)),
+                                            (255, 1, (32, 2)), (61, 2, (8, 2))])
+def test_short_shifted_rows_of_two_weights_take_longer_threads(n, weights, want):
+    """Short fp32 rows off vector boundaries (rows.SHORT_SHIFTED_POINTS: 8
+    points a thread) of a kernel of two weights (a layernorm) take 16 points
+    a thread from row_widths.SHORT_SHIFTED_LONG vectors (x102: 8 threads of 4
+    vectors, not 16 of 2; x255: 16 of 4); an rmsnorm's (one weight: x255, 32 of 2) and rows
+    short of that keep 8. Results against torch (rows of n points, no multiple
+    of a vector: each starts another point past a boundary); the launch
+    rule's schedule."""
+    x = rand((5, n), D.Float)
+    w, b = rand((n,), D.Float), rand((n,), D.Float)
+    if weights == 2:
+        spec = _layernorm_checked(x, w, b)
+    else:
+        spec = _rmsnorm_weighted_checked(x, w)
+    k = spec.kernel_for([5, n])[0]
+    var = spec.choose(k, [5, n], [x, w, b][:weights + 1], None, [])
+    assert var.shift and (var.threads, var.chunks) == want, var.name
+
+
 @pytest.mark.parametrize("n", [0, 1, 7, 100, 1027, 4097, 50257])
 @pytest.mark.parametrize("kind", ["softmax", "log_softmax", "rmsnorm", "sum", "amax", "var_mean"])
 @pytest.mark.parametrize("dtype", [D.BFloat16, D.Float], ids=lambda d: d.name)

@@ -8,6 +8,8 @@ boundaries). A benchmark sets a knob here (`row_widths.X`) and every rule
 sees it. The rows' threads are rows.py's (register_row, KernelSpec._row_schedule at the width chosen)."""
 from __future__ import annotations
 
+from . import rows
+
 
 NARROW_ROWS = (448, 1024)
 NARROW_ROW_BYTES = 8
@@ -154,3 +156,22 @@ bf16 1000000x66 79.4 / 67.6 (33 words of 64). Not kept either: a softmax's
 rows (PASSES; bf16 264208x254 94.8 / 90.6, fp16 532610x126 91.4 / 82.5, log-
 softmax bf16 353204x190 90.6 / 85.1), rows on 4-point boundaries (QUAD;
 rmsnorm bf16 266305x252 92.7 / 89.1, layernorm bf16 262144x252 83.2 / 83.4)."""
+
+
+SHORT_SHIFTED_LONG = 20
+SHORT_SHIFTED_LONG_POINTS = 16
+"""... but one of SHORT_SHIFTED_LONG vectors or more (0: none) of a kernel
+of two weights or more (a layernorm's, read a point at a time) at
+SHORT_SHIFTED_LONG_POINTS (short_points; rows.SHORT_SHIFTED_POINTS). H200 % of copy, same run, 8 / 16
+(torch.compile): layernorm fp32 600000x102 (16 x 2 / 8 x 4) 84.3 / 92.2
+(76.2), 263000x255 (32 x 2 / 16 x 4) 88.6 / 93.8 (91.7), 528000x127 94.4 /
+90.6 (79.4), bf16 789516x85 63.7 / 64.0, fp16 700000x95 71.4 / 71.9. Not
+for one weight or none: rmsnorm fp32 263000x255 97.0 / 94.0, softmax fp32
+664444x101 91.0 / 93.5, 528000x127 95.7 / 92.9."""
+
+
+def short_points(vectors: int, weights: int) -> int:
+    """The points a thread a short shifted row of `vectors` vectors of a
+    kernel of `weights` weights aims at (rows.SHORT_SHIFTED_POINTS, SHORT_SHIFTED_LONG)."""
+    return SHORT_SHIFTED_LONG_POINTS if SHORT_SHIFTED_LONG and vectors >= SHORT_SHIFTED_LONG and \
+        weights >= 2 else rows.SHORT_SHIFTED_POINTS

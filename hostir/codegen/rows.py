@@ -51,7 +51,8 @@ vectors / 8 x 2) 72.0 / 94.3 / 66.5 / 92.3 (91.9), softmax 76.8 / 94.8 / -
 91.8 (88.6), 300000x223 90.9 / - / 94.1 (91.4); rmsnorm fp32 721600x93 90.0
 / - / 91.3, 200000x333 95.5 / 95.5 / 95.1. Longer rows lost with either:
 layernorm fp32 65344x1027 95.7 / 91.6 / 93.8 / 87.6, 5101x6577 90.0 / 90.1
-/ 88.0 (rmsnorm fp32 65344x1027 96.9 / 98.4 / 96.9)."""
+/ 88.0 (rmsnorm fp32 65344x1027 96.9 / 98.4 / 96.9). A layernorm's from 20
+vectors: row_widths.SHORT_SHIFTED_LONG."""
 
 
 def short_shifted(vec: int, vectors: int) -> bool:

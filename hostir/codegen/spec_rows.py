@@ -168,7 +168,7 @@ class _RowRules:
             if long:
                 aim = chunks
             elif shift and rows.short_shifted(vec, vectors):  # (rows.SHORT_SHIFTED_VECTORS)
-                aim = max(1, rows.SHORT_SHIFTED_POINTS // vec)
+                aim = max(1, row_widths.short_points(vectors, len(kept_weights(kernel, vec))) // vec)
             else:  # (rows.REGISTER_ROW_POINTS, REGISTER_SHIFTED_POINTS)
                 aim = max(chunks, (rows.REGISTER_SHIFTED_POINTS if shift and vec <= 4 else
                                    rows.REGISTER_ROW_POINTS) // vec)
