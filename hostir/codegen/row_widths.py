@@ -160,10 +160,11 @@ rmsnorm bf16 266305x252 92.7 / 89.1, layernorm bf16 262144x252 83.2 / 83.4)."""
 
 SHORT_SHIFTED_LONG = 20
 SHORT_SHIFTED_LONG_POINTS = 16
-"""... but one of SHORT_SHIFTED_LONG vectors or more (0: none) of a kernel
-of two weights or more (a layernorm's, read a point at a time) at
-SHORT_SHIFTED_LONG_POINTS (short_points; rows.SHORT_SHIFTED_POINTS). H200 % of copy, same run, 8 / 16
-(torch.compile): layernorm fp32 600000x102 (16 x 2 / 8 x 4) 84.3 / 92.2
+"""A short shifted row (rows.SHORT_SHIFTED_POINTS: 8 points a thread) of
+SHORT_SHIFTED_LONG vectors or more (0: none) of a kernel of two weights or
+more (a layernorm's, read a point at a time) aims at
+SHORT_SHIFTED_LONG_POINTS a thread (short_points). H200 % of copy, same
+run, 8 / 16 (torch.compile): layernorm fp32 600000x102 (16 x 2 / 8 x 4) 84.3 / 92.2
 (76.2), 263000x255 (32 x 2 / 16 x 4) 88.6 / 93.8 (91.7), 528000x127 94.4 /
 90.6 (79.4), bf16 789516x85 63.7 / 64.0, fp16 700000x95 71.4 / 71.9. Not
 for one weight or none: rmsnorm fp32 263000x255 97.0 / 94.0, softmax fp32
