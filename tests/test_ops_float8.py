@@ -84,9 +84,9 @@ def test_header_conversions_have_torch_bits(host_conversions, f8, nan):
     their neighbours), and every float8 byte back to float32 (NaN's bits too).
     (Checked once on all 2^32 float32s when written.) Float8_e4m3fn under
     both overflow rules: torch's where it is this torch's (the kernels' too,
-    spec.defines), else torch's bits with |x| past 464 (inf too) as the other
+    options.defines), else torch's bits with |x| past 464 (inf too) as the other
     rule gives them (torch before 2.12: NaN; after: 448)."""
-    from hostir.codegen.spec import e4m3_overflow_is_nan
+    from hostir.codegen.options import e4m3_overflow_is_nan
     short = "e4m3" if f8 is D.Float8_e4m3fn else "e5m2"
     hi = torch.arange(1 << 20, dtype=torch.int64) << 12
     lows = torch.tensor([0, 1, 0x7FF, 0x800, 0x801, 0xFFF, 0x123, 0xABC], dtype=torch.int64)

@@ -26,7 +26,8 @@ from .cuda import vector_width
 from .kir import K, Kernel
 from .lower import INT, PointwiseLowering
 from .launch_checks import vector_ok, vector_slots
-from .spec import KernelOptions, KernelSpec, Variant, _made, defines, index_type
+from .options import KernelOptions, defines
+from .spec import KernelSpec, Variant, _made, index_type
 
 
 class ScanLowering(PointwiseLowering):

@@ -24,7 +24,8 @@ from .cuda import CTYPE, _offset, _Printer
 from .kir import K, Kernel, KNode, TensorParam
 from .lower import INT, PointwiseLowering, _reachable
 from .launch_checks import vector_ok
-from .spec import KernelOptions, KernelSpec, Variant, _made, defines, index_type
+from .options import KernelOptions, defines
+from .spec import KernelSpec, Variant, _made, index_type
 
 
 class ScatterLowering(PointwiseLowering):

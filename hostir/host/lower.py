@@ -7,7 +7,8 @@ from __future__ import annotations
 from .. import config
 from ..codegen.scan import scan_spec
 from ..codegen.scatter import row_scatter_spec, scatter_specs
-from ..codegen.spec import KernelOptions, pointwise_spec, reduction_spec
+from ..codegen.options import KernelOptions
+from ..codegen.spec import pointwise_spec, reduction_spec
 from ..ir.env import Env
 from ..ir.errors import ExecutionError, UnsupportedError
 from ..ir.node import Op

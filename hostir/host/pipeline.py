@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import config
-from ..codegen.spec import KernelOptions
+from ..codegen.options import KernelOptions
 from ..concretize import concretize, shape_checks
 from ..ir.env import Env
 from ..ir.fusion import Fusion

@@ -175,7 +175,7 @@ def start(spec: KernelSpec, kernel: Kernel, extents: list[int], ins: list, outs:
     resident = 0
     if variant.cluster and count:
         resident = compiled(variant).resident_clusters(device, variant.block)
-    elif (variant.keep_weights or (variant.hold and not variant.stack) or variant.drawn) and count:
+    elif (variant.held_rows or variant.drawn) and count:
         resident = compiled(variant).resident_blocks(device, variant.block) * sms
     grid = spec.grid(variant, count, sms, split, extents, resident)
     if count:
