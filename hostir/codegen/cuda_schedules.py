@@ -67,11 +67,6 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
         # (rows.FUNNEL_WEIGHTS, 16-byte vectors), else a point at a time
         self.funnel: set[int] = set()
         self.shift_weights = 0  # ... how many (bounds)
-        # each group takes `stack` rows at a time, their first loads before their uses (cuda_row_stack)
-        self.stack = stack if stack > 1 and chunks and (vec > 1 or held) and not (
-            self.shift or smem_row or cluster > 1 or parts or
-            ((drawn or rows.STAMPS) and (cluster > 1 or threads == block))) else 1
-        assert self.stack == max(stack, 1) or not stack, "stacked rows: rows held unshifted in registers"
         self.stacked = stack > 0  # (word rows, stacked or not: their own bounds)
         invariant = self.vloads & row_invariant_loads(kern) if self.shift or (hold and stack) else set()
         if self.shift:
@@ -119,6 +114,10 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
         if self.stamps:
             self.prelude.append(f"#define HIR_STAMPS {1 << 16}")
         self._row_barrier = False  # this row's first barrier emitted (its draw and stamp ride it)
+        # each group takes `stack` rows at a time, their first loads before their uses (cuda_row_stack)
+        self.stack = stack if stack > 1 and self.chunks and not (
+            self.shift or self.smem_row or self.cluster > 1 or self.parts or self.drawn or self.stamps) else 1
+        assert self.stack == max(stack, 1) or not stack, "stacked rows: rows held unshifted in registers"
         self._stack_splits: list[int] = []  # where a row's first loads and its combines end (cuda_row_stack)
 
     def source(self) -> str:
