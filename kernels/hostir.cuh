@@ -144,6 +144,46 @@ __device__ __forceinline__ void hir_cp_async_wait_pending(int n) {
   }
 }
 
+// A warp's tile of rows (row_tiles.TILE_ROWS): rows row0 .. row0 + 31 of a tensor
+// of `rows` dense rows of R points (16-byte aligned; a tile of 32 rows starts at a
+// multiple of 16 bytes), copied into shared memory at `smem` by cp.async in 16-byte
+// pieces, a lane every 16th (the last piece zero-filled past the rows), committed as
+// one group (an empty one past the last row: every lane counts the same groups).
+template <typename T>
+__device__ __forceinline__ void hir_tile_in(void* smem, const T* g, long long row0, long long rows,
+                                            int R, int lane) {
+  if (row0 < rows) {
+    const long long n = rows - row0 < 32 ? rows - row0 : 32;
+    const int bytes = (int)(n * R * (long long)sizeof(T));
+    const char* src = reinterpret_cast<const char*>(g + row0 * R);
+    const unsigned dst = (unsigned)__cvta_generic_to_shared(smem);
+    for (int off = lane * 16; off < bytes; off += 512) {
+      const int got = bytes - off < 16 ? bytes - off : 16;
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst + off), "l"(src + off), "r"(got)
+                   : "memory");
+    }
+  }
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+// ... and a tile computed in place copied out: 16-byte pieces, the last one's points one at a time.
+template <typename T>
+__device__ __forceinline__ void hir_tile_out(T* g, const void* smem, long long row0, long long rows,
+                                             int R, int lane) {
+  if (row0 >= rows) return;
+  const long long n = rows - row0 < 32 ? rows - row0 : 32;
+  const int bytes = (int)(n * R * (long long)sizeof(T));
+  char* dst = reinterpret_cast<char*>(g + row0 * R);
+  const char* src = reinterpret_cast<const char*>(smem);
+  for (int off = lane * 16; off < bytes; off += 512) {
+    if (off + 16 <= bytes) {
+      *reinterpret_cast<uint4*>(dst + off) = *reinterpret_cast<const uint4*>(src + off);
+    } else {
+      for (int u = off; u < bytes; u += (int)sizeof(T))
+        *reinterpret_cast<T*>(dst + u) = *reinterpret_cast<const T*>(src + u);
+    }
+  }
+}
+
 // ---------------------------------------------------------------- thread-block clusters
 // A row split over the CTAs of a cluster (sm_90): each CTA combines its part,
 // publishes it in its shared memory, and after the cluster barrier every CTA

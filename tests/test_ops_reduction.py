@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from hostir import DataType, FusionDefinition
-from hostir.codegen import one_pass
+from hostir.codegen import one_pass, row_tiles
 from hostir.ir.errors import DefinitionError
 from ops_util import (COMPLEX, FLOATS, FROM_TORCH, TEST_DEVICE, TORCH, check, declare, rand, relayout, run,
                       to_device_exact)
@@ -1850,12 +1850,14 @@ def test_rows_off_vector_boundaries(kind, dtype, n):
             assert not var.shift, var.name
         elif vec == 8 and n % 8 and n % 4 == 0 and spec._half_aligned(k, n):  # (row_widths.HALF_ALIGNED_POINTS)
             assert (var.vec, var.shift, var.chunks) == (4, False, 2) and kind == "rmsnorm", var.name
+        elif var.tiles:  # (row_tiles: short 2-byte rows of a full output, a thread each)
+            assert var.shift and var.vec == 2 and vec == 8 and n <= 128 and kind not in ("sum", "amax", "var_mean")
         else:
             assert var.vec == vec and var.shift == (n % vec != 0), var.name
         if var.shift:
             from hostir.codegen.cuda_row_shift import MASKED_ROWS
             assert "m_ = (int)" in var.source and "_sh_" in var.name
-            slots = -(-(2 * vec - 2) // var.threads)  # (head and tail points a thread)
+            slots = -(-(2 * var.vec - 2) // var.threads)  # (head and tail points a thread)
             masked = kind in ("sum", "amax", "var_mean") and 0 < MASKED_ROWS <= slots
             assert ("hir_any_bit(" in var.source) == masked, (var.name, slots)
             if masked:  # (batches of cuda_row_batches.MASKED_BATCH vectors at most)
@@ -1889,7 +1891,8 @@ def _shifted_rows_with_a_weight(x, dtype, n, vec):
         fd.add_output(fd.ops.cast(y, dtype))
     t = x.double()
     want = t * torch.rsqrt(t.square().mean(1, keepdim=True) + 1e-6) * w.double() + b.double()
-    saved = row_rules.SHIFTED_WEIGHTS, row_rules.FUNNEL_WEIGHTS
+    saved = row_rules.SHIFTED_WEIGHTS, row_rules.FUNNEL_WEIGHTS, row_tiles.TILE_ROWS
+    row_tiles.TILE_ROWS = False  # (short dense 2-byte rows: tiles, test_row_tiles)
     try:
         for on, funnel in ((False, False), (True, False), (True, True)):
             row_rules.SHIFTED_WEIGHTS, row_rules.FUNNEL_WEIGHTS = on, funnel
@@ -1905,7 +1908,7 @@ def _shifted_rows_with_a_weight(x, dtype, n, vec):
                 assert "const uint4*>(in1" not in var.source  # (never a vector off its boundary)
                 conftest._KERNEL_SOURCES.setdefault(var.source, var.name)
     finally:
-        row_rules.SHIFTED_WEIGHTS, row_rules.FUNNEL_WEIGHTS = saved
+        row_rules.SHIFTED_WEIGHTS, row_rules.FUNNEL_WEIGHTS, row_tiles.TILE_ROWS = saved
 
 
 @pytest.mark.parametrize("n", [769, 4097])
@@ -2098,7 +2101,7 @@ def test_rows_read_in_narrower_vectors(dtype, n, narrow):
 @pytest.mark.parametrize("dtype,n,half", [(D.BFloat16, 45, True), (D.BFloat16, 62, True), (D.Half, 77, True),
                                           (D.BFloat16, 93, True), (D.BFloat16, 37, False),
                                           (D.BFloat16, 60, False), (D.Half, 101, False)])
-def test_short_2byte_rows_in_half_vectors(dtype, n, half):
+def test_short_2byte_rows_in_half_vectors(dtype, n, half, monkeypatch):
     """row_widths.HALF_SHIFT_POINTS: rows of 2-byte points of a kernel of several
     passes, of 41 to 96 points, off the boundaries of 4-point vectors too,
     read in shifted vectors of 4 points (8 bytes: fewer head and tail points
@@ -2107,8 +2110,10 @@ def test_short_2byte_rows_in_half_vectors(dtype, n, half):
     (row_widths.WORD_ROWS); on 4-point ones: unshifted vectors of 4. Rows on
     4-point boundaries, shorter or longer ones, and a row sum's (one pass):
     shifted vectors of 8. Results against torch (9 rows,
-    1; on a GPU the variant runs; the nvrtc check compiles it)."""
+    1; on a GPU the variant runs; the nvrtc check compiles it). (Tiles off:
+    dense rows take them, row_tiles; these are what other layouts take.)"""
     import conftest
+    monkeypatch.setattr(row_tiles, "TILE_ROWS", False)
     for rows_count in (9, 1):
         x, w, b = rand((rows_count, n), dtype), rand((n,), dtype), rand((n,), dtype)
         for spec, ins in ((_rmsnorm_weighted_checked(x, w), [x, w]), (_layernorm_checked(x, w, b), [x, w, b]),
@@ -2156,6 +2161,7 @@ def test_shifted_rows_keep_their_weights(dtype, wdtype, n, layout, resident, mon
     from hostir.codegen import rows as row_rules
     from hostir.runtime import backend, launch
     monkeypatch.setattr(row_rules, "KEEP_WEIGHTS_ROWS", 1)
+    monkeypatch.setattr(row_tiles, "TILE_ROWS", False)  # (short dense rows: tiles, test_row_tiles)
     vec_rule = row_rules.KEEP_WEIGHTS_VEC
     monkeypatch.setattr(row_rules, "KEEP_WEIGHTS_VEC", 1)  # (fp32 rows too: the rule below)
     monkeypatch.setattr(backend, "sm_count", lambda device: 1)
@@ -2260,6 +2266,7 @@ def test_shifted_rows_hold_their_weights(dtype, wdtype, n, layout, resident, mon
     monkeypatch.setattr(cuda_row_shift, "HOLD_WEIGHTS_ROWS", 1)
     monkeypatch.setattr(row_widths, "WORD_ROWS", ((0, 0),))  # (shifted rows here; rows in words: test_word_rows)
     monkeypatch.setattr(row_rules, "KEEP_WEIGHTS", False)
+    monkeypatch.setattr(row_tiles, "TILE_ROWS", False)  # (short dense rows: tiles, test_row_tiles)
     monkeypatch.setattr(backend, "sm_count", lambda device: 1)
     monkeypatch.setattr(launch.CompiledKernel, "resident_blocks", lambda self, device, block: resident)
     rows_count = 301

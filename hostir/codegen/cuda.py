@@ -552,7 +552,7 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
                   smem_row: int = 0, cluster: int = 0, shift: bool = False, double: bool = False,
                   keep_weights: bool = False, funnel: bool = False, flat: bool = False,
                   few: bool = False, batch: int = 0, drawn: bool = False, parts: bool = False,
-                  hold: bool = False, stack: int = 0) -> str:
+                  hold: bool = False, stack: int = 0, tiles: bool = False) -> str:
     """CUDA C++ for `kern`, as the `extern "C"` function `name` (default: the
     kernel's): `vec` points per thread iteration (vector loads and stores where
     aligned), `idx` the index type ("int" when offsets fit), `pdl` for a launch
@@ -576,7 +576,7 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
     `hold`: each thread holds its points of what every row reads in registers
     across its rows (cuda_row_shift.HOLD_WEIGHTS; word rows, read once:
     row_widths.WORD_ROWS_HOLD); `stack`: word rows, each group takes that
-    many rows at a time (cuda_row_stack)."""
+    many rows at a time (cuda_row_stack); `tiles`: a thread a row, staged a warp's tile at a time (row_tiles)."""
     name = name or kern.name
     if tile != -1:  # a transpose's tiles, or (tile -2) a staged gather
         from .cuda_tiles import STAGED, _StagePrinter, _TilePrinter, staged_gather
@@ -594,5 +594,5 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
         from .cuda_schedules import _ReductionPrinter
         return _ReductionPrinter(kern, name, idx, block, threads, pdl, vec, chunks, smem_row,
                                  cluster, shift, double, keep_weights, funnel, batch, drawn, parts,
-                                 hold, stack).source()
+                                 hold, stack, tiles).source()
     return _Printer(kern, name, vec, idx, block, streaming, pdl).source()

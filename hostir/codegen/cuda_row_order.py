@@ -16,6 +16,8 @@ class _RowOrder:
     def _row_loop(self) -> None:
         """The loop over the block's rows (its `base`), opened."""
         L, idx, Q, groups = self.lines, self.idx, self.cluster, self.block // self.threads
+        if self.tiles:  # (the warps' first tiles: cuda_row_tiles)
+            self._tile_open()
         if self.drawn:  # cluster (block) b takes row b, then the rows its rank 0 draws
             L.append(f"  __shared__ {idx} next_[2];  // rank 0's draw, by the row's parity" if Q > 1 else
                      f"  __shared__ {idx} next_[1];  // thread 0's draw")
@@ -42,6 +44,8 @@ class _RowOrder:
         a row split over blocks: its whole vectors from plo_ up to R."""
         L, idx, Q = self.lines, self.idx, self.cluster
         self._row_barrier = False
+        if self.tiles:
+            self._tile_row()
         if self.parts:
             v = self.vec
             L.append(f"    const {idx} plen_ = ((Rrow_ + {v - 1}) / {v} + split - 1) / split * {v};")
@@ -70,6 +74,8 @@ class _RowOrder:
     def _row_ends(self) -> None:
         """As a row ends: its stamp (its start, end and SM)."""
         assert self._row_barrier or not self.drawn, "a drawn row's draw rides its first barrier"
+        if self.tiles:
+            self._tile_close()
         if self.stamps:
             self.lines.append(f"    if (threadIdx.x == 0) hir_stamp_row({self._stamp_slot()}, stamp_);")
 

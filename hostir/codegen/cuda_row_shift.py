@@ -207,10 +207,13 @@ class _RowShifts:
     def _kept_slots(self) -> None:
         """The shared memory of each kept weight (rows.KEEP_WEIGHTS): a group's
         share holds the row's points, shifted, in its vectors (row_loads.kept_share)."""
-        k, size = self.k, kept_block_points(self.chunks, self.threads, self.vec, self.block)
+        k, size = self.k, kept_block_points(self.chunks, self.threads, self.vec, self.block, self.tiles)
         for n in kept_weights(k, self.vec):
             ct = CTYPE[k.inputs[n.arg].dtype]
             self.lines.append(f"  __shared__ __align__(16) {ct} {self.kept_w[id(n)]}[{size}];")
+        if self.tiles:  # (placed once, at every shift: cuda_row_tiles)
+            self._place_kept()
+            return
         self.lines.append("  int kept_m_ = -1;  // the shift the kept weights are placed at")
 
     def _keep_weights(self, names) -> None:
@@ -225,6 +228,8 @@ class _RowShifts:
         warp: layernorm bf16 87267x769 80.3 / 82.0, rows it left alone
         13104x5121 83.4 / 84.7, fp16 16380x4097 82.8 / 83.8; not kept.)"""
         L, k, T, v = self.lines, self.k, self.threads, self.vec
+        if self.tiles:  # (placed at every shift before the rows: cuda_row_tiles._place_kept)
+            return
         L.append("    if (__syncthreads_or(m_ != kept_m_)) {  // (the last row's readers are done)")
         L.append("      #pragma unroll 1")
         L.append(f"      for ({self.idx} j_ = lane * {v}; j_ < R; j_ += {T * v}) {{")
@@ -245,7 +250,8 @@ class _RowShifts:
         of shared memory (its shift's: row_loads.kept_by_shift; the groups that
         share it place alike values), point j at j + m_ (row_loads.kept_share)."""
         share = kept_share(self.chunks, self.threads, self.vec)
-        mine = "m_" if kept_by_shift(self.threads, self.vec, self.block) else f"(threadIdx.x / {self.threads})"
+        mine = "m_" if kept_by_shift(self.threads, self.vec, self.block, self.tiles) else \
+            f"(threadIdx.x / {self.threads})"
         return f"{self.kept_w[id(n)]} + {mine} * {share} + {point} + m_"
 
     def _kept_weight(self, n: KNode) -> str:

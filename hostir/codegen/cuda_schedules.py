@@ -20,11 +20,12 @@ from .cuda_row_order import _RowOrder
 from .cuda_row_batches import LOOP_BATCH_THREADS, _RowBatches
 from .cuda_row_stack import stacked
 from .cuda_row_shift import _RowShifts
+from .cuda_row_tiles import _RowTiles
 from .row_loads import (cached_loads, held_words, invariant_bytes, kept_weights, rest_words, row_cache_bytes,
                         row_invariant_loads, row_work)
 
 
-class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowShifts, _Printer):
+class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowShifts, _RowTiles, _Printer):
     """A reduction or normalization kernel: each group of `threads` consecutive
     threads of a block takes one point of the kept dims (a row) at a time. A
     pass over the row's reduced points has each thread combine every
@@ -54,7 +55,7 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
                  vec: int = 1, chunks: int = 0, smem_row: int = 0, cluster: int = 0,
                  shift: bool = False, double: bool = False, keep_weights: bool = False,
                  funnel: bool = False, batch: int = 0, drawn: bool = False, parts: bool = False,
-                 hold: bool = False, stack: int = 0):
+                 hold: bool = False, stack: int = 0, tiles: bool = False):
         super().__init__(kern, name, vec, idx, block, False, pdl)
         held = vec == 1 and chunks > 0 and self.points_held
         if held:  # (a row held a point a load: row_widths.POINT_ROWS)
@@ -119,6 +120,7 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
             self.shift or self.smem_row or self.cluster > 1 or self.parts or self.drawn or self.stamps) else 1
         assert self.stack == max(stack, 1) or not stack, "stacked rows: rows held unshifted in registers"
         self._stack_splits: list[int] = []  # where a row's first loads and its combines end (cuda_row_stack)
+        self.tiles = self._tile_init(tiles)  # a thread a row, staged a warp's tile at a time (row_tiles)
 
     def source(self) -> str:
         k, idx, L, T = self.k, self.idx, self.lines, self.threads
@@ -150,8 +152,7 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
             L.append("  int buf_ = 0;  // the buffer this row is kept in (the next row's: the other)")
         self._row_loop()
         start = len(L)
-        # a group past the last row computes row 0 again (every thread must reach the
-        # group reductions) and stores nothing
+        # a group past the last row computes row 0 again (all reach the group reductions), storing nothing
         L.append(f"    const bool active = base + threadIdx.x / {T} < nslots;")
         L.append(f"    const {idx} row = active ? base + threadIdx.x / {T} : 0;")
         self._split("row", k.kept, "    ")
@@ -342,8 +343,9 @@ class _ReductionPrinter(_RowBatches, _RowCopies, _RowCombines, _RowOrder, _RowSh
         return (" - m_" if self.masked else " + h_") if self.shift else ""
 
     def _in_row(self, r: str) -> str:
-        """Is the vector at `r` the row's (a shifted row's: wholly; its head
-        and tail points are _edge_points'; a masked row's: any point of it)?"""
+        """Is the vector at `r` the row's (shifted: wholly, the head and tail _edge_points'; masked: any point)?"""
+        if self.tiles:  # (R is 2 x chunks or one more: only the last chunk may lie past the row)
+            return f"(c < {self.chunks - 1} || {r} + {self.vec} <= R)"
         return f"{r} + {self.vec} <= R" if self.shift and not self.masked else f"{r} < R"
 
     def _scalar_pass(self, mine, stores, body, names, acc) -> None:

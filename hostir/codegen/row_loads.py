@@ -98,7 +98,7 @@ def kept_share(chunks: int, threads: int, vec: int) -> int:
 KEPT_BY_SHIFT = True  # (kept_by_shift)
 
 
-def kept_by_shift(threads: int, vec: int, block: int) -> bool:
+def kept_by_shift(threads: int, vec: int, block: int, tiles: bool = False) -> bool:
     """Does a block keep a share of each weight for each shift a row may start
     at (`vec` shares, the groups whose rows start alike reading one), not one
     for each of its groups: rows of 2-byte points (vectors of 8) where it has
@@ -107,13 +107,13 @@ def kept_by_shift(threads: int, vec: int, block: int) -> bool:
     79.2 / 80.4, 77.1 / 77.9, fp16 600000x111 68.1 / 70.2, bf16 1000000x61
     56.9 / 57.2; but fp32 rows lost (layernorm fp32 721600x93, 4 threads x 6
     vectors: 71.4 / 66.0; 200000x333 91.1 / 83.8)."""
-    return KEPT_BY_SHIFT and vec >= 8 and block // threads > vec
+    return tiles or (KEPT_BY_SHIFT and vec >= 8 and block // threads > vec)  # (tiles: row_tiles)
 
 
-def kept_block_points(chunks: int, threads: int, vec: int, block: int) -> int:
+def kept_block_points(chunks: int, threads: int, vec: int, block: int, tiles: bool = False) -> int:
     """The points of a kept weight a block holds: each of its groups' share
     (or each shift's: kept_by_shift)."""
-    shares = vec if kept_by_shift(threads, vec, block) else block // threads
+    shares = vec if kept_by_shift(threads, vec, block, tiles) else block // threads
     return shares * kept_share(chunks, threads, vec)
 
 

@@ -26,7 +26,7 @@ from .row_loads import invariant_bytes, row_cache_bytes
 from .launch_checks import (funnel_slots, keep_weights_ok, launch_sms, launches_clusters, shift_ok, vector_ok,
                             vector_slots)
 from .cuda_tiles import STAGE_BYTES, STAGED, stage_block, staged_gather, tile_loads, transpose_tiles
-from . import one_pass, row_widths, rows
+from . import one_pass, row_tiles, row_widths, rows
 from .spec_rows import _RowRules
 from .kir import K, Kernel, Slot, kernel_text, layout, reductions, split_stores, verify_kernel, ws_slot
 from .lower import ReductionLowering, lower_pointwise
@@ -65,6 +65,7 @@ class Variant:
     hold: bool = False   # each thread holds its weights in registers across rows (cuda_row_shift.HOLD_WEIGHTS;
     #                      word rows: row_widths.WORD_ROWS_HOLD)
     stack: int = 0       # word rows: each group takes this many rows at once (row_widths.WORD_ROWS, cuda_row_stack)
+    tiles: bool = False  # short shifted rows a thread each, staged a warp's tile at a time (row_tiles)
 
     @property
     def block(self) -> int:
@@ -80,6 +81,8 @@ class Variant:
             return outer_block(self.threads)
         if self.stack:
             return row_widths.WORD_ROW_BLOCK
+        if self.tiles:
+            return row_tiles.TILE_BLOCK
         if self.threads >= 128:
             return self.threads
         return self.options.block
@@ -93,7 +96,7 @@ class Variant:
         """Does a block take its rows in turn, each the same shift past a boundary, its weights kept or held
         (rows.KEEP_WEIGHTS, cuda_row_shift.HOLD_WEIGHTS: the grid the blocks the device runs at once; not
         stacked rows, row_widths.WORD_ROWS_HOLD, whose grid takes every row once)?"""
-        return (self.keep_weights or self.hold) and not self.stack
+        return (self.keep_weights or self.hold or self.tiles) and not self.stack
 
     @cached_property
     def generates(self) -> bool:
@@ -108,13 +111,15 @@ class Variant:
         src = kernel_source(self.kernel, self.vec, self.idx, self.block, o.streaming, o.pdl,
                             self.name, self.threads, self.chunks, self.outer, self.tile, self.smem_row,
                             self.cluster, self.shift, self.double, self.keep_weights, self.funnel, self.flat,
-                            self.few, self.batch, self.drawn, self.parts, self.hold, self.stack)
+                            self.few, self.batch, self.drawn, self.parts, self.hold, self.stack, self.tiles)
         return defines(o, self.kernel) + src
 
     @cached_property
     def smem(self) -> int:
         """Dynamic shared memory bytes a launch takes (the row cache of an
-        smem_row variant)."""
+        smem_row variant; a tiled one's tiles: row_tiles.tiles_smem)."""
+        if self.tiles:
+            return row_tiles.tiles_smem(self.chunks)
         if not self.smem_row:
             return 0
         one = row_cache_bytes(self.kernel, self.vec, min(self.smem_row, self.chunks) * self.vec * self.block)
@@ -235,6 +240,8 @@ class KernelSpec(_RowRules):
             if shift and vec == 8 and (s := self._word_rows(kernel, per_row, aligned(4))) and aligned(2):
                 return self.variant(kernel, 2, idx, 32, -(-per_row // 64), stack=s,  # (row_widths.WORD_ROWS)
                                     hold=self._word_hold(kernel, per_row))
+            if shift and (tiled := self._tiles(kernel, idx, per_row, extents, ins, outs)):
+                return tiled  # (row_tiles: short 2-byte rows a thread each, staged through shared memory)
             if shift and vec == 8 and row_widths.HALF_SHIFT_LEAST < per_row <= row_widths.HALF_SHIFT_POINTS \
                     and self._passes(kernel)[0] and not aligned(4):
                 vec = 4  # (row_widths.HALF_SHIFT_POINTS: shifted vectors of 4 2-byte points)
@@ -424,8 +431,8 @@ class KernelSpec(_RowRules):
         else:
             per_block = variant.block // variant.threads * max(1, variant.stack) if variant.threads else variant.block
             blocks = -(-count // per_block)
-            if variant.held_rows and resident:  # (rows of period vec in their shift)
-                blocks = min(blocks, resident // variant.vec * variant.vec or resident)
+            if variant.held_rows and resident:  # (rows of period vec in their shift; tiles keep every shift)
+                blocks = min(blocks, resident if variant.tiles else resident // variant.vec * variant.vec or resident)
             elif variant.drawn and resident:  # (a block a row, rows.BLOCK_DRAWN)
                 blocks = min(blocks, resident)
             if variant.generates:  # threads loop (grid stride), each setting up its draws once: H100 2^26 rand_like
@@ -445,12 +452,12 @@ class KernelSpec(_RowRules):
                 smem_row: int = 0, outer: bool = False, tile: int = -1, cluster: int = 0,
                 shift: bool = False, double: bool = False, keep_weights: bool = False,
                 funnel: bool = False, flat: bool = False, few: bool = False, batch: int = 0,
-                parts: bool = False, hold: bool = False, stack: int = 0) -> Variant:
+                parts: bool = False, hold: bool = False, stack: int = 0, tiles: bool = False) -> Variant:
         funnel = funnel and shift and not keep_weights
         # (a cluster variant's block is its threads: Variant.block)
         drawn = draws_rows(kernel, vec, chunks, min(smem_row, chunks), threads, shift, cluster, double)
         key = (id(kernel), vec, idx, threads, chunks, smem_row, outer, tile, cluster, shift, double, keep_weights,
-               funnel, flat, few, batch, drawn, parts, hold, stack)
+               funnel, flat, few, batch, drawn, parts, hold, stack, tiles)
         got = self._variants.get(key)
         if got is None:
             o = self.options
@@ -459,12 +466,12 @@ class KernelSpec(_RowRules):
             name = (f"{kernel.name}{'_pair' * len(kernel.pairs)}_v{vec}_"
                     f"{'i32' if idx == 'int' else 'i64'}{f'_t{threads}' if threads else ''}"
                     f"{f'_c{chunks}' if chunks else ''}{('_smem' if smem_row >= chunks else f'_smem{smem_row}') if smem_row else ''}{'_outer' if outer else ''}{'_flat' if flat else ''}{'_few' if few else ''}{f'_n{batch}' if batch else ''}"
-                    f"{f'_q{cluster}' if cluster else ''}{('d' if cluster else '_drawn') if drawn else ''}{'_db' if double else ''}{'_sh' if shift else ''}{'_kw' if keep_weights else ''}{'_fw' if funnel else ''}{'_hw' if hold else ''}{'_parts' if parts else ''}{f'_st{stack}' if stack else ''}"
+                    f"{f'_q{cluster}' if cluster else ''}{('d' if cluster else '_drawn') if drawn else ''}{'_db' if double else ''}{'_sh' if shift else ''}{'_kw' if keep_weights else ''}{'_fw' if funnel else ''}{'_hw' if hold else ''}{'_parts' if parts else ''}{f'_st{stack}' if stack else ''}{'_tl' if tiles else ''}"
                     f"{f'_tile{tile}' if tile >= 0 else ''}{'_staged' if tile == STAGED else ''}{tune}")
             slots = vector_slots(kernel, vec, points=bool(chunks))  # (chunks at width 1: a row held a point a load)
             got = self._variants[key] = Variant(kernel, vec, idx, o, name, slots, threads, chunks, outer, tile,
                                                 smem_row, cluster, shift, double, keep_weights, funnel, flat, few,
-                                                batch, drawn, parts, hold, stack)
+                                                batch, drawn, parts, hold, stack, tiles)
         return got
 
     def typical_variants(self) -> list[Variant]:

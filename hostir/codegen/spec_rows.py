@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from . import one_pass, row_widths, rows
+from . import one_pass, row_tiles, row_widths, rows
 from .kir import K, Kernel, levels, passes, reductions
 from .launch_checks import launch_sms, shift_possible
 from . import cuda_row_shift
@@ -340,3 +340,16 @@ class _RowRules:
         most = rows.KEEP_NARROW_WEIGHTS_BYTES if all(var.kernel.inputs[n.arg].dtype.itemsize == 2 for n in loads) \
             else rows.KEEP_WEIGHTS_BYTES
         return len(loads) >= rows.KEEP_WEIGHTS_LOADS and 0 < size <= most
+
+    def _tiles(self, kernel: Kernel, idx: str, per_row: int, extents: list[int], ins: list, outs) -> Variant | None:
+        """The tiled variant of short shifted rows of 2-byte points (row_tiles:
+        a thread a row, rows of TILE_ROW_LEAST to TILE_ROW_POINTS points (TILE_PASSES_POINTS),
+        staged a warp's tile at a time; the launch's tensors dense rows), or None."""
+        if not (row_tiles.TILE_ROWS and self.options.shifted_rows and
+                row_tiles.TILE_ROW_LEAST <= per_row <= row_tiles.TILE_ROW_POINTS and
+                row_tiles.tiles_ok(kernel, ins, outs, extents)):
+            return None
+        if len(passes(kernel)) >= 3 and per_row > row_tiles.TILE_PASSES_POINTS:
+            return None
+        return self.variant(kernel, row_tiles.TILE_VEC, idx, 1, per_row // row_tiles.TILE_VEC, shift=True,
+                            keep_weights=bool(kept_weights(kernel, row_tiles.TILE_VEC)), tiles=True)
