@@ -149,7 +149,9 @@ __device__ __forceinline__ void hir_cp_async_wait_pending(int n) {
 // multiple of 16 bytes), copied into shared memory at `smem` by cp.async in 16-byte
 // pieces, a lane every 16th (the last piece zero-filled past the rows), committed as
 // one group (an empty one past the last row: every lane counts the same groups).
-template <typename T>
+// N > 0: a whole tile's pieces (32 rows: 64 x R bytes, a multiple of 16) a lane
+// N at most, unrolled (row_tiles.TILE_UNROLL); a part tile's in a loop.
+template <int N, typename T>
 __device__ __forceinline__ void hir_tile_in(void* smem, const T* g, long long row0, long long rows,
                                             int R, int lane) {
   if (row0 < rows) {
@@ -157,16 +159,25 @@ __device__ __forceinline__ void hir_tile_in(void* smem, const T* g, long long ro
     const int bytes = (int)(n * R * (long long)sizeof(T));
     const char* src = reinterpret_cast<const char*>(g + row0 * R);
     const unsigned dst = (unsigned)__cvta_generic_to_shared(smem);
-    for (int off = lane * 16; off < bytes; off += 512) {
-      const int got = bytes - off < 16 ? bytes - off : 16;
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst + off), "l"(src + off), "r"(got)
-                   : "memory");
+    if (N && n == 32) {
+      #pragma unroll
+      for (int i = 0; i < (N ? N : 1); ++i) {
+        const int off = lane * 16 + i * 512;
+        if (off < bytes)
+          asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(dst + off), "l"(src + off) : "memory");
+      }
+    } else {
+      for (int off = lane * 16; off < bytes; off += 512) {
+        const int got = bytes - off < 16 ? bytes - off : 16;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst + off), "l"(src + off), "r"(got)
+                     : "memory");
+      }
     }
   }
   asm volatile("cp.async.commit_group;" ::: "memory");
 }
 // ... and a tile computed in place copied out: 16-byte pieces, the last one's points one at a time.
-template <typename T>
+template <int N, typename T>
 __device__ __forceinline__ void hir_tile_out(T* g, const void* smem, long long row0, long long rows,
                                              int R, int lane) {
   if (row0 >= rows) return;
@@ -174,6 +185,15 @@ __device__ __forceinline__ void hir_tile_out(T* g, const void* smem, long long r
   const int bytes = (int)(n * R * (long long)sizeof(T));
   char* dst = reinterpret_cast<char*>(g + row0 * R);
   const char* src = reinterpret_cast<const char*>(smem);
+  if (N && n == 32) {
+    #pragma unroll
+    for (int i = 0; i < (N ? N : 1); ++i) {
+      const int off = lane * 16 + i * 512;
+      if (off < bytes) *reinterpret_cast<uint4*>(dst + off) = *reinterpret_cast<const uint4*>(src + off);
+    }
+    return;
+  }
+  #pragma unroll 1
   for (int off = lane * 16; off < bytes; off += 512) {
     if (off + 16 <= bytes) {
       *reinterpret_cast<uint4*>(dst + off) = *reinterpret_cast<const uint4*>(src + off);

@@ -9,8 +9,9 @@ shared memory at each shift a row may start at, placed once (_place_kept)."""
 from __future__ import annotations
 
 from .cuda import CTYPE, _closure
+from . import row_tiles
 from .row_loads import kept_share, kept_weights
-from .row_tiles import TILE_BLOCK, tile_bytes, tile_slots
+from .row_tiles import TILE_BLOCK, tile_bytes, tile_pieces, tile_slots
 
 
 class _RowTiles:
@@ -36,8 +37,8 @@ class _RowTiles:
         L.append(f"  const {CTYPE[k.inputs[a].dtype]}* const in{a}_g_ = in{a};")
         L.append(f"  {CTYPE[k.outputs[s].dtype]}* const out{s}_g_ = out{s};")
         L.append("  int tpar_ = 0;  // the buffer this tile is in")
-        L.append(f"  hir_tile_in(tiles_, in{a}_g_, (long long)blockIdx.x * {self.block} + threadIdx.x / 32 * 32, "
-                 "nslots, (int)R, wl_);")
+        L.append(f"  hir_tile_in<{self._pieces()}>(tiles_, in{a}_g_, "
+                 f"(long long)blockIdx.x * {self.block} + threadIdx.x / 32 * 32, nslots, (int)R, wl_);")
 
     def _tile_row(self) -> None:
         """As a row starts: the warp's next tile copied into the other buffer,
@@ -45,8 +46,8 @@ class _RowTiles:
         pointing into it (an idle lane's row 0 at the tile's start)."""
         L, k, a, s, tb = self.lines, self.k, self.tile_in, self.tile_out, tile_bytes(self.chunks)
         L.append("    const long long trow_ = (long long)base + threadIdx.x / 32 * 32;  // the tile's first row")
-        L.append(f"    hir_tile_in(tiles_ + (tpar_ ^ 1) * {tb}, in{a}_g_, trow_ + (long long)gridDim.x * {self.block}, "
-                 "nslots, (int)R, wl_);")
+        L.append(f"    hir_tile_in<{self._pieces()}>(tiles_ + (tpar_ ^ 1) * {tb}, in{a}_g_, "
+                 f"trow_ + (long long)gridDim.x * {self.block}, nslots, (int)R, wl_);")
         L.append("    hir_cp_async_wait_pending(1);")
         L.append("    __syncwarp();")
         at = f"tiles_ + tpar_ * {tb}) - (active ? trow_ * R : 0LL)"
@@ -59,9 +60,14 @@ class _RowTiles:
         """As a row ends: the tile's outputs copied out, the buffer free."""
         L, s = self.lines, self.tile_out
         L.append("    __syncwarp();")
-        L.append(f"    hir_tile_out(out{s}_g_, tiles_ + tpar_ * {tile_bytes(self.chunks)}, trow_, nslots, (int)R, wl_);")
+        L.append(f"    hir_tile_out<{self._pieces()}>(out{s}_g_, tiles_ + tpar_ * {tile_bytes(self.chunks)}, trow_, "
+                 "nslots, (int)R, wl_);")
         L.append("    __syncwarp();")
         L.append("    tpar_ ^= 1;")
+
+    def _pieces(self) -> int:
+        """The copies' 16-byte pieces a lane, unrolled (TILE_UNROLL); 0: a loop."""
+        return tile_pieces(self.chunks) if row_tiles.TILE_UNROLL else 0
 
     def _place_kept(self) -> None:
         """What every row reads alike, placed once before the rows at each

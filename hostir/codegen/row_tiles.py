@@ -32,16 +32,30 @@ from .row_loads import row_invariant_loads
 TILE_ROWS = True
 TILE_ROW_POINTS = 128  # rows of this many points at most (2-byte: 8 KiB a tile)
 TILE_ROW_LEAST = 4     # ... and this many at least (a word and a head and tail)
-TILE_PASSES_POINTS = 96
+TILE_PASSES_POINTS = 104
 """... and of this many at most where the kernel passes over a row three
 times or more (a softmax: max, sum, output). Longer, its tiles leave room
 for 3 blocks an SM, and it lost: H200 % of copy, same run, shifted / tiles:
 softmax bf16 536870x125 90.0 / 80.5 (fp16 800000x77 75.1 / 80.0,
 log-softmax bf16 700000x95 81.9 / 84.3; layernorm bf16 528000x127 76.3 /
-77.5). (Tried: each thread's combines split over 4 partial accumulators,
+77.5). Up to 104 points (at 96 then, H200, same run, 96 / 108): softmax fp16
+700000x99 72.6 / 83.7, log-softmax fp16 500000x101 76.7 / 85.5; but softmax
+bf16 600000x107 84.5 / 82.9. (Tried: each thread's combines split over 4 partial accumulators,
 within 1.5 either way, layernorm bf16 600000x93 77.1 / 74.1: not kept.)"""
 TILE_BLOCK = 128       # threads a block: 4 warps, a tile each, two buffers each
 TILE_VEC = 2           # the rows' vectors: 4-byte words of 2-byte points
+TILE_UNROLL = True
+"""A whole tile's copies in and out unrolled over a lane's 16-byte pieces
+(tile_pieces, each guarded; a part tile's in a loop), not a loop over the
+tile's bytes. H200 % of copy, same run, on / off: layernorm bf16 1100000x61
+85.5 / 83.0, 528000x127 82.0 / 79.7, 600000x93 83.8 / 81.2, 1000000x66 83.7 /
+82.5; rmsnorm bf16 563940x119 85.8 / 84.0, 900000x71 86.1 / 84.5 (others
+within 1). Tried and dropped, same runs: the row read again from its tile
+in each pass, not held in registers (32-40 registers, not 2 x words + 20):
+it lost everywhere, held / read again, layernorm bf16 894784x75 83.3 / 78.8,
+1000000x66 84.7 / 81.4, fp16 800000x77 81.4 / 77.7, log-softmax bf16
+700000x95 85.7 / 83.6; the kept weights as floats (no conversion a point):
+within the run's spread (1.7 on kernels it does not change)."""
 
 
 def tile_slots(kern: Kernel) -> tuple[int, int] | None:
@@ -100,6 +114,11 @@ def tile_bytes(chunks: int) -> int:
 def tiles_smem(chunks: int) -> int:
     """Dynamic shared memory of a tiled block: two tiles a warp."""
     return TILE_BLOCK // 32 * 2 * tile_bytes(chunks)
+
+
+def tile_pieces(chunks: int) -> int:
+    """The 16-byte pieces a lane copies of a tile at most (32 lanes a piece each)."""
+    return -(-(32 * (TILE_VEC * chunks + 1) * 2) // (16 * 32))
 
 
 def _dense(t, extents: list[int]) -> bool:
