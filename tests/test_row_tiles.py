@@ -62,7 +62,7 @@ def _var_mean_checked(x):
 
 
 @pytest.mark.parametrize("dtype", [D.BFloat16, D.Half], ids=lambda d: d.name)
-@pytest.mark.parametrize("n", [5, 7, 30, 45, 61, 62, 75, 101, 119, 126, 127])
+@pytest.mark.parametrize("n", [5, 7, 30, 45, 58, 61, 62, 75, 101, 119, 126, 127, 141, 159])
 @pytest.mark.parametrize("rows_count", [1, 31, 33, 300])
 def test_short_2byte_rows_staged_in_tiles(dtype, n, rows_count):
     """Rows of 4 to 128 points off 16-byte boundaries, of a layernorm (a
@@ -70,9 +70,10 @@ def test_short_2byte_rows_staged_in_tiles(dtype, n, rows_count):
     mean and output, are computed a thread a row from their warp's tile in
     shared memory: every point against torch, tiles of 1 to 32 rows (the
     last one partial), a weight kept at both shifts (a softmax's rows up to
-    TILE_PASSES_POINTS). Rows on 4-byte
-    boundaries that word rows take (row_widths.WORD_ROWS) keep them; a
-    var_mean's and a sum's rows (no full output) are not tiled."""
+    TILE_PASSES_POINTS). Rows on 4-byte boundaries take tiles before word
+    rows (row_widths.WORD_ROWS) up to 64 points, or with two weights
+    (row_tiles.before_word_rows); a var_mean's and a sum's rows (no full
+    output) are not tiled."""
     x, w, b = rand((rows_count, n), dtype), rand((n,), dtype), rand((n,), dtype)
     runs = [(_layernorm_checked(x, w, b), [x, w, b]), (_rmsnorm_weighted_checked(x, w), [x, w]),
             (_norm_checked("softmax", x), [x]), (_norm_checked("layernorm", x), [x])]
@@ -81,7 +82,8 @@ def test_short_2byte_rows_staged_in_tiles(dtype, n, rows_count):
         if j == 2 and n > row_tiles.TILE_PASSES_POINTS:  # (a softmax's three passes: TILE_PASSES_POINTS)
             assert not var.tiles, var.name
             continue
-        assert _tiled(spec, ins, [rows_count, n]) or (n % 2 == 0 and var.stack), (spec.name, var.name)
+        words = n % 2 == 0 and not row_tiles.before_word_rows(spec.kernels[0], n)  # (row_widths.WORD_ROWS)
+        assert _tiled(spec, ins, [rows_count, n]) or (words and var.stack), (spec.name, var.name)
     for spec, ins in ((_var_mean_checked(x), [x]), (_sum_checked(x), [x])):
         assert not _tiled(spec, ins, [rows_count, n])
 
@@ -105,7 +107,7 @@ def test_tiles_where_the_layout_or_the_rows_refuse_them():
     x = rand((rows_count, 75), D.BFloat16)
     w = rand((75,), D.BFloat16)
     assert _tiled(_rmsnorm_weighted_checked(x, w), [x, w], [rows_count, 75])
-    for n in (64, 129):
+    for n in (64, row_tiles.TILE_ROW_POINTS + 1):
         xn, wn = rand((rows_count, n), D.BFloat16), rand((n,), D.BFloat16)
         assert not _tiled(_rmsnorm_weighted_checked(xn, wn), [xn, wn], [rows_count, n])
     xf, wf = rand((rows_count, 75), D.Float), rand((75,), D.Float)

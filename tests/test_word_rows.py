@@ -1,7 +1,9 @@
 """row_widths.WORD_ROWS: rows of 2-byte points on 4-byte but not 16-byte
 boundaries read in 4-byte words, a warp a row, each warp taking several rows
 at once (cuda_row_stack). Results against torch on random rows (on a GPU the
-stacked kernels run; the nvrtc check compiles them)."""
+stacked kernels run; the nvrtc check compiles them). Dense rows of up to
+row_tiles.TILE_ROW_POINTS points take tiles first (test_row_tiles): these
+tests run the word rows with tiles off."""
 from __future__ import annotations
 
 import math
@@ -9,7 +11,7 @@ import math
 import pytest
 
 from hostir import DataType as D
-from hostir.codegen import row_widths
+from hostir.codegen import row_tiles, row_widths
 from hostir.codegen.cuda_row_stack import body_names, stacked
 from ops_util import rand
 import torch
@@ -17,6 +19,11 @@ import torch
 from ops_util import FROM_TORCH, check, declare
 from test_ops_reduction import (_layernorm_checked, _norm_checked, _reduction_specs, _rmsnorm_weighted_checked,
                                 _run_keeping_fd)
+
+
+@pytest.fixture(autouse=True)
+def _no_tiles(monkeypatch):
+    monkeypatch.setattr(row_tiles, "TILE_ROWS", False)  # (dense short rows take tiles first: test_row_tiles)
 
 import conftest
 

@@ -27,10 +27,14 @@ from __future__ import annotations
 
 from .cuda import index_deps, vector_loads
 from .kir import K, Kernel, split_stores
-from .row_loads import row_invariant_loads
+from .row_loads import kept_weights, row_invariant_loads
 
 TILE_ROWS = True
-TILE_ROW_POINTS = 128  # rows of this many points at most (2-byte: 8 KiB a tile)
+TILE_ROW_POINTS = 160
+"""Rows of this many points at most (2-byte: 10 KiB a tile). H200 % of copy,
+same run, 128 / 160: layernorm bf16 400000x141 67.5 / 79.3, fp16 450000x135
+78.1 / 81.6, rmsnorm fp16 420000x155 81.2 / 82.0 (rmsnorm bf16 400000x150
+keeps its word rows: before_word_rows)."""
 TILE_ROW_LEAST = 4     # ... and this many at least (a word and a head and tail)
 TILE_PASSES_POINTS = 104
 """... and of this many at most where the kernel passes over a row three
@@ -56,6 +60,19 @@ it lost everywhere, held / read again, layernorm bf16 894784x75 83.3 / 78.8,
 1000000x66 84.7 / 81.4, fp16 800000x77 81.4 / 77.7, log-softmax bf16
 700000x95 85.7 / 83.6; the kept weights as floats (no conversion a point):
 within the run's spread (1.7 on kernels it does not change)."""
+
+
+def before_word_rows(kern: Kernel, per_row: int) -> bool:
+    """Do tiles take rows of `per_row` points before the word rows
+    (row_widths.WORD_ROWS) would: where those take one word a thread (rows
+    of up to 64 points), or the kernel reads two weights or more (a
+    layernorm's). H200 % of copy, same run, tiles / word rows: rmsnorm bf16
+    1157049x58 87.5 / 78.9, 900000x54 84.1 / 73.5, fp16 1082401x62 86.2 /
+    81.2; layernorm bf16 700000x98 82.1 / 66.3, fp16 560000x118 83.6 / 78.3;
+    but rmsnorm's two words a thread and more kept theirs: bf16 600000x110
+    85.7 / 91.0, fp16 550000x126 86.2 / 92.9, 650000x102 85.6 / 89.4, bf16
+    400000x150 81.6 / 87.7."""
+    return per_row <= 64 or len(kept_weights(kern, TILE_VEC)) >= 2
 
 
 def tile_slots(kern: Kernel) -> tuple[int, int] | None:

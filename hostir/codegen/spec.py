@@ -237,11 +237,14 @@ class KernelSpec(_RowRules):
             shift = vec > 1 and not aligned(vec)
             if shift and vec == 8 and (t := self._half_aligned(kernel, per_row)) and aligned(4):
                 return self.variant(kernel, 4, idx, t, -(-per_row // (4 * t)))  # (row_widths.HALF_ALIGNED_POINTS)
+            tiled = shift and self._tiles(kernel, idx, per_row, extents, ins, outs)
+            if tiled and row_tiles.before_word_rows(kernel, per_row):
+                return tiled  # (row_tiles: short 2-byte rows a thread each, staged through shared memory)
             if shift and vec == 8 and (s := self._word_rows(kernel, per_row, aligned(4))) and aligned(2):
                 return self.variant(kernel, 2, idx, 32, -(-per_row // 64), stack=s,  # (row_widths.WORD_ROWS)
                                     hold=self._word_hold(kernel, per_row))
-            if shift and (tiled := self._tiles(kernel, idx, per_row, extents, ins, outs)):
-                return tiled  # (row_tiles: short 2-byte rows a thread each, staged through shared memory)
+            if tiled:
+                return tiled
             if shift and vec == 8 and row_widths.HALF_SHIFT_LEAST < per_row <= row_widths.HALF_SHIFT_POINTS \
                     and self._passes(kernel)[0] and not aligned(4):
                 vec = 4  # (row_widths.HALF_SHIFT_POINTS: shifted vectors of 4 2-byte points)
