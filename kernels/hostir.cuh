@@ -564,6 +564,17 @@ __device__ __forceinline__ uint4 hir_funnel16(uint4 lo, uint4 hi, int b) {
 #undef HIR_FS4
 }
 
+// Lane + 1's 4, 8 or 16 bytes (a warp's lanes all taking part; the last lane gets
+// its own): an outer tile's shifted lane takes its vector from its aligned one and
+// this (codegen cuda_outer_shift).
+__device__ __forceinline__ unsigned hir_shfl_down(unsigned v) { return __shfl_down_sync(0xffffffffu, v, 1); }
+__device__ __forceinline__ uint2 hir_shfl_down(uint2 v) {
+  return make_uint2(hir_shfl_down(v.x), hir_shfl_down(v.y));
+}
+__device__ __forceinline__ uint4 hir_shfl_down(uint4 v) {
+  return make_uint4(hir_shfl_down(v.x), hir_shfl_down(v.y), hir_shfl_down(v.z), hir_shfl_down(v.w));
+}
+
 // The 8 bytes of the 16-byte concatenation (lo, hi) that start at byte b (0 to 8):
 // hir_funnel16's for 8-byte vectors (2-byte rows in shifted vectors of 4: codegen
 // row_widths.HALF_SHIFT_POINTS).
@@ -574,6 +585,11 @@ __device__ __forceinline__ uint2 hir_funnel8(uint2 lo, uint2 hi, int b) {
     case 1: return make_uint2(__funnelshift_r(lo.y, hi.x, r), __funnelshift_r(hi.x, hi.y, r));
     default: return hi;
   }
+}
+
+// ... and for 4-byte vectors (b 0 to 3).
+__device__ __forceinline__ unsigned hir_funnel4(unsigned lo, unsigned hi, int b) {
+  return __funnelshift_r(lo, hi, (unsigned)b * 8u);
 }
 
 // Inclusive scan of v over each group of T consecutive lanes of a warp (T a power

@@ -1201,7 +1201,7 @@ def test_var_mean_of_a_transposed_input_and_a_short_row(correction):
 
 # Outer reductions (the innermost dim kept): tiles of kept points, blocks split
 # over long reduced dims on GPUs (partials combined in order by the last block;
-# 600000x8: a split of over cuda_outer.OUTER_GROUP shares, combined in two levels).
+# 600000x8: a split of over cuda_outer_split.OUTER_GROUP shares, combined in two levels).
 OUTER_CASES = [((4096, 64), [0]), ((3000, 5), [0]), ((64, 300, 33), [0, 1]), ((2, 70000, 3), [1]),
                ((5, 1, 7), [0, 1]), ((0, 9), [0]), ((7, 0), [0]), ((600000, 8), [0]), ((9001, 600), [0]),
                ((1000, 35), [0]), ((300, 141), [0]), ((129, 568), [0]), ((50, 1300), [0]), ((40, 67), [0]),
@@ -1221,8 +1221,9 @@ def test_outer_wrapped_tiles(shape, dtype, lanes, block, vec, monkeypatch):
     points that refuse a vector take the widest they allow (bf16 1300: 4,
     not 1). The rule, the kernel's lanes, results against torch (OUTER_CASES
     runs more). (Tiles where the flat schedule does not run: cuda_flat.)"""
-    from hostir.codegen import cuda_flat, cuda_outer
+    from hostir.codegen import cuda_flat, cuda_outer, cuda_outer_shift
     monkeypatch.setattr(cuda_flat, "OUTER_FLAT", False)
+    monkeypatch.setattr(cuda_outer_shift, "OUTER_SHIFTED", False)  # (2-byte points: shifted lanes first)
     x = rand(shape, dtype)
     fd_outs, fd = _run_keeping_fd(lambda fd: fd.add_output(fd.ops.sum(declare(fd, x), [0])), [x])
     check(fd_outs[0], _torch_sum(x, [0], False), kind="reduction", atol=1e-5 * shape[0] ** 0.5)
@@ -1280,8 +1281,9 @@ def test_outer_few_blocks(shape, dtype, few, monkeypatch):
     in flight), and the split aims at it; 4-byte floats, vectors, more tiles
     than SMs (132 here: 4225 points take 133) and narrow or wrapped tiles keep
     the full-occupancy bounds. Results against torch, the rule, the bounds."""
-    from hostir.codegen import cuda_flat, cuda_outer
+    from hostir.codegen import cuda_flat, cuda_outer, cuda_outer_shift
     monkeypatch.setattr(cuda_flat, "OUTER_FLAT", False)
+    monkeypatch.setattr(cuda_outer_shift, "OUTER_SHIFTED", False)  # (2-byte points: shifted lanes first)
     x = rand(shape, dtype)
     fd_outs, fd = _run_keeping_fd(lambda fd: fd.add_output(fd.ops.sum(declare(fd, x), [0])), [x])
     check(fd_outs[0], x.double().sum(0).to(x.dtype), kind="reduction")

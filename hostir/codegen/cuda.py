@@ -588,8 +588,9 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
         from .cuda_flat import _FlatPrinter
         return _FlatPrinter(kern, name, idx, block, pdl, vec, threads).source()
     if outer:
-        from .cuda_outer import _OuterPrinter
-        return _OuterPrinter(kern, name, idx, block, pdl, vec, threads or 32, few, batch).source()
+        from .cuda_outer_shift import _OuterPrinter, _ShiftedOuterPrinter
+        return (_ShiftedOuterPrinter if shift else _OuterPrinter)(kern, name, idx, block, pdl, vec, threads or 32,
+                                                                  few, batch).source()
     if kern.reduced:
         from .cuda_schedules import _ReductionPrinter
         return _ReductionPrinter(kern, name, idx, block, threads, pdl, vec, chunks, smem_row,

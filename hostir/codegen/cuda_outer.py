@@ -6,13 +6,14 @@ from __future__ import annotations
 import math
 
 from .cuda import CTYPE, _closure, vector_loads
-from .cuda_combine import _COMBINE, acc_bytes, acc_init, acc_type, acc_value
+from .cuda_combine import _COMBINE, acc_bytes, acc_init, acc_type
+from .cuda_outer_split import _OuterSplit
 from .cuda_schedules import _ReductionPrinter
 from .row_loads import closure_of
-from .kir import K, Kernel, levels, passes, reductions, row_nodes, split_stores, ws_slot
+from .kir import K, Kernel, levels, passes, row_nodes, split_stores
 
 
-class _OuterPrinter(_ReductionPrinter):
+class _OuterPrinter(_OuterSplit, _ReductionPrinter):
     """A one-pass reduction that keeps the innermost dim (an outer reduction:
     sum over the rows of a matrix). A block takes a tile of `lanes` x `vec`
     consecutive kept points (lane tx holds `vec` of them: one vector load per
@@ -24,6 +25,8 @@ class _OuterPrinter(_ReductionPrinter):
     writing its partial results to `ws`; the last to arrive (counted in `sem`,
     which it resets) combines the partials in block order (deterministic) and
     runs the epilogue."""
+
+    shifted = False  # kept points off vector boundaries, lanes' vectors shifted (cuda_outer_shift)
 
     def __init__(self, kern: Kernel, name: str, idx: str, block: int, pdl: bool, vec: int = 1,
                  lanes: int = 32, few: bool = False, batch: int = 0):
@@ -56,12 +59,14 @@ class _OuterPrinter(_ReductionPrinter):
         self._shared(reduces)
         L.append("  __shared__ bool last;")
         L.append(f"  const {idx} R = {' * '.join(f'e{d}' for d in k.reduced)};")
-        L.append(f"  const {idx} tiles = (nslots + {X * V - 1}) / {X * V};")
+        W = (X - self.shifted) * V  # (a shifted tile's last lane reads for its neighbour: cuda_outer_shift)
+        L.append(f"  const {idx} tiles = (nslots + {W - 1}) / {W};")
         L.append(f"  for ({idx} b = blockIdx.x; b < tiles * split; b += gridDim.x) {{")
         L.append(f"    const {idx} tile = b / split, g = b % split;")
-        idle = f"ty < {ty_n} && " if self.idle else ""
-        L.append(f"    const bool active = {idle}tile * {X * V} + tx * {V} < nslots;")
-        L.append(f"    const {idx} row = active ? tile * {X * V} + tx * {V} : 0;")
+        idle = f"ty < {ty_n} && " if self.idle else f"tx < {X - 1} && " if self.shifted else ""
+        L.append(f"    const bool active = {idle}tile * {W} + tx * {V} < nslots;")
+        L.append(f"    const {idx} row = {'' if self.shifted else 'active ? '}tile * {W} + tx * {V}"
+                 f"{'' if self.shifted else ' : 0'};")
         self._split("row", k.kept, "    ")
         level = levels(k)
         names: dict[int, str] = {}  # values of the kept dims that do not move along them
@@ -199,78 +204,6 @@ class _OuterPrinter(_ReductionPrinter):
         self._stores(full_stores, inner, "        ")
         L.append("      }")
 
-    def _finish(self, reduces, rows, names) -> None:
-        """The split's partials combined (by the tile's last block to arrive),
-        then the epilogue at each of the tile's kept points."""
-        k, idx, L, V = self.k, self.idx, self.lines, self.vec
-        _, row_stores = split_stores(k, rows)
-        L.append("    if (split > 1) {")
-        # two levels: the last block of each group of OUTER_GROUP shares combines the
-        # group's partials into a group partial; the last group's, those (one level
-        # where split <= OUTER_GROUP). Fixed groups and orders: deterministic.
-        L.append(f"      const {idx} groups = (split + {OUTER_GROUP - 1}) / {OUTER_GROUP}, "
-                 f"grp = g / {OUTER_GROUP};")
-        L.append("      unsigned int* const tsem = sem + tile * (groups + 1);")
-        for j, n in enumerate(reduces):
-            L.append(f"      {acc_type(n)}* ws{j} = reinterpret_cast<{acc_type(n)}*>("
-                     f"ws + (size_t){j} * (split + groups) * nslots * {ws_slot(k)});")
-        self._publish(reduces, "g", "tsem[grp]",
-                      f"(grp + 1) * {OUTER_GROUP} < split ? {OUTER_GROUP} : split - grp * {OUTER_GROUP}")
-        self._gather(reduces, f"grp * {OUTER_GROUP}",
-                     f"(grp + 1) * {OUTER_GROUP} < split ? (grp + 1) * {OUTER_GROUP} : split")
-        L.append("      if (threadIdx.x == 0) tsem[grp] = 0u;  // ready for the next launch")
-        L.append("      if (groups > 1) {")
-        self._publish(reduces, "split + grp", "tsem[groups]", "groups")
-        self._gather(reduces, "split", "split + groups")
-        L.append("        if (threadIdx.x == 0) tsem[groups] = 0u;")
-        L.append("      }")
-        L.append("    }")
-        if row_stores:
-            L.append("    #pragma unroll")
-            L.append(f"    for (int u = 0; u < {V}; ++u) {{")
-            L.append(f"      const {idx} ii = i{self.n - 1} + u;")
-            point = dict(names)
-            acc = {id(n): f"a{j}[u]" for j, n in enumerate(reduces)}
-            for n in reduces:
-                point[id(n)] = acc_value(n, acc[id(n)])
-            self._epilogue(rows, row_stores, point, "      ", "ty == 0 && active", "ii")
-            L.append("    }")
-        L.append("  }")
-
-    def _publish(self, reduces, at: str, counter: str, arrivals: str) -> None:
-        """Lane ty == 0 writes the block's values to partial slot `at`; the block
-        counts itself in `counter` and goes on only if it is the last of `arrivals`."""
-        L, V = self.lines, self.vec
-        L.append("      if (ty == 0 && active) {")
-        for j in range(len(reduces)):
-            L.append(f"        #pragma unroll\n        for (int u = 0; u < {V}; ++u) "
-                     f"ws{j}[({at}) * nslots + row + u] = a{j}[u];")
-        L.append("      }")
-        self._last_arrival(counter, arrivals, "last")
-
-    def _gather(self, reduces, lo: str, hi: str) -> None:
-        """The block combines partial slots [lo, hi): lane ty takes lo + ty,
-        lo + ty + ty_n, ... (loads in flight together), then the block combines
-        its lanes in order."""
-        L, V, idx, ty_n = self.lines, self.vec, self.idx, self.block // self.lanes
-        L.append("      #pragma unroll")
-        L.append(f"      for (int u = 0; u < {V}; ++u) {{")
-        for j, n in enumerate(reduces):
-            L.append(f"        a{j}[u] = {acc_init(n)};")
-        L.append("      }")
-        L.append("      if (active) {")
-        L.append(f"        #pragma unroll {OUTER_COMBINE_UNROLL}")
-        L.append(f"        for ({idx} w = ({lo}) + ty; w < ({hi}); w += {ty_n}) {{")
-        L.append("          #pragma unroll")
-        L.append(f"          for (int u = 0; u < {V}; ++u) {{")
-        for j, n in enumerate(reduces):
-            L.append(f"            {{ const {acc_type(n)} x = a{j}[u], y = hir_ld_l2(ws{j} + w * nslots + row + u); "
-                     f"a{j}[u] = {_COMBINE[n.arg]}; }}")
-        L.append("          }")
-        L.append("        }")
-        L.append("      }")
-        self._block_combine(reduces, "      ")
-
     def bounds(self) -> str:
         """The blocks an SM the split's block count assumes (outer_blocks): full
         occupancy (OUTER_FULL_OCCUPANCY: 32 registers a thread) but for
@@ -343,8 +276,6 @@ compile 99.2), bf16 16384x8192 (256) 99.6 / 96.2, fp16 4096x16384 (128) 92.7
 74.1, bf16 32768x1024 (64) 65.4 / 67.8, fp16 100000x512 (95) 75.4 / 75.3.
 The rule, next run, on / off: fp16 200000x1024 97.4 / 93.8 (torch.compile
 95.2), bf16 8192x8192 87.0 / 84.9 (RESULTS.md: six more)."""
-
-
 OUTER_BATCH_WIDE = 8
 """... and a lane of one input's 4-byte points in vectors of 4 into 4-byte
 accumulators takes this many, any rows (outer_batch). H200 % of copy, same
@@ -357,7 +288,8 @@ on: sum over [0, 1] 85.0 / 84.5 / 87.1, column sum fp32 8192x8192 96.7 /
 94.2 / 96.2, 4096x4096 56.8 / 61.6 / 59.8 (each run's spread; RESULTS.md)."""
 
 
-def outer_batch(kern: Kernel, vec: int, lanes: int, block: int, extents: list[int], sm_count: int) -> int:
+def outer_batch(kern: Kernel, vec: int, lanes: int, block: int, extents: list[int], sm_count: int,
+                shifted: bool = False) -> int:
     """Points a lane of an outer tile kernel (lanes of `vec` points, 0 for a
     warp's 32) takes a batch where that is not OUTER_BATCH, for lanes of one
     load into one 4-byte accumulator (kernels of more loads or reductions
@@ -374,7 +306,7 @@ def outer_batch(kern: Kernel, vec: int, lanes: int, block: int, extents: list[in
     if not OUTER_BATCH_NARROW or size != 2 or vec < 8:
         return 0
     lanes = lanes or 32
-    split = outer_split(kern, lanes, vec, block, extents, sm_count)
+    split = outer_split(kern, lanes - shifted, vec, block, extents, sm_count, shifted=shifted)
     per_lane = math.prod(extents[d] for d in kern.reduced) // (split * (block // lanes))
     return OUTER_BATCH_NARROW if per_lane >= OUTER_NARROW_ROWS else 0
 
@@ -398,7 +330,6 @@ together), then the rest 4 at a time: `#pragma unroll 32` left a lane's last
 rows (up to 31) one load at a time. H100 % of copy, same run, unroll 32 / 16
 (before this): column sum fp32 2009x33403 (251 rows a lane) 87.9 / 91.1
 (torch.compile 85.8-90.1), 33000x2033 90.0 / 83.1."""
-OUTER_COMBINE_UNROLL = 4   # partials the last block's lanes read at once
 OUTER_BLOCKS_PER_SM = 8    # blocks an SM the split aims at (spec.KernelSpec.split)
 OUTER_MIN_POINTS = 64      # ... each lane combining this many reduced points at least
 OUTER_WIDE_SHARE = 2
@@ -419,27 +350,6 @@ OUTER_BLOCKS_V8 = 4
 an SM (64 registers a thread), which the split aims at too: at 32 registers
 its 8 accumulators and unrolled loads spilled (87381x768: 28 bytes), and the
 loads in flight fell."""
-OUTER_GROUP = 32           # shares whose partials a group's last block combines (two levels)
-"""A split reduction's end is a chain of dependent round trips (the partial's
-store, a fence, the group's counter, the group's partials read, and again for
-the tile), run after every block has streamed its share: where the split is
-32 or fewer, one level. H100 % of copy, same run, 16 / 32: column sum bf16
-13421x5000 (split 26) 81.3 / 84.0, 699050x96 83.5 / 84.9, 87381x768 83.2 /
-83.6, fp32 16384x4096 95.3 / 96.6; others within 0.3 (1024, one level
-always: fp32 1048576x64 86.0, bf16 699050x96 79.1: a tile's last block reads
-every share's partial).
-A timeline (H200, globaltimer a block, column sum fp32 8192x4096, split 16,
-36.4 us a call): the blocks' loops end at 30.2 to 33.8 us (no link to an
-SM's block count: the memory system's unfairness), the fence after a
-partial's store takes 1.5 us, the tile's last block 1.1 more to its store.
-Tried and removed (2026-11-29): a tile's shares as one thread-block cluster
-combining through distributed shared memory (clusters of 16, non-portable):
-35.5 -> 54.2 us, 16384x4096 65.8 -> 100.0, 4096x4096 (8) 23.0 -> 24.2 (the
-clusters' CTAs placed unevenly); partials tagged in their 8-byte store, no
-fences, the last block waiting on each tag: % of copy 87.4 -> 82.7, bf16
-87381x768 82.2 -> 67.6, fp32 67108x1000 91.1 -> 82.7 (without the fence the
-counter's atomic took the 1.3 us; the tags' spin and 64-bit partials cost
-the rest)."""
 OUTER_MAX_SPLIT = 1024     # ... and at most this many blocks a tile
 OUTER_MAX_POINTS = 8        # kept points a lane at most (outer_width: 16 bytes of the widest input)
 # (4 for 2-byte floats, H100 % of copy, same run, 8 / 4: column sum bf16
@@ -545,29 +455,19 @@ def outer_lanes(kept: int, vec: int, kern: Kernel | None = None) -> int:
 
 
 def outer_split(kern: Kernel, lanes: int, vec: int, block: int, extents: list[int], sm_count: int,
-                few: bool = False) -> int:
+                few: bool = False, shifted: bool = False) -> int:
     """Blocks that share a tile of an outer reduction: about
     OUTER_BLOCKS_PER_SM blocks an SM (`few`: OUTER_FEW_BLOCKS), each lane
     combining OUTER_MIN_POINTS reduced points at least, OUTER_MAX_SPLIT at
-    most; OUTER_WIDE_SHARE times fewer blocks an SM over several tiles."""
+    most; OUTER_WIDE_SHARE times fewer blocks an SM over several tiles, but
+    for `shifted` lanes (cuda_outer_shift.OUTER_SHIFT_AIM)."""
     nrows = math.prod(extents[d] for d in kern.kept)
     per_row = math.prod(extents[d] for d in kern.reduced)
     tiles = max(1, -(-nrows // (lanes * vec)))
-    aim = min(OUTER_BLOCKS_PER_SM, OUTER_FEW_BLOCKS if few else outer_blocks(vec, block))
-    aim = max(1, aim // OUTER_WIDE_SHARE) if tiles > 1 else aim
+    full = min(OUTER_BLOCKS_PER_SM, OUTER_FEW_BLOCKS if few else outer_blocks(vec, block))
+    aim = max(1, full // OUTER_WIDE_SHARE) if tiles > 1 and not shifted else full
     want = max(1, aim * sm_count // tiles)  # (no SM runs a block more than the rest: OUTER_WIDE_SHARE)
     return max(1, min(want, per_row // (OUTER_MIN_POINTS * (block // lanes)), OUTER_MAX_SPLIT))
-
-
-def outer_scratch(kern: Kernel, lanes: int, vec: int, count: int, split: int) -> tuple[int, int]:
-    """(workspace bytes, zeroed counters) of an outer reduction split `split`
-    ways over `count` kept points: the partial results (kir.ws_slot bytes
-    each: the shares', then the groups' of OUTER_GROUP shares) and each tile's
-    arrival counters (its groups', then the tile's)."""
-    reduces = reductions(kern)
-    groups = -(-split // OUTER_GROUP)
-    tiles = -(-count // (lanes * vec))
-    return ws_slot(kern) * (split + groups) * count * reduces, tiles * (groups + 1)
 
 
 def outer_width(kern: Kernel, block: int = 256) -> int:

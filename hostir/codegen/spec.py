@@ -20,7 +20,9 @@ from .. import config
 from .cuda import kernel_source, vector_width
 from .cuda_row_copies import copies_ahead, draws_rows
 from .cuda_flat import flat_block, flat_bytes, flat_fits, flat_ok, flat_over, flat_width
-from .cuda_outer import (SHARED_BYTES, outer_batch, outer_block, outer_few, outer_lanes, outer_ok, outer_scratch,
+from .cuda_outer_shift import full_aim, shifted_batch, shifted_fills, shifted_fits, shifted_ok
+from .cuda_outer_split import outer_scratch
+from .cuda_outer import (SHARED_BYTES, outer_batch, outer_block, outer_few, outer_lanes, outer_ok,
                          outer_split, outer_width, wrapped)
 from .row_loads import invariant_bytes, row_cache_bytes
 from .launch_checks import (funnel_slots, keep_weights_ok, launch_sms, launches_clusters, shift_ok, vector_ok,
@@ -86,6 +88,12 @@ class Variant:
         if self.threads >= 128:
             return self.threads
         return self.options.block
+
+    @property
+    def tile_lanes(self) -> int:
+        """An outer tile's lanes that take kept points: a shifted tile's last
+        reads only for its neighbour (cuda_outer_shift)."""
+        return (self.threads or 32) - (self.outer and self.shift)
 
     @cached_property
     def _stage_block(self) -> int:
@@ -214,7 +222,7 @@ class KernelSpec(_RowRules):
         if kernel.reduced and self._outer(kernel):
             vec = self._vec[id(kernel)]
             kept = math.prod(extents[d] for d in kernel.kept)
-            var = self.variant(kernel, vec, idx, outer_lanes(kept, vec, kernel), outer=True)
+            var = full = self.variant(kernel, vec, idx, outer_lanes(kept, vec, kernel), outer=True)
             while var.vec > 1 and not vector_ok(var.vec, [ins[s] for s in var.vector_slots], extents):
                 # (narrower vectors where the kept points or the tensors' alignment refuse these:
                 # bf16 50000x1300 in 8-byte vectors, not 2-byte points)
@@ -223,6 +231,11 @@ class KernelSpec(_RowRules):
             if self._flat(kernel) and flat_over(var.vec, self._vec[id(kernel)], var.threads or 32, kept) and \
                     flat_fits(kernel, extents, ins):
                 return self.variant(kernel, flat_width(kernel), idx, kept, outer=True, flat=True)
+            if var.vec < full.vec and not full.threads and shifted_fits(
+                    kernel, full.vec, [ins[s] for s in full.vector_slots], var.vec > 1) and \
+                    shifted_fills(kernel, full.vec, full.block, extents, launch_sms(ins)):  # (cuda_outer_shift)
+                n = shifted_batch(kernel, full.vec, full.block, extents, launch_sms(ins))
+                return self.variant(kernel, full.vec, idx, outer=True, shift=True, batch=n)
             if outer_few(kernel, var.vec, var.threads, kept, launch_sms(ins)):
                 return self.variant(kernel, var.vec, idx, var.threads, outer=True, few=True)
             n = outer_batch(kernel, var.vec, var.threads, var.block, extents, launch_sms(ins))
@@ -353,20 +366,20 @@ class KernelSpec(_RowRules):
         if not variant.outer:
             return 1
         # (a flat block's F accumulators fit in full occupancy's registers: cuda_flat's bounds)
-        return outer_split(variant.kernel, variant.threads or 32, 1 if variant.flat else variant.vec,
-                           variant.block, extents, sm_count, variant.few)
+        return outer_split(variant.kernel, variant.tile_lanes, 1 if variant.flat else variant.vec,
+                           variant.block, extents, sm_count, variant.few, full_aim(variant))
 
     @staticmethod
     def scratch_size(variant: Variant, count: int, split: int) -> tuple[int, int] | None:
         """(workspace bytes, zeroed counters) of a launch split `split` ways
-        (an outer reduction's: cuda_outer.outer_scratch), or of clusters that
+        (an outer reduction's: cuda_outer_split.outer_scratch), or of clusters that
         draw their rows (the 64-bit ticket counter: hir_next_row); None where a
         launch takes none."""
         if split > 1 and variant.parts:  # each row's parts' partials, and its arrival counter
             k = variant.kernel
             return ws_slot(k) * reductions(k) * count * split, count
         if split > 1:
-            return outer_scratch(variant.kernel, variant.threads or 32, variant.vec, count, split)
+            return outer_scratch(variant.kernel, variant.tile_lanes, variant.vec, count, split)
         return (0, 2) if variant.drawn else None
 
     def _full_outs(self, kernel: Kernel) -> list[int]:
@@ -418,7 +431,7 @@ class KernelSpec(_RowRules):
         926x72471 75.9 / 64.7, fp16 447x150000 74.3 / 65.4), and so did their
         drawing rows (rows.CLUSTER_DRAWN)."""
         if variant.outer:
-            blocks = -(-count // ((variant.threads or 32) * variant.vec)) * split
+            blocks = -(-count // (variant.tile_lanes * variant.vec)) * split
         elif variant.tile >= 0:
             blocks = count
         elif variant.tile == STAGED:  # a block per row at a time
@@ -490,6 +503,8 @@ class KernelSpec(_RowRules):
                     out.append(self.variant(k, self._vec[id(k)], "int", narrow, outer=True))
                 if n := outer_batch(k, self._vec[id(k)], 0, 256, [1 << 12] * len(k.extent_vals), 8):  # lanes' batches
                     out.append(self.variant(k, self._vec[id(k)], "int", outer=True, batch=n))
+                if shifted_ok(k, self._vec[id(k)]):  # lanes shifted: kept points off vectors' boundaries
+                    out.append(self.variant(k, self._vec[id(k)], "int", outer=True, shift=True, batch=n))
                 if self._flat(k):  # read flat: odd kept points, many rows of lanes, or one
                     out += [self.variant(k, flat_width(k), "int", c, outer=True, flat=True) for c in (35, 855)
                             if flat_bytes(k, c) <= SHARED_BYTES]
