@@ -137,7 +137,9 @@ def test_shifted_outer_refusals(monkeypatch):
         t = fd.ops.mul(fd.ops.add(declare(fd, x), declare(fd, b)), declare(fd, s, "bcast"))
         fd.add_output(fd.ops.sum(t, [0]))
     v = chosen(biased, [x, b, s], [((x + b) * s).double().sum(0).to(x.dtype)])
-    assert v.shift and "_p = in0 + " in v.source and "_p = in1 + " in v.source and "_p = in2" not in v.source
+    shift_of = "(int)(reinterpret_cast<unsigned long long>(in{} + "
+    assert v.shift and shift_of.format(0) in v.source and shift_of.format(1) in v.source and \
+        shift_of.format(2) not in v.source
 
     def sliced(fd):
         t = declare(fd, x)

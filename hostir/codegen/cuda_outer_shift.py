@@ -14,7 +14,7 @@ combine, the split, the epilogue), guarded where a lane's points run past the
 kept points; fixed orders throughout (deterministic)."""
 from __future__ import annotations
 
-from .cuda import CTYPE, VEC_TYPE, _offset, index_deps, vector_loads
+from .cuda import VEC_TYPE, _offset, index_deps, vector_loads
 from .cuda_outer import _OuterPrinter, outer_batch, outer_blocks, outer_ok, outer_split
 from .kir import K, Kernel, split_stores
 
@@ -115,32 +115,24 @@ class _ShiftedOuterPrinter(_OuterPrinter):
 
     def vector_load(self, node, base: dict, into: str | None = None, copy: bool = False,
                     after: str | None = None) -> str:
-        """The aligned vector holding the lane's first kept point (none past the
-        row's kept points), then (at once, or after the batch's loads) the
+        """The aligned vector holding the lane's first kept point (the outer
+        tile's load, its kept index moved back by the row's shift m; none past
+        the row's kept points), then (at once, or after the batch's loads) the
         lane's `vec` points from it and lane + 1's."""
-        t, v = self.k.inputs[node.arg], self.vec
-        size = t.dtype.itemsize
-        word = VEC_TYPE[size * v]
+        size, v = self.k.inputs[node.arg].dtype.itemsize, self.vec
         a = [base[id(s)] for s in node.src]
-        off = _offset(a[1:], f"in{node.arg}", unit_last=True)
-        arr = into
-        if arr is None:
-            arr = self.fresh()
-            self.lines.append(f"    alignas(16) {CTYPE[t.dtype]} {arr}[{v}];")
         m = self.fresh()
-        zero = {4: "0u", 8: "make_uint2(0u, 0u)", 16: "make_uint4(0u, 0u, 0u, 0u)"}[size * v]
-        self.lines += [
-            f"    {{ const {CTYPE[t.dtype]}* {m}_p = in{node.arg} + {off};",
-            f"      {'' if self._batched is not None else 'const int '}{m} = "
-            f"(int)(reinterpret_cast<unsigned long long>({m}_p) / {size} % {v});",
-            f"      *reinterpret_cast<{word}*>({arr}) = {a[-1]} - {m} < e{self.inner} ? "
-            f"*reinterpret_cast<const {word}*>({m}_p - {m}) : {zero};"]
+        self.lines.append(f"    {'' if self._batched is not None else 'const int '}{m} = (int)(reinterpret_cast"
+                          f"<unsigned long long>(in{node.arg} + {_offset(a[1:], f'in{node.arg}', unit_last=True)})"
+                          f" / {size} % {v});")
+        back = {**base, id(node.src[-1]): f"({a[-1]} - {m})", id(node.src[0]): f"({a[-1]} - {m} < e{self.inner})"}
+        got = super().vector_load(node, back, into)
+        arr = got[1:-len(")[u]")]
         if self._batched is not None:
             self._batched.append((arr, m, node))
         else:
-            self._shift(arr, m, node, "      ")
-        self.lines.append("    }")
-        return f"({arr})[u]"
+            self._shift(arr, m, node, "    ")
+        return got
 
     def _shift(self, arr: str, m: str, node, indent: str) -> None:
         """The lane's points from its aligned vector in `arr` and lane + 1's."""
