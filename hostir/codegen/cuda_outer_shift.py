@@ -38,6 +38,7 @@ a lane: column sum bf16 8192x4095 (17 tiles, split 16: 2 blocks an SM) 51.6 /
 71.7, 1000x50257 (203 tiles, split 1) 62.4 / 67.6; filled: 6000x11111 81.7 /
 57.2, 3000x22367 79.1 / 56.4, fp16 2500x26843 75.3 / 55.1, 16384x4097 77.6 /
 79.7, bf16 100000x1025 77.4 / 78.9."""
+SHIFT_LANES = 31  # a tile's lanes that take kept points (the 32nd reads for its neighbour: Variant.tile_lanes)
 _FUNNEL = {4: "hir_funnel4", 8: "hir_funnel8", 16: "hir_funnel16"}
 
 
@@ -51,8 +52,8 @@ def shifted_fills(kern: Kernel, vec: int, block: int, extents: list[int], sm_cou
     an SM (tiles x split: few reduced points a tile, its lanes each combining
     cuda_outer.OUTER_MIN_POINTS, cap it)?"""
     kept = extents[-1]
-    tiles = -(-kept // (31 * vec))
-    split = outer_split(kern, 31, vec, block, extents, sm_count, shifted=OUTER_SHIFT_AIM)
+    tiles = -(-kept // (SHIFT_LANES * vec))
+    split = outer_split(kern, SHIFT_LANES, vec, block, extents, sm_count, shifted=OUTER_SHIFT_AIM)
     return tiles * split >= OUTER_SHIFT_FILL * outer_blocks(vec, block) * sm_count
 
 
