@@ -7,6 +7,8 @@ shuffles; tiles of 31 lanes' points). CPU runs check the kernel IR (the
 interpreter) and the rule on the same tensors; GPU runs the kernel."""
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -86,6 +88,29 @@ def test_shifted_outer_matches_torch(shape, layout, kind, dtype, monkeypatch):
     var = spec.choose(k, ext, ins, None, [])
     assert var.outer and var.shift and var.vec == 8 and var.tile_lanes == 31, var.name
     import conftest  # (the session's NVRTC compile: variants past Spec.typical_variants)
+    conftest._KERNEL_SOURCES.setdefault(var.source, var.name)
+
+
+@pytest.mark.parametrize("shape", [(5, 1025), (300, 4095), (33, 249), (3000, 1283)], ids=str)
+@pytest.mark.parametrize("kind,layout", [("sum", "contiguous"), ("sum", "offset3"), ("dot", "offset1")], ids=str)
+def test_shifted_outer_a_shift_a_load(shape, kind, layout, monkeypatch):
+    """The lanes' loop that takes each row's shift at each load (what runs
+    where a warp's rows do not share one: cuda_outer_shift.OUTER_SHIFT_FIXED)
+    matches torch too."""
+    monkeypatch.setattr(cuda_flat, "OUTER_FLAT", False)
+    monkeypatch.setattr(cuda_outer_shift, "OUTER_SHIFT_FILL", 0)
+    monkeypatch.setattr(cuda_outer_shift, "OUTER_SHIFT_FIXED", False)
+    x = _view(shape, D.BFloat16, layout)
+    y = _view(shape, D.BFloat16, "contiguous") if kind == "dot" else None
+    ins = [x] if y is None else [x, y]
+    (out,), fd = _run_keeping_fd(_build(kind, x, y), ins)
+    check(out, _want(kind, x, y), kind="reduction", atol=(3e-2 if kind == "sum" else 1e-4) * shape[0] ** 0.5,
+          rtol=2e-2 if kind == "sum" else None)
+    (spec,) = _reduction_specs(fd)
+    k, ext = spec.kernel_for(list(shape))
+    var = spec.choose(k, ext, ins, None, [])
+    assert var.shift and "switch (" not in var.source, var.name
+    import conftest  # (the session's NVRTC compile)
     conftest._KERNEL_SOURCES.setdefault(var.source, var.name)
 
 
@@ -179,8 +204,15 @@ def test_shifted_outer_source_and_grid(monkeypatch):
     assert var.shift and "(nslots + 247) / 248" in src and "tx < 31 && " in src and "ii < nslots" in src
     assert "if (row + u < nslots) ws0[" in src
     batch = var.batch or cuda_outer.OUTER_BATCH
-    body = src[src.index("// the vectors' shifts"):]
-    loads, shuffles = body.index(f"v1[{batch - 1}]) = "), body.index("hir_shfl_down(")
+    # the warp's loop once for each shift its rows share (OUTER_SHIFT_FIXED): the shift 0's
+    # shuffles nothing, the others' shifts constants; then a shift a load (the default)
+    assert "switch ((long long)split * 8 * (in0_s0) % 8 == 0 ? mf_ : 8) {" in src
+    cases = [src.index(f"case {m}: {{") for m in range(8)] + [src.index("default: {")]
+    assert cases == sorted(cases) and "hir_shfl_down(" not in src[cases[0]:cases[1]]
+    assert "hir_funnel16(w_, hir_shfl_down(w_), 3 * 2)" in src[cases[3]:cases[4]]
+    body = src[src.index("// the vectors' shifts"):]  # (the default: the batch's loads before its shuffles)
+    arr = re.search(r"alignas\(16\) hir_bf16 (\w+)\[", body).group(1)
+    loads, shuffles = body.index(f"{arr}[{batch - 1}]) = "), body.index("hir_shfl_down(")
     assert loads < shuffles and body.count("hir_funnel16(") >= batch
     split = spec.split(var, ext, 132)
     assert spec.grid(var, shape[1], 132, split, ext) == -(-shape[1] // 248) * split

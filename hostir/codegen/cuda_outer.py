@@ -81,14 +81,23 @@ class _OuterPrinter(_OuterSplit, _ReductionPrinter):
         """Each lane's accumulators over its share of the tile's reduced points
         (and the stores at every point), then the block's combined in lane
         ty == 0 of each column."""
-        idx, L, V = self.idx, self.lines, self.vec
-        ty_n = self.block // self.lanes
+        L, V = self.lines, self.vec
         for j, n in enumerate(reduces):
             L.append(f"    {acc_type(n)} a{j}[{V}];")
             L.append(f"    #pragma unroll\n    for (int u = 0; u < {V}; ++u) a{j}[u] = {acc_init(n)};")
-        acc = {id(n): f"a{j}[u]" for j, n in enumerate(reduces)}
-        start = f"ty < {ty_n} ? g * {ty_n} + ty : R" if self.idle else f"g * {ty_n} + ty"
-        step = f"split * {ty_n}"
+        self._loop(reduces, rows, names, {id(n): f"a{j}[u]" for j, n in enumerate(reduces)})
+        self._block_combine(reduces, "    ")
+
+    def _start(self) -> str:
+        """A lane's first reduced point (of its block's share)."""
+        ty_n = self.block // self.lanes
+        return f"ty < {ty_n} ? g * {ty_n} + ty : R" if self.idle else f"g * {ty_n} + ty"
+
+    def _loop(self, reduces, rows, names, acc) -> None:
+        """A lane's loop over its share of the tile's reduced points, its
+        accumulators `acc` taking in its points."""
+        idx, L, V = self.idx, self.lines, self.vec
+        start, step = self._start(), f"split * {self.block // self.lanes}"
         if V == 1 and OUTER_TAIL_V1:  # whole groups of OUTER_UNROLL_V1 rows, then the rest 4 at a time
             U = OUTER_UNROLL_V1
             L.append(f"    {idx} r0 = {start};")
@@ -115,14 +124,12 @@ class _OuterPrinter(_OuterSplit, _ReductionPrinter):
                     L.append("      }")
             L.append(f"    {idx} r0 = {start};")
             self._batch_loop("r0", "R", step, self._long_batch or OUTER_BATCH, points)  # (the launch's: outer_batch)
-            self._block_combine(reduces, "    ")
             return
         else:
             L.append(f"    #pragma unroll {OUTER_UNROLL_V1 if V == 1 else OUTER_UNROLL if V < 8 else OUTER_UNROLL_V8}")
             L.append(f"    for ({idx} r = {start}; r < R; r += {step}) {{  // (OUTER_INTERLEAVED)")
         self._point(reduces, rows, names, acc)
         L.append("    }")
-        self._block_combine(reduces, "    ")
 
     def _batch_loop(self, var: str, bound: str, step: str, batch: int, points, indent: str = "    ") -> None:
         """A lane's loop over `var` (declared and set before), `step` apart

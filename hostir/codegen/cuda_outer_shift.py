@@ -38,6 +38,21 @@ a lane: column sum bf16 8192x4095 (17 tiles, split 16: 2 blocks an SM) 51.6 /
 71.7, 1000x50257 (203 tiles, split 1) 62.4 / 67.6; filled: 6000x11111 81.7 /
 57.2, 3000x22367 79.1 / 56.4, fp16 2500x26843 75.3 / 55.1, 16384x4097 77.6 /
 79.7, bf16 100000x1025 77.4 / 78.9."""
+OUTER_SHIFT_FIXED = True
+"""A lane's rows step split x (its block's rows of lanes) rows apart: where
+that moves the row's start by a multiple of the vector (any 2-byte column
+sum of one reduced dim: 8 x split rows), every row the warp reads starts as
+far past a boundary as its first, so the warp's loop is printed once for each
+shift a constant (a switch on the first row's: the funnel's word selects and
+shifts fixed, no shift per load; the shift 0 shuffles nothing), and once for
+a shift per load, where not. SASS (sm_90, bf16 6000x11111, batches of 4):
+38 instructions a load against 68 (the shift's address math, its five-way
+branch of funnels). H200 % of copy, same run, fixed / a shift a load: at the
+full aim within 1 (1619x41427 82.1 / 81.5, 6000x11111 81.6 / 81.4): not
+issue-bound there (ncu, 6000x11111: 60 % issue active, DRAM bytes the
+ideal); at the half aim, few lanes an SM, it gained: 2009x33403 58.9 / 49.1,
+6000x11111 72.0 / 65.1, 1619x41427 66.8 / 62.2, bf16 12000x5555 76.9 / 70.6
+(the full aim still ahead: benchmarks/RESULTS.md)."""
 SHIFT_LANES = 31  # a tile's lanes that take kept points (the 32nd reads for its neighbour: Variant.tile_lanes)
 _FUNNEL = {4: "hir_funnel4", 8: "hir_funnel8", 16: "hir_funnel16"}
 
@@ -104,12 +119,48 @@ class _ShiftedOuterPrinter(_OuterPrinter):
 
     shifted = True
     _batched: list | None = None  # a batch's (array, shift) pairs while its loads are printed
+    _fixed: str | None = None  # the warp's shift, a constant, while a fixed loop prints (OUTER_SHIFT_FIXED)
+
+    def _loop(self, reduces, rows, names, acc) -> None:
+        """The lane's loop once for each shift the warp's rows may share
+        (OUTER_SHIFT_FIXED: a switch on its first row's), and once for a
+        shift a load (the default: rows whose starts move off the shift)."""
+        node = self._fixed_load(reduces, rows)
+        if node is None:
+            return super()._loop(reduces, rows, names, acc)
+        L, v, d = self.lines, self.vec, self.k.reduced[0]
+        size = self.k.inputs[node.arg].dtype.itemsize
+        first = _offset(["r0_" if i.arg == d else f"i{i.arg}" for i in node.src[1:]], f"in{node.arg}",
+                        unit_last=True)
+        moves = " + ".join(f"in{node.arg}_s{j}" for j, i in enumerate(node.src[1:]) if i.arg == d)
+        L.append(f"    {{ const {self.idx} r0_ = {self._start()};  // (OUTER_SHIFT_FIXED)")
+        L.append(f"    const int mf_ = r0_ < R ? (int)(reinterpret_cast<unsigned long long>(in{node.arg} + {first})"
+                 f" / {size} % {v}) : 0;")
+        L.append(f"    switch ((long long)split * {self.block // self.lanes} * ({moves}) % {v} == 0 ? mf_ : {v}) {{")
+        for m in range(v + 1):
+            L.append(f"    {f'case {m}' if m < v else 'default'}: {{")
+            self._fixed = str(m) if m < v else None
+            super()._loop(reduces, rows, names, acc)
+            L.append("    } break;")
+        self._fixed = None
+        L.append("    }")
+        L.append("    }")
+
+    def _fixed_load(self, reduces, rows):
+        """The lane's one vector load, where its row's start moves along one
+        reduced dim (its indices the iteration's own); else None."""
+        loads = [n for n in self._body(reduces, rows) if id(n) in self.vloads]
+        if not OUTER_SHIFT_FIXED or len(self.k.reduced) != 1 or len(loads) != 1 or \
+                any(i.op != K.INDEX for i in loads[0].src[1:]):
+            return None
+        return loads[0]
 
     def _batch_loads(self, reduces, rows, names, batch: int, step: str) -> dict[int, str]:
         at, self._batched = len(self.lines), []
         arrays = super()._batch_loads(reduces, rows, names, batch, step)
         done, self._batched = self._batched, None
-        self.lines.insert(at, f"      int {', '.join(m for _, m, _ in done)};  // the vectors' shifts")
+        if self._fixed is None:
+            self.lines.insert(at, f"      int {', '.join(m for _, m, _ in done)};  // the vectors' shifts")
         for arr, m, node in done:
             self._shift(arr, m, node, "      ")
         return arrays
@@ -122,10 +173,11 @@ class _ShiftedOuterPrinter(_OuterPrinter):
         lane's `vec` points from it and lane + 1's."""
         size, v = self.k.inputs[node.arg].dtype.itemsize, self.vec
         a = [base[id(s)] for s in node.src]
-        m = self.fresh()
-        self.lines.append(f"    {'' if self._batched is not None else 'const int '}{m} = (int)(reinterpret_cast"
-                          f"<unsigned long long>(in{node.arg} + {_offset(a[1:], f'in{node.arg}', unit_last=True)})"
-                          f" / {size} % {v});")
+        m = self._fixed or self.fresh()
+        if self._fixed is None:
+            self.lines.append(f"    {'' if self._batched is not None else 'const int '}{m} = (int)(reinterpret_cast"
+                              f"<unsigned long long>(in{node.arg} + {_offset(a[1:], f'in{node.arg}', unit_last=True)})"
+                              f" / {size} % {v});")
         back = {**base, id(node.src[-1]): f"({a[-1]} - {m})", id(node.src[0]): f"({a[-1]} - {m} < e{self.inner})"}
         got = super().vector_load(node, back, into)
         arr = got[1:-len(")[u]")]
@@ -136,7 +188,10 @@ class _ShiftedOuterPrinter(_OuterPrinter):
         return got
 
     def _shift(self, arr: str, m: str, node, indent: str) -> None:
-        """The lane's points from its aligned vector in `arr` and lane + 1's."""
+        """The lane's points from its aligned vector in `arr` and lane + 1's
+        (none to take where the warp's shift is a fixed 0)."""
+        if m == "0":
+            return
         size = self.k.inputs[node.arg].dtype.itemsize
         word = VEC_TYPE[size * self.vec]
         self.lines.append(f"{indent}{{ const {word} w_ = *reinterpret_cast<const {word}*>({arr}); "
