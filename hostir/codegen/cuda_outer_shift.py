@@ -129,13 +129,11 @@ class _ShiftedOuterPrinter(_OuterPrinter):
         if node is None:
             return super()._loop(reduces, rows, names, acc)
         L, v, d = self.lines, self.vec, self.k.reduced[0]
-        size = self.k.inputs[node.arg].dtype.itemsize
         first = _offset(["r0_" if i.arg == d else f"i{i.arg}" for i in node.src[1:]], f"in{node.arg}",
                         unit_last=True)
         moves = " + ".join(f"in{node.arg}_s{j}" for j, i in enumerate(node.src[1:]) if i.arg == d)
         L.append(f"    {{ const {self.idx} r0_ = {self._start()};  // (OUTER_SHIFT_FIXED)")
-        L.append(f"    const int mf_ = r0_ < R ? (int)(reinterpret_cast<unsigned long long>(in{node.arg} + {first})"
-                 f" / {size} % {v}) : 0;")
+        L.append(f"    const int mf_ = r0_ < R ? {self._shift_at(node, first)} : 0;")
         L.append(f"    switch ((long long)split * {self.block // self.lanes} * ({moves}) % {v} == 0 ? mf_ : {v}) {{")
         for m in range(v + 1):
             L.append(f"    {f'case {m}' if m < v else 'default'}: {{")
@@ -171,13 +169,11 @@ class _ShiftedOuterPrinter(_OuterPrinter):
         tile's load, its kept index moved back by the row's shift m; none past
         the row's kept points), then (at once, or after the batch's loads) the
         lane's `vec` points from it and lane + 1's."""
-        size, v = self.k.inputs[node.arg].dtype.itemsize, self.vec
         a = [base[id(s)] for s in node.src]
         m = self._fixed or self.fresh()
         if self._fixed is None:
-            self.lines.append(f"    {'' if self._batched is not None else 'const int '}{m} = (int)(reinterpret_cast"
-                              f"<unsigned long long>(in{node.arg} + {_offset(a[1:], f'in{node.arg}', unit_last=True)})"
-                              f" / {size} % {v});")
+            self.lines.append(f"    {'' if self._batched is not None else 'const int '}{m} = "
+                              f"{self._shift_at(node, _offset(a[1:], f'in{node.arg}', unit_last=True))};")
         back = {**base, id(node.src[-1]): f"({a[-1]} - {m})", id(node.src[0]): f"({a[-1]} - {m} < e{self.inner})"}
         got = super().vector_load(node, back, into)
         arr = got[1:-len(")[u]")]
@@ -186,6 +182,11 @@ class _ShiftedOuterPrinter(_OuterPrinter):
         else:
             self._shift(arr, m, node, "    ")
         return got
+
+    def _shift_at(self, node, offset: str) -> str:
+        """How many points past a vector boundary the load's point at `offset` lies."""
+        return (f"(int)(reinterpret_cast<unsigned long long>(in{node.arg} + {offset}) / "
+                f"{self.k.inputs[node.arg].dtype.itemsize} % {self.vec})")
 
     def _shift(self, arr: str, m: str, node, indent: str) -> None:
         """The lane's points from its aligned vector in `arr` and lane + 1's
