@@ -114,6 +114,30 @@ def test_shifted_outer_a_shift_a_load(shape, kind, layout, monkeypatch):
     conftest._KERNEL_SOURCES.setdefault(var.source, var.name)
 
 
+@pytest.mark.parametrize("shape", [(64, 1027), (300, 4095), (5, 33)], ids=str)
+@pytest.mark.parametrize("dtype", [D.Int32, D.BFloat16], ids=str)
+def test_shifted_outer_of_a_broadcast_row(shape, dtype, monkeypatch):
+    """A sum over rows of one row broadcast along them: the lanes' one load
+    does not move with the row (its shift, fixed, is the row's own), matches
+    torch, and its kernel compiles (the NVRTC session)."""
+    monkeypatch.setattr(cuda_flat, "OUTER_FLAT", False)
+    monkeypatch.setattr(cuda_outer_shift, "OUTER_SHIFT_FILL", 0)
+    R, N = shape
+    row = rand((N + 1,), dtype)[1:] if dtype == D.BFloat16 else torch.randint(-9, 9, (N,), dtype=torch.int32)
+
+    def build(fd):
+        t = declare(fd, row, "sym")
+        fd.add_output(fd.ops.sum(fd.ops.broadcast_in_dim(t, [R, N], [1]), [0]))
+    (out,), fd = _run_keeping_fd(build, [row])
+    want = row.expand(R, N).sum(0) if dtype == D.Int32 else row.double().expand(R, N).sum(0).to(row.dtype)
+    check(out, want, kind="reduction", atol=3e-2 * R ** 0.5 if dtype == D.BFloat16 else 0, rtol=2e-2)
+    (spec,) = _reduction_specs(fd)
+    k, ext = spec.kernel_for([R, N])
+    var = spec.choose(k, ext, [row], None, [])
+    import conftest  # (the session's NVRTC compile)
+    conftest._KERNEL_SOURCES.setdefault(var.source, var.name)
+
+
 @pytest.mark.parametrize("shape", [(40, 1027), (9, 3001)], ids=str)
 def test_shifted_outer_bytes(shape, monkeypatch):
     """1-byte inputs (a bool column count into int64 accumulators: lanes of 8

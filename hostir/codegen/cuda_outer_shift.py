@@ -131,7 +131,7 @@ class _ShiftedOuterPrinter(_OuterPrinter):
         L, v, d = self.lines, self.vec, self.k.reduced[0]
         first = _offset(["r0_" if i.arg == d else f"i{i.arg}" for i in node.src[1:]], f"in{node.arg}",
                         unit_last=True)
-        moves = " + ".join(f"in{node.arg}_s{j}" for j, i in enumerate(node.src[1:]) if i.arg == d)
+        moves = " + ".join(f"in{node.arg}_s{j}" for j, i in enumerate(node.src[1:]) if i.arg == d) or "0"  # 0: broadcast along the rows
         L.append(f"    {{ const {self.idx} r0_ = {self._start()};  // (OUTER_SHIFT_FIXED)")
         L.append(f"    const int mf_ = r0_ < R ? {self._shift_at(node, first)} : 0;")
         L.append(f"    switch ((long long)split * {self.block // self.lanes} * ({moves}) % {v} == 0 ? mf_ : {v}) {{")
