@@ -13,9 +13,15 @@ import pytest
 import torch
 
 from hostir import DataType as D
-from hostir.codegen import cuda_flat, cuda_outer, cuda_outer_shift
+from hostir.codegen import cuda_flat, cuda_outer, cuda_outer_shift, cuda_period
 from ops_util import TEST_DEVICE, check, declare, rand
 from test_ops_reduction import _reduction_specs, _run_keeping_fd
+
+
+@pytest.fixture(autouse=True)
+def _no_period(monkeypatch):
+    """Shifted lanes, not virtual rows (cuda_period, whichever the default)."""
+    monkeypatch.setattr(cuda_period, "OUTER_PERIOD", False)
 
 
 def _view(shape, dtype, layout: str):

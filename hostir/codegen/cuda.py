@@ -552,7 +552,7 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
                   smem_row: int = 0, cluster: int = 0, shift: bool = False, double: bool = False,
                   keep_weights: bool = False, funnel: bool = False, flat: bool = False,
                   few: bool = False, batch: int = 0, drawn: bool = False, parts: bool = False,
-                  hold: bool = False, stack: int = 0, tiles: bool = False) -> str:
+                  hold: bool = False, stack: int = 0, tiles: bool = False, period: bool = False) -> str:
     """CUDA C++ for `kern`, as the `extern "C"` function `name` (default: the
     kernel's): `vec` points per thread iteration (vector loads and stores where
     aligned), `idx` the index type ("int" when offsets fit), `pdl` for a launch
@@ -567,16 +567,10 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
     keeps the row in one of two buffers, the next row copied into the other;
     `keep_weights` (shifted rows) keeps what every row reads in shared memory,
     `funnel` reads it funnel-shifted from its aligned vectors; `flat`: an outer
-    reduction read flat, `vec` points a thread a step (cuda_flat); `few`: an
+    reduction read flat, `vec` points a thread a step (cuda_flat), `period`: in
+    virtual rows of `vec` x its kept points (cuda_period); `few`: an
     outer reduction's blocks ask for OUTER_FEW_BLOCKS an SM (cuda_outer.outer_few);
-    `batch`: a one-pass row's vectors a thread loads at once (one_pass.ONE_PASS_LONG), an
-    outer tile lane's reduced points a batch (cuda_outer.outer_batch);
-    `drawn`: the clusters' (blocks') rows drawn from a ticket counter (rows.CLUSTER_DRAWN);
-    `parts`: a one-pass row split over the launch's `split` blocks (one_pass.row_parts);
-    `hold`: each thread holds its points of what every row reads in registers
-    across its rows (cuda_row_shift.HOLD_WEIGHTS; word rows, read once:
-    row_widths.WORD_ROWS_HOLD); `stack`: word rows, each group takes that
-    many rows at a time (cuda_row_stack); `tiles`: a thread a row, staged a warp's tile at a time (row_tiles)."""
+    `batch`, `drawn`, `parts`, `hold`, `stack`, `tiles`: as spec.Variant's fields say."""
     name = name or kern.name
     if tile != -1:  # a transpose's tiles, or (tile -2) a staged gather
         from .cuda_tiles import STAGED, _StagePrinter, _TilePrinter, staged_gather
@@ -584,6 +578,9 @@ def kernel_source(kern: Kernel, vec: int = 1, idx: str = "long long", block: int
             g, extent = staged_gather(kern)
             return _StagePrinter(kern, name, idx, pdl, g, extent).source()
         return _TilePrinter(kern, name, idx, pdl, tile).source()
+    if period:
+        from .cuda_period import _PeriodPrinter
+        return _PeriodPrinter(kern, name, idx, pdl, vec).source()
     if flat:
         from .cuda_flat import _FlatPrinter
         return _FlatPrinter(kern, name, idx, block, pdl, vec, threads).source()

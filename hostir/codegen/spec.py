@@ -20,6 +20,7 @@ from .. import config
 from .cuda import kernel_source, vector_width
 from .cuda_row_copies import copies_ahead, draws_rows
 from .cuda_flat import flat_block, flat_bytes, flat_fits, flat_ok, flat_over, flat_width
+from .cuda_period import PERIOD_BLOCK, PERIOD_LANES, period_blocks, period_fits, period_scratch, period_split
 from .cuda_outer_shift import full_aim, shifted_batch, shifted_fills, shifted_fits, shifted_ok
 from .cuda_outer_split import outer_scratch
 from .cuda_outer import (SHARED_BYTES, outer_batch, outer_block, outer_few, outer_lanes, outer_ok,
@@ -68,6 +69,7 @@ class Variant:
     #                      word rows: row_widths.WORD_ROWS_HOLD)
     stack: int = 0       # word rows: each group takes this many rows at once (row_widths.WORD_ROWS, cuda_row_stack)
     tiles: bool = False  # short shifted rows a thread each, staged a warp's tile at a time (row_tiles)
+    period: bool = False  # an outer reduction read in virtual rows of `vec` x its kept points (cuda_period)
 
     @property
     def block(self) -> int:
@@ -79,6 +81,8 @@ class Variant:
             return 256
         if self.flat:
             return flat_block(self.threads)
+        if self.period:
+            return PERIOD_BLOCK
         if self.outer and wrapped(self.threads):  # (a tile as wide as the kept points)
             return outer_block(self.threads)
         if self.stack:
@@ -119,7 +123,8 @@ class Variant:
         src = kernel_source(self.kernel, self.vec, self.idx, self.block, o.streaming, o.pdl,
                             self.name, self.threads, self.chunks, self.outer, self.tile, self.smem_row,
                             self.cluster, self.shift, self.double, self.keep_weights, self.funnel, self.flat,
-                            self.few, self.batch, self.drawn, self.parts, self.hold, self.stack, self.tiles)
+                            self.few, self.batch, self.drawn, self.parts, self.hold, self.stack, self.tiles,
+                            self.period)
         return defines(o, self.kernel) + src
 
     @cached_property
@@ -231,6 +236,8 @@ class KernelSpec(_RowRules):
             if self._flat(kernel) and flat_over(var.vec, self._vec[id(kernel)], var.threads or 32, kept) and \
                     flat_fits(kernel, extents, ins):
                 return self.variant(kernel, flat_width(kernel), idx, kept, outer=True, flat=True)
+            if var.vec < full.vec and self._flat(kernel) and period_fits(kernel, extents, ins):
+                return self.variant(kernel, flat_width(kernel), idx, PERIOD_LANES, outer=True, period=True)
             if var.vec < full.vec and not full.threads and shifted_fits(
                     kernel, full.vec, [ins[s] for s in full.vector_slots], var.vec > 1) and \
                     shifted_fills(kernel, full.vec, full.block, extents, launch_sms(ins)):  # (cuda_outer_shift)
@@ -365,6 +372,8 @@ class KernelSpec(_RowRules):
             return one_pass.row_parts(math.prod(extents[d] for d in k.kept), vectors, variant.threads, sm_count)
         if not variant.outer:
             return 1
+        if variant.period:
+            return period_split(variant.kernel, extents, sm_count)
         # (a flat block's F accumulators fit in full occupancy's registers: cuda_flat's bounds)
         return outer_split(variant.kernel, variant.tile_lanes, 1 if variant.flat else variant.vec,
                            variant.block, extents, sm_count, variant.few, full_aim(variant))
@@ -375,6 +384,8 @@ class KernelSpec(_RowRules):
         (an outer reduction's: cuda_outer_split.outer_scratch), or of clusters that
         draw their rows (the 64-bit ticket counter: hir_next_row); None where a
         launch takes none."""
+        if variant.period:
+            return period_scratch(variant.kernel, count, split)
         if split > 1 and variant.parts:  # each row's parts' partials, and its arrival counter
             k = variant.kernel
             return ws_slot(k) * reductions(k) * count * split, count
@@ -430,7 +441,9 @@ class KernelSpec(_RowRules):
         a row / looping: log-softmax fp16 458x146480 75.9 / 70.3, softmax fp32
         926x72471 75.9 / 64.7, fp16 447x150000 74.3 / 65.4), and so did their
         drawing rows (rows.CLUSTER_DRAWN)."""
-        if variant.outer:
+        if variant.period:
+            blocks = period_blocks(count, split)
+        elif variant.outer:
             blocks = -(-count // (variant.tile_lanes * variant.vec)) * split
         elif variant.tile >= 0:
             blocks = count
@@ -468,12 +481,13 @@ class KernelSpec(_RowRules):
                 smem_row: int = 0, outer: bool = False, tile: int = -1, cluster: int = 0,
                 shift: bool = False, double: bool = False, keep_weights: bool = False,
                 funnel: bool = False, flat: bool = False, few: bool = False, batch: int = 0,
-                parts: bool = False, hold: bool = False, stack: int = 0, tiles: bool = False) -> Variant:
+                parts: bool = False, hold: bool = False, stack: int = 0, tiles: bool = False,
+                period: bool = False) -> Variant:
         funnel = funnel and shift and not keep_weights
         # (a cluster variant's block is its threads: Variant.block)
         drawn = draws_rows(kernel, vec, chunks, min(smem_row, chunks), threads, shift, cluster, double)
         key = (id(kernel), vec, idx, threads, chunks, smem_row, outer, tile, cluster, shift, double, keep_weights,
-               funnel, flat, few, batch, drawn, parts, hold, stack, tiles)
+               funnel, flat, few, batch, drawn, parts, hold, stack, tiles, period)
         got = self._variants.get(key)
         if got is None:
             o = self.options
@@ -481,13 +495,13 @@ class KernelSpec(_RowRules):
                     f"{'_fm' if o.fast_math else ''}{'_chk' if o.check_indices else ''}")
             name = (f"{kernel.name}{'_pair' * len(kernel.pairs)}_v{vec}_"
                     f"{'i32' if idx == 'int' else 'i64'}{f'_t{threads}' if threads else ''}"
-                    f"{f'_c{chunks}' if chunks else ''}{('_smem' if smem_row >= chunks else f'_smem{smem_row}') if smem_row else ''}{'_outer' if outer else ''}{'_flat' if flat else ''}{'_few' if few else ''}{f'_n{batch}' if batch else ''}"
+                    f"{f'_c{chunks}' if chunks else ''}{('_smem' if smem_row >= chunks else f'_smem{smem_row}') if smem_row else ''}{'_outer' if outer else ''}{'_flat' if flat else ''}{'_period' if period else ''}{'_few' if few else ''}{f'_n{batch}' if batch else ''}"
                     f"{f'_q{cluster}' if cluster else ''}{('d' if cluster else '_drawn') if drawn else ''}{'_db' if double else ''}{'_sh' if shift else ''}{'_kw' if keep_weights else ''}{'_fw' if funnel else ''}{'_hw' if hold else ''}{'_parts' if parts else ''}{f'_st{stack}' if stack else ''}{'_tl' if tiles else ''}"
                     f"{f'_tile{tile}' if tile >= 0 else ''}{'_staged' if tile == STAGED else ''}{tune}")
             slots = vector_slots(kernel, vec, points=bool(chunks))  # (chunks at width 1: a row held a point a load)
             got = self._variants[key] = Variant(kernel, vec, idx, o, name, slots, threads, chunks, outer, tile,
                                                 smem_row, cluster, shift, double, keep_weights, funnel, flat, few,
-                                                batch, drawn, parts, hold, stack, tiles)
+                                                batch, drawn, parts, hold, stack, tiles, period)
         return got
 
     def typical_variants(self) -> list[Variant]:
