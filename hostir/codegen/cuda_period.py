@@ -189,7 +189,7 @@ class _PeriodPrinter(_OuterPrinter):
         k, idx, L, F = self.k, self.idx, self.lines, self.vec
         _, row_stores = split_stores(k, rows)
         L.append(f"    const long long lo = (long long)tile * {W}, hi = (lo + {W} < P ? lo + {W} : P) - 1;")
-        L.append(f"    const bool wraps = lo / nslots != hi / nslots;")
+        L.append("    const bool wraps = lo / nslots != hi / nslots;")
         L.append(f"    const {idx} t0 = ({idx})(lo % nslots) / {B}, "
                  f"t1 = wraps ? (nslots - 1) / {B} : ({idx})(hi % nslots) / {B};")
         L.append(f"    const {idx} t2 = wraps ? ({idx})(hi % nslots) / {B} : -1;")
