@@ -1,11 +1,11 @@
 """Outer reductions over more kept points than the flat schedule takes, no
 multiple of a vector, read in virtual rows of F x C points
-(codegen/cuda_period.py, OUTER_PERIOD on here): results against torch over
+(codegen/cuda_period.py, on here for every point size): results against torch over
 shapes with no whole virtual row, a part row, several shares, several kept
 and reduced dims, prologues and epilogues, max, two reductions (var_mean's
 pivot row is not flat: cuda_flat.flat_ok); the launch's
 rule (views off a boundary, strided, or kept points a multiple of a vector
-take the tiles); the split, workspace and grid. CPU runs check the kernel IR
+take the tiles; by default 4-byte points only); the split, workspace and grid. CPU runs check the kernel IR
 (the interpreter) and the rule on the same tensors, and NVRTC compiles each
 kernel; GPU runs the kernel."""
 from __future__ import annotations
@@ -21,7 +21,9 @@ from test_ops_reduction import _reduction_specs, _run_keeping_fd
 
 @pytest.fixture(autouse=True)
 def _period(monkeypatch):
+    """Virtual rows for every point size (the default takes PERIOD_SIZES)."""
     monkeypatch.setattr(cuda_period, "OUTER_PERIOD", True)
+    monkeypatch.setattr(cuda_period, "PERIOD_SIZES", (1, 2, 4, 8))
 
 
 def _chosen(fd, ins, extents):
@@ -97,8 +99,8 @@ def test_period_several_dims(shape, reduced):
 
 def test_period_rule():
     """Views off a 16-byte boundary or strided, kept points a multiple of a
-    vector, or few enough for the flat schedule take other schedules; with
-    OUTER_PERIOD off, none. The split is the aligned tiles' over the virtual
+    vector, or few enough for the flat schedule take other schedules; by
+    default (PERIOD_SIZES) 2-byte points do not; with OUTER_PERIOD off, none. The split is the aligned tiles' over the virtual
     rows; the workspace each share's partials at every virtual point; the grid
     a block a virtual tile and share."""
     def var_of(x, extents):
@@ -120,8 +122,8 @@ def test_period_rule():
         assert split >= 1 and counters == -(-4095 // 256) and nbytes >= 4 * 8 * 4095 * split
         assert spec.grid(var, 4095, sms, split, ext) == -(-4095 // 32) * split
     assert spec.split(var, [8192, 4095], 132) > 1  # few virtual tiles: shares
+    cuda_period.PERIOD_SIZES = (4,)  # (the default: 4-byte points)
+    assert not var_of(rand((300, 4095), D.BFloat16), (300, 4095))[1].period
+    assert var_of(rand((300, 4095), D.Float), (300, 4095))[1].period
     cuda_period.OUTER_PERIOD = False
-    try:
-        assert not var_of(rand((300, 4095), D.BFloat16), (300, 4095))[1].period
-    finally:
-        cuda_period.OUTER_PERIOD = True
+    assert not var_of(rand((300, 4095), D.Float), (300, 4095))[1].period

@@ -32,13 +32,25 @@ from .cuda_flat import FLAT_BATCH, FLAT_MAX_KEPT, _body, flat_width
 from .cuda_outer import SHARED_BYTES, _OuterPrinter, outer_blocks, outer_split
 from .kir import K, Kernel, levels, reductions, row_nodes, split_stores, ws_slot
 
-OUTER_PERIOD = False   # odd kept counts past FLAT_MAX_KEPT read as virtual rows of F x C points
+OUTER_PERIOD = True    # odd kept counts past FLAT_MAX_KEPT read as virtual rows of F x C points ...
+PERIOD_SIZES = (4,)
+"""... where the widest input's points take this many bytes. H200 % of copy,
+two runs, tiles (fp32: a point a lane; 2-byte: shifted lanes,
+cuda_outer_shift) / period: column sum fp32 2009x33403 80.9 / 90.8, 84.9 /
+93.8; 33000x2033 85.2 / 88.4, 86.2 / 90.3; 5000x13001 92.0 / 92.9, 94.8 /
+95.3; 8192x4095 84.2 / 83.8. But 2-byte points lost: bf16 1619x41427 81.9 /
+65.8, 82.1 / 66.1; 6000x11111 81.5 / 64.2; 8192x4095 69.7 / 60.5; 1000x50257
+68.0 / 59.3; 50000x1301 72.8 / 62.3; fp16 16384x4097 79.2 / 71.8 (not
+understood: the same reads as the aligned tiles over [R / 8, 8 C], bf16
+1619x41432 91.8 there; each block's end, its fence and counters, is one
+suspect, its 64 registers at 4 blocks an SM another). int32 points (int64
+sums) take it too: not measured."""
 PERIOD_LANES = 32      # a tile's lanes (F points each)
 PERIOD_BLOCK = 256     # threads a block: 8 rows of lanes; an out tile's kept points
 
 
 def period_fits(kern: Kernel, extents: list[int], ins: list) -> bool:
-    """Does this launch run the period schedule: OUTER_PERIOD; the kernel
+    """Does this launch run the period schedule: OUTER_PERIOD, PERIOD_SIZES; the kernel
     flat (cuda_flat.flat_ok, which the caller checks), more kept points than
     the flat schedule takes, some reduced; the block's combine arrays within
     SHARED_BYTES; each input the kernel reads contiguous in the iteration's
@@ -47,6 +59,7 @@ def period_fits(kern: Kernel, extents: list[int], ins: list) -> bool:
     F = flat_width(kern)
     per = sum(acc_bytes(x) for x in kern.order if x.op == K.REDUCE)
     if not OUTER_PERIOD or kept <= FLAT_MAX_KEPT or F < 2 or not all(extents[d] for d in kern.reduced) or \
+            max(t.dtype.itemsize for t in kern.inputs) not in PERIOD_SIZES or \
             (PERIOD_BLOCK // PERIOD_LANES) * (PERIOD_LANES * F + 1) * per > SHARED_BYTES - 64:
         return False
     shape = tuple(extents)
@@ -67,7 +80,14 @@ def _virtual(kern: Kernel, extents: list[int]) -> list[int]:
 
 def period_split(kern: Kernel, extents: list[int], sm_count: int) -> int:
     """Blocks that share a virtual tile: the aligned tile kernel's split over
-    the virtual rows."""
+    the virtual rows (cuda_outer.outer_split).
+    Tried and removed (2026-12-02): a split that fills the device's blocks in
+    whole waves (the fewest shares whose last wave is fullest, 8 virtual rows
+    a lane at least): more blocks, each with its end's fence and counters,
+    lost. H200 % of copy, same run, outer_split / waves: column sum bf16
+    1619x41427 (2 shares against 1) 66.1 / 58.1, 50000x1301 62.8 / 48.1,
+    fp32 5000x13001 95.3 / 70.5, 33000x2033 90.3 / 74.4; bf16 6000x11111
+    65.0 / 68.0, 8192x4095 60.7 / 64.7."""
     return outer_split(kern, PERIOD_LANES, flat_width(kern), PERIOD_BLOCK, _virtual(kern, extents), sm_count)
 
 
