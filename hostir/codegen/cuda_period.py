@@ -21,7 +21,8 @@ and the last to arrive at one combines its F x split partials a kept point
 a thread (phases, then shares, in order: deterministic) and runs the
 epilogue there. Costs: the workspace's write and read (8 F x split bytes a
 kept point, fp32 sums: 2 % of a bf16 1000 x 50257 sum's bytes at split 1)
-and one more round trip at the end."""
+and one more round trip at the end. Taken where the points are 4 bytes
+(PERIOD_SIZES: 2-byte points lost to shifted lanes)."""
 from __future__ import annotations
 
 import math
@@ -43,8 +44,11 @@ cuda_outer_shift) / period: column sum fp32 2009x33403 80.9 / 90.8, 84.9 /
 68.0 / 59.3; 50000x1301 72.8 / 62.3; fp16 16384x4097 79.2 / 71.8 (not
 understood: the same reads as the aligned tiles over [R / 8, 8 C], bf16
 1619x41432 91.8 there; each block's end, its fence and counters, is one
-suspect, its 64 registers at 4 blocks an SM another). int32 points (int64
-sums) take it too: not measured."""
+suspect; not its blocks an SM: next run, 4 (64 registers) / 8 (32, 8 bytes
+spilled) / 8 with batches of 2: bf16 1619x41427 64.3 / 62.1 / 59.9,
+8192x4095 59.3 / 42.7 / 36.8, fp16 16384x4097 68.9 / 49.2 / 56.7, shifted
+lanes 79.8, 69.4, 75.3). int32 points (int64 sums) take it too: not
+measured."""
 PERIOD_LANES = 32      # a tile's lanes (F points each)
 PERIOD_BLOCK = 256     # threads a block: 8 rows of lanes; an out tile's kept points
 
